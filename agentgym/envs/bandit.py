@@ -1,0 +1,139 @@
+"""Bandit-v0: a two-armed bandit whose arms carry semantic names (RAGEN's BiArmBandit).
+
+One arm is *safe*: it always pays ``low_arm_reward`` (default 0.15). The other is *risky*: it pays
+``high_arm_reward`` (default 1.0) with probability ``high_arm_prob`` (default 0.25), else 0. Its
+expected reward, 0.25, beats the safe arm's 0.15, so the optimal choice is the risky arm; the names
+hint at it (a safe-sounding name for the low arm, a bold one for the high arm), and which arm is
+listed first is drawn per episode, so the position carries no signal.
+
+* Observation: the two arm names, in the episode's order.
+* Actions: an arm's name (case-insensitive) or its position, ``1`` or ``2``.
+* Reward: the arm's payout, drawn from ``self.np_random``.
+* Success: the risky (higher-expectation) arm was pulled.
+* Limits: ``max_turns`` pulls (default 1); the episode terminates after the last pull.
+
+``name_split="train"`` draws from :data:`TRAIN_NAME_PAIRS`; ``"heldout"`` from
+:data:`HELDOUT_NAME_PAIRS` (disjoint), to test whether a policy learned the names' meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.text_env import ActionOutcome, TextEnv
+
+__all__ = ["BanditEnv", "TRAIN_NAME_PAIRS", "HELDOUT_NAME_PAIRS"]
+
+#: (safe arm, risky arm) name pairs for training.
+TRAIN_NAME_PAIRS: tuple[tuple[str, str], ...] = (
+    ("Teacher", "Explorer"),
+    ("Librarian", "Gambler"),
+    ("Accountant", "Adventurer"),
+    ("Gardener", "Treasure Hunter"),
+    ("Clerk", "Daredevil"),
+    ("Nurse", "Stuntman"),
+)
+#: (safe arm, risky arm) name pairs held out from training.
+HELDOUT_NAME_PAIRS: tuple[tuple[str, str], ...] = (
+    ("Baker", "Pirate"),
+    ("Tailor", "Mountaineer"),
+    ("Postman", "Speculator"),
+)
+
+
+class BanditEnv(TextEnv):
+    """Two-armed bandit with a safe low arm and a risky high arm (see the module docstring).
+
+    Args:
+        name_split: ``"train"`` or ``"heldout"``.
+        low_arm_reward: the safe arm's fixed payout.
+        high_arm_reward: the risky arm's payout when it pays.
+        high_arm_prob: probability that the risky arm pays, in [0, 1].
+        **kwargs: :class:`~agentgym.text_env.TextEnv` arguments.
+
+    Raises:
+        ValueError: an unknown split or a probability outside [0, 1].
+    """
+
+    turn_limit_terminates = True  # the pulls are the game: no bootstrap past the last one
+
+    def __init__(
+        self,
+        *,
+        name_split: str = "train",
+        low_arm_reward: float = 0.15,
+        high_arm_reward: float = 1.0,
+        high_arm_prob: float = 0.25,
+        max_turns: int = 1,
+        max_actions_per_turn: int = 1,
+        **kwargs: Any,
+    ):
+        if name_split not in ("train", "heldout"):
+            raise ValueError(f"name_split must be 'train' or 'heldout', got {name_split!r}")
+        if not 0.0 <= high_arm_prob <= 1.0:
+            raise ValueError(f"high_arm_prob must lie in [0, 1], got {high_arm_prob!r}")
+        if max_actions_per_turn != 1:
+            raise ValueError("Bandit pulls one arm per turn: max_actions_per_turn must be 1")
+        super().__init__(max_turns=max_turns, max_actions_per_turn=1, **kwargs)
+        self.name_split = name_split
+        self.low_arm_reward = float(low_arm_reward)
+        self.high_arm_reward = float(high_arm_reward)
+        self.high_arm_prob = float(high_arm_prob)
+        self._pairs = TRAIN_NAME_PAIRS if name_split == "train" else HELDOUT_NAME_PAIRS
+        self._arms: tuple[str, str] = self._pairs[0]
+        self._risky = 1
+        self._pulled_risky = False
+        self._last: str | None = None
+
+    @property
+    def instructions_text(self) -> str:
+        return (
+            "You are playing a bandit game with two arms. Pulling an arm gives a reward; the arms' "
+            "names hint at how each one pays. Goal: maximize your expected reward. "
+            "Answer with the name of the arm to pull."
+        )
+
+    def _reset_state(self, options: dict[str, Any]) -> dict[str, Any]:
+        safe, risky = self._pairs[int(self.np_random.integers(len(self._pairs)))]
+        if self.np_random.random() < 0.5:
+            self._arms, self._risky = (safe, risky), 1
+        else:
+            self._arms, self._risky = (risky, safe), 0
+        self._pulled_risky = False
+        self._last = None
+        return {"arms": self._arms}
+
+    def valid_actions(self) -> list[str]:
+        return list(self._arms)
+
+    def _parse_action(self, token: str) -> int | None:
+        key = token.strip().casefold()
+        for index, name in enumerate(self._arms):
+            if key in (name.casefold(), str(index + 1)):
+                return index
+        return None
+
+    def _action_name(self, action: int) -> str:
+        return self._arms[action]
+
+    def _apply_action(self, action: int) -> ActionOutcome:
+        if action == self._risky:
+            self._pulled_risky = True
+            paid = self.np_random.random() < self.high_arm_prob
+            reward = self.high_arm_reward if paid else 0.0
+        else:
+            reward = self.low_arm_reward
+        self._last = f"You pulled {self._arms[action]} and received {reward:g}."
+        return ActionOutcome(reward=reward, effective=True)
+
+    def _success(self) -> bool:
+        return self._pulled_risky
+
+    def _render_state(self) -> str:
+        lines = [f"Arm 1: {self._arms[0]}", f"Arm 2: {self._arms[1]}"]
+        if self._last:
+            lines.append(self._last)
+        return "\n".join(lines)
+
+    def oracle_actions(self) -> list[str]:
+        return [self._arms[self._risky]]

@@ -1,0 +1,108 @@
+"""Registration of agentgym environments under the ``agentgym`` Gymnasium namespace.
+
+Each id is described by one :class:`EnvEntry`, which keeps two kinds of constructor arguments apart
+(as BrowserGym's registration does):
+
+* ``task_kwargs`` define the task the id names (``agentgym/SokobanHard-v0`` *is* 8x8 with 2 boxes).
+  They are fixed: passing a different value to ``gymnasium.make`` raises ``ValueError`` naming the
+  id to use instead.
+* ``default_kwargs`` are defaults the user may override: ``gymnasium.make(id, max_turns=8)``.
+
+Example:
+    >>> import gymnasium, agentgym
+    >>> env = gymnasium.make("agentgym/Sokoban-v0", max_turns=3)
+    >>> env.unwrapped.max_turns
+    3
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = ["EnvEntry", "register_env", "registered_envs", "NAMESPACE"]
+
+NAMESPACE = "agentgym"
+_ENTRIES: dict[str, EnvEntry] = {}
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """Documentation and arguments of one registered id.
+
+    Attributes:
+        id: full id, ``agentgym/<Name>-v<N>``.
+        entry_point: ``"module:Class"`` of a :class:`~agentgym.text_env.TextEnv` subclass.
+        summary: one line for ``agentgym list``.
+        task_kwargs: arguments fixed by this id.
+        default_kwargs: arguments a user may override.
+        nondeterministic: whether the same seed and actions may give different episodes.
+    """
+
+    id: str
+    entry_point: str
+    summary: str
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    default_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    nondeterministic: bool = False
+
+
+class _EnvFactory:
+    """Picklable entry point that builds the env and guards the id's fixed task arguments."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, env_id: str, entry_point: str, task_kwargs: Mapping[str, Any]):
+        self.env_id = env_id
+        self.entry_point = entry_point
+        self.task_kwargs = dict(task_kwargs)
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        for key, fixed in self.task_kwargs.items():
+            if key in kwargs and kwargs[key] != fixed:
+                raise ValueError(
+                    f"{key}={fixed!r} is fixed by {self.env_id}; to choose {key}={kwargs[key]!r}, "
+                    f"make an id that leaves it free (see `agentgym list`) and pass it there"
+                )
+        module_name, _, class_name = self.entry_point.partition(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        return cls(**{**kwargs, **self.task_kwargs})
+
+    def __repr__(self) -> str:
+        return f"{self.entry_point} (fixed: {self.task_kwargs})"
+
+
+def register_env(entry: EnvEntry) -> None:
+    """Register ``entry`` with Gymnasium and in agentgym's own table.
+
+    Raises:
+        ValueError: the id is not of the form ``agentgym/<Name>-v<N>``, or the same keys appear in
+            both ``task_kwargs`` and ``default_kwargs``.
+    """
+    namespace, _, rest = entry.id.partition("/")
+    if namespace != NAMESPACE or "-v" not in rest:
+        raise ValueError(f"env id must look like '{NAMESPACE}/<Name>-v<N>', got {entry.id!r}")
+    overlap = set(entry.task_kwargs) & set(entry.default_kwargs)
+    if overlap:
+        raise ValueError(f"{entry.id}: {sorted(overlap)} are both fixed and overridable")
+    _ENTRIES[entry.id] = entry
+    if entry.id in gym.registry:
+        return
+    gym.register(
+        id=entry.id,
+        entry_point=_EnvFactory(entry.id, entry.entry_point, entry.task_kwargs),
+        kwargs=dict(entry.default_kwargs),
+        nondeterministic=entry.nondeterministic,
+        disable_env_checker=False,
+        order_enforce=True,
+    )
+
+
+def registered_envs() -> Mapping[str, EnvEntry]:
+    """Every agentgym id and its :class:`EnvEntry`, in registration order."""
+    return MappingProxyType(_ENTRIES)
