@@ -279,7 +279,7 @@ class TextEnv(gym.Env[str, str]):
         recognised = [self._parse_action(piece) for piece in parsed.actions]
         invalid_reason = parsed.error
         if invalid_reason is None:
-            unknown = [p for p, a in zip(parsed.actions, recognised) if a is None]
+            unknown = [p for p, a in zip(parsed.actions, recognised, strict=True) if a is None]
             if unknown:
                 invalid_reason = (
                     f"unrecognised action(s): {', '.join(repr(u[:80]) for u in unknown)}"
