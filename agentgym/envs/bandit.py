@@ -7,7 +7,9 @@ hint at it (a safe-sounding name for the low arm, a bold one for the high arm), 
 listed first is drawn per episode, so the position carries no signal.
 
 * Observation: the two arm names, in the episode's order.
-* Actions: an arm's name (case-insensitive) or its position, ``1`` or ``2``.
+* Actions: an arm's name (case-insensitive) or its position, ``1`` or ``2``; a short answer
+  (<= 64 characters) that names exactly one arm as whole words, such as ``pull Teacher``, pulls
+  that arm.
 * Reward: the arm's payout, drawn from ``self.np_random``.
 * Success: the risky (higher-expectation) arm was pulled.
 * Limits: ``max_turns`` pulls (default 1); the episode terminates after the last pull.
@@ -18,6 +20,7 @@ listed first is drawn per episode, so the position carries no signal.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentgym.text_env import ActionOutcome, TextEnv
@@ -39,6 +42,11 @@ HELDOUT_NAME_PAIRS: tuple[tuple[str, str], ...] = (
     ("Tailor", "Mountaineer"),
     ("Postman", "Speculator"),
 )
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``text`` as whole words."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 class BanditEnv(TextEnv):
@@ -107,10 +115,16 @@ class BanditEnv(TextEnv):
         return list(self._arms)
 
     def _parse_action(self, token: str) -> int | None:
-        key = token.strip().casefold()
+        key = " ".join(token.split()).casefold()
         for index, name in enumerate(self._arms):
             if key in (name.casefold(), str(index + 1)):
                 return index
+        # A short phrase naming exactly one arm ("pull the Teacher arm") pulls that arm, as an
+        # LLM's answer often wraps the name; a phrase naming both arms, or neither, is invalid.
+        if len(key) <= 64:
+            named = [i for i, name in enumerate(self._arms) if _names(key, name.casefold())]
+            if len(named) == 1:
+                return named[0]
         return None
 
     def _action_name(self, action: int) -> str:

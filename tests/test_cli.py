@@ -1,0 +1,160 @@
+"""The ``agentgym`` command line, run for real in a subprocess (``python -m agentgym.cli``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import agentgym
+from agentgym.cli import CLIError, parse_kwargs, resolve_env_id
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+
+
+def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
+    result = run_cli("list")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for env_id, entry in agentgym.registered_envs().items():
+        at = lines.index(env_id)
+        assert lines[at + 1] == f"    {entry.summary}"
+    # Hand-written from agentgym/envs/__init__.py.
+    at = lines.index("agentgym/Bandit-v0")
+    assert lines[at + 1 : at + 4] == [
+        "    Two arms with semantic names, a safe low arm and a risky high arm; one pull.",
+        "    fixed:    name_split='train'",
+        "    defaults: max_turns=1, max_actions_per_turn=1",
+    ]
+
+
+def test_solve_bandit_seed_0() -> None:
+    result = run_cli("solve", "agentgym/Bandit-v0", "--seed", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "== agentgym/Bandit-v0, seed 0: the oracle plays ==\n"
+        "\n-- start --\nArm 1: Nurse\nArm 2: Stuntman\n"
+        "\n-- turn 1 --\naction: Stuntman\n"
+        "reward: 1   terminated: True   truncated: False   success: True   actions left: 0\n"
+        "executed: Stuntman\n"
+        "Arm 1: Nurse\nArm 2: Stuntman\nYou pulled Stuntman and received 1.\n"
+        "\nEpisode over after 1 turn: return 1, success True\n"
+    )
+
+
+def test_solve_in_the_model_format() -> None:
+    result = run_cli("solve", "Bandit-v0", "--seed", "0", "--action-format", "think_answer")
+    assert result.returncode == 0, result.stderr
+    assert "action: <think>oracle</think><answer>Stuntman</answer>\n" in result.stdout
+
+
+def test_play_fed_by_stdin() -> None:
+    """An invalid turn (a Sokoban move, plus a dropped second action), then the risky arm."""
+    result = run_cli(
+        "play", "agentgym/Bandit-v0", "--seed", "0", "--kw", "max_turns=2", stdin="Up || Left\n2\n"
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("== agentgym/Bandit-v0, seed 0 ==\n\nYou are playing a bandit game")
+    assert "Reply with your action(s) only, e.g. Nurse." in out  # raw format for people
+    assert "The episode ends after 2 turns or 2 actions." in out
+    assert out.endswith(
+        "-- turn 1 --\nArm 1: Nurse\nArm 2: Stuntman\n"
+        "action> Up || Left\n"
+        "reward: -0.1   terminated: False   truncated: False   success: False   actions left: 2\n"
+        "invalid: unrecognised action(s): 'Up'\n"
+        "dropped (over 1 per turn): Left\n"
+        "\n-- turn 2 --\nArm 1: Nurse\nArm 2: Stuntman\n"
+        "action> 2\n"
+        "reward: 1   terminated: True   truncated: False   success: True   actions left: 1\n"
+        "executed: Stuntman\n"
+        "\nArm 1: Nurse\nArm 2: Stuntman\nYou pulled Stuntman and received 1.\n"
+        "\nEpisode over after 2 turns: return 0.9, success True\n"
+    )
+
+
+def test_play_stops_at_end_of_input() -> None:
+    result = run_cli("play", "Bandit-v0", "--seed", "0", stdin="")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("action> \n(end of input: episode stopped)\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("play", "Bandt-v0"),
+            "agentgym: error: unknown environment id 'Bandt-v0'; did you mean "
+            "agentgym/Bandit-v0 or agentgym/BanditHeldOut-v0? (`agentgym list` shows them all)\n",
+        ),
+        (
+            ("solve", "Chess-v0"),
+            "agentgym: error: unknown environment id 'Chess-v0' (`agentgym list` shows them all)\n",
+        ),
+        (
+            ("play", "Bandit-v0", "--kw", "max_turns"),
+            "agentgym: error: --kw expects key=value, got 'max_turns'\n",
+        ),
+        (
+            ("play", "Bandit-v0", "--kw", "foo=1"),
+            "agentgym: error: agentgym/Bandit-v0 takes no argument 'foo' (bad --kw)\n",
+        ),
+        (
+            ("play", "Bandit-v0", "--kw", "max_turns=0"),
+            "agentgym: error: bad --kw for agentgym/Bandit-v0: max_turns must be an int >= 1, "
+            "got 0\n",
+        ),
+        (
+            ("solve", "Bandit-v0", "--kw", "name_split=heldout"),
+            "agentgym: error: bad --kw for agentgym/Bandit-v0: name_split='train' is fixed by "
+            "agentgym/Bandit-v0; to choose name_split='heldout', make an id that leaves it free "
+            "(see `agentgym list`) and pass it there\n",
+        ),
+    ],
+)
+def test_user_errors(args: tuple[str, ...], message: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stderr == message
+    assert result.stdout == ""
+
+
+def test_no_subcommand_is_a_usage_error() -> None:
+    result = run_cli()
+    assert result.returncode == 2
+    assert "usage: agentgym" in result.stderr
+
+
+# ----------------------------------------------------------------------------- helpers, in process
+
+
+def test_parse_kwargs_reads_python_literals() -> None:
+    assert parse_kwargs(["max_turns=8", "dim_room=(7, 7)", "p=0.5", "flag=True", "name=x y"]) == {
+        "max_turns": 8,
+        "dim_room": (7, 7),
+        "p": 0.5,
+        "flag": True,
+        "name": "x y",  # not a literal: kept as text
+    }
+    with pytest.raises(CLIError, match="given twice"):
+        parse_kwargs(["a=1", "a=2"])
+    with pytest.raises(CLIError, match="must be an argument name"):
+        parse_kwargs(["max-turns=1"])
+
+
+def test_resolve_env_id() -> None:
+    assert resolve_env_id("agentgym/Bandit-v0") == "agentgym/Bandit-v0"
+    assert resolve_env_id("Bandit-v0") == "agentgym/Bandit-v0"
+    with pytest.raises(CLIError, match="did you mean agentgym/Bandit-v0"):
+        resolve_env_id("agentgym/Bandit-v1")
