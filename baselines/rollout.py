@@ -116,6 +116,28 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, str]], think_prefix: 
     return text + (THINK_PREFIX if think_prefix else "")
 
 
+class _StopOnText:
+    """Stops a row once its generated text ends with a stop string.
+
+    transformers' own ``stop_strings`` needs a tokenizer whose vocabulary it can map to text
+    pieces (BPE/SentencePiece); decoding the last few tokens works with any tokenizer.
+    """
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...], prompt_length: int, tail: int = 8):
+        self.tokenizer, self.stops = tokenizer, stops
+        self.prompt_length, self.tail = prompt_length, tail
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if input_ids.shape[1] <= self.prompt_length:
+            return done
+        tails = input_ids[:, max(self.prompt_length, input_ids.shape[1] - self.tail) :].tolist()
+        for row, ids in enumerate(tails):
+            text = self.tokenizer.decode(ids, skip_special_tokens=False).rstrip()
+            done[row] = any(text.endswith(stop) for stop in self.stops)
+        return done
+
+
 @torch.no_grad()
 def generate(
     model: Any, tokenizer: Any, prompts: list[str], sampling: SamplingSettings
@@ -141,7 +163,11 @@ def generate(
         "eos_token_id": eos_id,
     }
     if sampling.stop_strings:
-        kwargs.update(stop_strings=list(sampling.stop_strings), tokenizer=tokenizer)
+        from transformers import StoppingCriteriaList
+
+        kwargs["stopping_criteria"] = StoppingCriteriaList(
+            [_StopOnText(tokenizer, sampling.stop_strings, enc["input_ids"].shape[1])]
+        )
     if sampling.temperature > 0:
         kwargs.update(
             do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0
@@ -164,7 +190,7 @@ def generate(
                 break
             ids.append(token)
         if ended and sampling.stop_strings:
-            text = tokenizer.decode(ids, skip_special_tokens=False)
+            text = tokenizer.decode(ids, skip_special_tokens=False).rstrip()
             ended = not any(text.endswith(stop) for stop in sampling.stop_strings)
         results.append((ids, ended))
     return results

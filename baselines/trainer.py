@@ -30,7 +30,6 @@ optimizer, trainer state) and ``config.yaml``.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import os
@@ -47,7 +46,7 @@ import yaml
 
 from baselines.advantages import gae, grpo_advantages, whiten
 from baselines.config import TrainConfig, config_to_dict
-from baselines.diagnostics import ZScoreTracker, _Evaluation, mi_metrics, score_matrix
+from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
 from baselines.filtering import snr_filter
 from baselines.losses import (
     entropy_from_logits,
@@ -404,18 +403,18 @@ class Trainer:
                     ref = stack(lambda r: fixed[r]["ref"])
                     kl = masked_mean(kl_penalty(logprobs, ref, ac.kl_estimator), mask)
                     loss = loss + ac.kl_coef * kl
-                    sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * float(kl)
+                    sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * kl.item()
                 if is_ppo:
                     ret = stack(lambda r: returns[r])
                     old_v = stack(lambda r: fixed[r]["values"])
                     vl, vstats = value_loss(values, old_v, ret, mask, ac.value_clip)
                     loss = loss + ac.value_coef * vl
                     for key, val in vstats.items():
-                        sums[key] = sums.get(key, 0.0) + share * float(val)
+                        sums[key] = sums.get(key, 0.0) + share * val.item()
                 (loss * share).backward()
-                sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * float(ent)
+                sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * ent.item()
                 for key, val in stats.items():
-                    sums[key] = sums.get(key, 0.0) + share * float(val)
+                    sums[key] = sums.get(key, 0.0) + share * val.item()
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
             grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
             self.optimizer.step()
@@ -507,11 +506,7 @@ class Trainer:
         torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
         if self.value_head is not None:
             torch.save(self.value_head.state_dict(), staging / "value_head.pt")
-        tracker = {
-            "zscore_ema": self.tracker.zscore_ema,
-            "history": [dataclasses.asdict(e) for e in self.tracker.history],
-        }
-        state = {"step": step, "tracker": tracker}
+        state = {"step": step, "tracker": self.tracker.state_dict()}
         (staging / "state.json").write_text(json.dumps(state))
         old = self.out_dir / ".checkpoint.old"
         shutil.rmtree(old, ignore_errors=True)
@@ -529,8 +524,7 @@ class Trainer:
             self.value_head.load_state_dict(
                 torch.load(self.checkpoint_dir / "value_head.pt", map_location=self.device)
             )
-        self.tracker.zscore_ema = state["tracker"]["zscore_ema"]
-        self.tracker.history = [_Evaluation(**e) for e in state["tracker"]["history"]]
+        self.tracker.load_state_dict(state["tracker"])
         self.start_step = int(state["step"]) + 1
         if self.metrics_path.exists():  # drop lines of steps after the checkpoint
             lines = [

@@ -1,0 +1,80 @@
+"""Trainer configs: YAML into typed dataclasses, overrides, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baselines.config import TrainConfig, load_config
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "baselines" / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    config = load_config(path)
+    assert isinstance(config, TrainConfig)
+
+
+def test_quick_config_is_the_main_job() -> None:
+    config = load_config(CONFIG_DIR / "quick.yaml")
+    assert config.model.path == "embedded" and config.rollout.env_id == "agentgym/Bandit-v0"
+
+
+def test_defaults_and_overrides() -> None:
+    config = load_config(None)
+    assert (config.algorithm.clip_low, config.algorithm.clip_high) == (0.2, 0.28)
+    assert config.filter.strategy == "top_p" and config.filter.p == 0.9
+    config = load_config(
+        None,
+        [
+            "algorithm.name=ppo",
+            "rollout.env_kwargs={max_turns: 2}",
+            "filter.strategy=top_k_abs",
+            "filter.k=3",
+            "model.lora_rank=8",
+        ],
+    )
+    assert config.algorithm.name == "ppo"
+    assert config.rollout.env_kwargs == {"max_turns": 2}
+    assert (config.filter.strategy, config.filter.k) == ("top_k_abs", 3)
+    assert config.model.lora_rank == 8
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.bogus=1", "algorithm.bogus: unknown key"),
+        ("bogus.key=1", "bogus: unknown key"),
+        ("algorithm.name=sac", "algorithm.name: must be one of"),
+        ("algorithm.clip_high=-0.1", "algorithm.clip_high: must be >= 0"),
+        ("algorithm.clip_low=1.5", "algorithm.clip_low: must be < 1"),
+        ("rollout.top_p=0", "rollout.top_p: must lie in (0, 1]"),
+        ("rollout.env_id=agentgym/Nope-v0", "rollout.env_id: unknown id"),
+        ("train.steps=1.5", "train.steps: expected a whole number"),
+        ("train.steps=0", "train.steps: must be >= 1"),
+        ("rollout.think_prefix=maybe", "rollout.think_prefix: expected true or false"),
+        ("filter.strategy=best", "filter: strategy must be one of"),
+        ("filter.p=2", "filter: p must be a number in (0, 1]"),
+        ("diagnostics.turn=last", "diagnostics.turn: must be one of"),
+        ("train.steps", "expected key=value"),
+    ],
+)
+def test_bad_values_name_the_key(override: str, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        load_config(None, [override])
+    assert message in str(err.value)
+
+
+def test_yaml_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n- not sections\n")
+    with pytest.raises(ValueError, match="top level must be a mapping"):
+        load_config(bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("rollout:\n  groups: 4\n")
+    with pytest.raises(ValueError, match="rollout.groups: unknown key"):
+        load_config(unknown)
