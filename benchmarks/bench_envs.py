@@ -11,6 +11,9 @@ Prints two tables:
 * per registered id: ``reset``\\ s per second, and ``step`` calls (turns) per second with the
   oracle's actions (``--policy oracle``, default) or random valid actions (``--policy random``);
   only the ``env.step`` / ``env.reset`` calls are timed, not the policy;
+* math answer checks per second for each ``agentgym/Math*`` id (:func:`agentgym.answers.check_answer`
+  on math-verify): answers in three forms per problem (the reference, ``The answer is X.``, and a
+  wrong number), the reference already read once per problem as the environment does;
 * Sokoban room generation, rooms per second at 6x6 with 1 box and 8x8 with 2 boxes: agentgym's
   generator (``agentgym.envs.sokoban_generation``) beside ``gym_sokoban.envs.room_utils.
   generate_room`` (gym-sokoban, the generator RAGEN uses) in the same process, and their ratio.
@@ -105,6 +108,36 @@ def bench_steps(env_id: str, seconds: float, kind: str) -> tuple[float, float]:
             done = terminated or truncated
     env.close()
     return steps / elapsed, actions / elapsed
+
+
+# ----------------------------------------------------------------------------- math answer checks
+
+
+def bench_answer_checks(env_id: str, seconds: float) -> tuple[float, float]:
+    """(answer checks per second, fraction judged correct) on the problems of seeds 0, 1, 2, ...
+
+    Each problem is checked against three answers: its reference, ``The answer is <ref>.`` (both
+    correct) and ``<ref> + 1`` (wrong). Only :func:`agentgym.answers.check_answer` is timed; the
+    answer text is read inside it (``parse_answer``), as in a step.
+    """
+    from agentgym.answers import check_answer, parse_answer
+
+    env = gymnasium.make(env_id)
+    checks = correct = seed = 0
+    elapsed = 0.0
+    while elapsed < seconds:
+        env.reset(seed=seed)
+        seed += 1
+        reference = env.unwrapped.oracle_actions()[0]
+        gold = parse_answer(env.unwrapped.problem.answer)
+        for answer in (reference, f"The answer is {reference}.", f"{reference} + 1"):
+            start = time.perf_counter()
+            verdict = check_answer(gold, answer)
+            elapsed += time.perf_counter() - start
+            checks += 1
+            correct += verdict
+    env.close()
+    return checks / elapsed, correct / checks
 
 
 # ----------------------------------------------------------------------------- Sokoban generators
@@ -226,6 +259,20 @@ def main(argv: list[str] | None = None) -> int:
         resets = bench_resets(env_id, args.seconds)
         steps, actions = bench_steps(env_id, args.seconds, args.policy)
         print(f"{env_id:<30} {resets:>10,.0f} {steps:>10,.0f} {actions:>10,.0f}")
+
+    math_ids = [
+        i for i in args.ids or list(agentgym.registered_envs()) if i.startswith("agentgym/Math")
+    ]
+    if math_ids:
+        print("\nMath answer checks (math-verify; 3 answers per problem, 2 of them correct)")
+        header = f"{'id':<30} {'checks/s':>10} {'correct':>10}"
+        print(header)
+        print("-" * len(header))
+        for env_id in math_ids:
+            if _available(env_id):
+                continue
+            rate, fraction = bench_answer_checks(env_id, args.seconds)
+            print(f"{env_id:<30} {rate:>10,.0f} {fraction:>10.3f}")
 
     ours = our_generator()
     room_utils = load_gym_sokoban_room_utils()

@@ -150,6 +150,17 @@ def test_train_cli(tmp_path: Path) -> None:
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert '"rollout/reward_mean"' in done.stdout and "metrics.jsonl" in done.stdout
+    # The checkpoint scores on held-out seeds with baselines.evaluate.
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "baselines.evaluate", "--checkpoint",
+         str(tmp_path / "cli" / "checkpoint"), "--env", "agentgym/Bandit-v0", "--episodes", "3",
+         "--max-new-tokens", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    summary = json.loads(evaluated.stdout)
+    assert summary["eval/episodes"] == 3.0
+    assert 0.0 <= summary["eval/success_ci_low"] <= summary["eval/success_rate"]
     bad = subprocess.run([sys.executable, "-m", "baselines.train", "algorithm.clip_low=2"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "algorithm.clip_low: must be < 1" in bad.stderr

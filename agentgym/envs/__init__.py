@@ -63,6 +63,75 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Reach a target with the given numbers and + - * /, each number at most once.",
         default_kwargs={"num_numbers": 4, "max_turns": 1, "max_actions_per_turn": 1},
     ),
+    EnvEntry(
+        id="agentgym/Math-v0",
+        entry_point="agentgym.envs.math_word:MathEnv",
+        summary="GSM8K-style word problems (reasoning-gym gsm_symbolic); 3 attempts with feedback.",
+        default_kwargs={
+            "task": "gsm_symbolic",
+            "reward_decay": 0.5,
+            "max_turns": 3,
+            "max_actions_per_turn": 1,
+        },
+    ),
+    EnvEntry(
+        id="agentgym/MathArithmetic-v0",
+        entry_point="agentgym.envs.math_word:MathEnv",
+        summary="Arithmetic expressions (reasoning-gym basic_arithmetic); 3 attempts with feedback.",
+        task_kwargs={"task": "basic_arithmetic"},
+        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+    ),
+    EnvEntry(
+        id="agentgym/MathChainSum-v0",
+        entry_point="agentgym.envs.math_word:MathEnv",
+        summary="Chains of additions and subtractions (reasoning-gym chain_sum); 3 attempts.",
+        task_kwargs={"task": "chain_sum"},
+        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+    ),
+    EnvEntry(
+        id="agentgym/MathFile-v0",
+        entry_point="agentgym.envs.math_word:MathFileEnv",
+        summary="Math problems from your JSONL file (dataset_file=; question/answer); 3 attempts.",
+        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+    ),
+    EnvEntry(
+        id="agentgym/WebShop-v0",
+        entry_point="agentgym.envs.webshop:WebShopEnv",
+        summary="Find and buy the instructed product on a local shop site in headless Chromium.",
+        task_kwargs={"backend": "browser"},
+        default_kwargs={
+            "catalog_seed": 0,
+            "num_products": 1000,
+            "max_turns": 15,
+            "max_actions_per_turn": 1,
+        },
+    ),
+    EnvEntry(
+        id="agentgym/WebShopText-v0",
+        entry_point="agentgym.envs.webshop:WebShopEnv",
+        summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
+        task_kwargs={"backend": "text"},
+        default_kwargs={
+            "catalog_seed": 0,
+            "num_products": 1000,
+            "max_turns": 15,
+            "max_actions_per_turn": 1,
+        },
+    ),
+    EnvEntry(
+        id="agentgym/CodeExec-v0",
+        entry_point="agentgym.envs.code_exec:CodeExecEnv",
+        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts.",
+        task_kwargs={"source": "humaneval"},
+        default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+    ),
+    EnvEntry(
+        id="agentgym/CodeExecGenerated-v0",
+        entry_point="agentgym.envs.code_exec:CodeExecEnv",
+        summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts.",
+        task_kwargs={"source": "generated"},
+        default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+    ),
 )
 
 

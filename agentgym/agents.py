@@ -1,0 +1,617 @@
+"""Agents for the eval harness (``agentgym eval --agent SPEC``).
+
+An agent answers a batch of :class:`AgentRequest` (one per live episode) with one action text each.
+The harness (:mod:`agentgym.eval`) groups up to ``agent.batch_size`` episodes of one environment
+and plays them in lock step, so a batched agent (a transformers model) answers one turn of every
+episode with one ``generate`` call.
+
+Agent specs (:func:`make_agent`):
+
+* ``random``: uniform over ``info["valid_actions"]``, one action per turn, written in the env's
+  action format. Where the action set is not finite (``valid_actions`` is ``None``, e.g.
+  Countdown), it writes a random text of 1-8 characters drawn from letters, digits, spaces and
+  ``+-*/()``: a random-text baseline that is almost always invalid. Its generator is
+  ``numpy.random.default_rng([agent_seed, episode_seed])`` per episode, so its actions do not
+  depend on batching or on which episodes ran before.
+* ``oracle``: the environment's own ``oracle_answer()`` (privileged: it reads the state). An env
+  without an oracle records an error for each episode.
+* ``hf:PATH``: a local transformers causal LM (``PATH`` a checkpoint folder or ``embedded``, the
+  SmolLM2-135M-Instruct that :func:`agentgym.models.embedded_model_path` converts). Prompts are the
+  :class:`~agentgym.chat.ChatEpisode` messages through the tokenizer's chat template; greedy by
+  default. Needs torch and transformers (``pip install 'agentgym[train]'``), imported lazily.
+* ``cmd:COMMAND``: any program, in any language. It is started once (``shlex.split(COMMAND)``, no
+  shell) and, for each turn, reads one JSON object on a line on stdin (see :func:`request_json`)
+  and writes one line on stdout: the action text, or a JSON string literal (a line starting with
+  ``"``) for an action that holds newlines. A program that exits, writes nothing within
+  ``timeout`` seconds, or writes to a closed pipe gives an error for that episode and is started
+  again for the next one.
+* ``module:callable`` or ``path/to/file.py:callable``: a Python object. An object (or class,
+  instantiated without arguments) with an ``act(requests) -> list[str]`` method is used as a batched
+  agent; any other callable is called once per request as ``callable(request) -> str``.
+
+Example:
+    >>> agent = make_agent("random")
+    >>> agent.name
+    'random'
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import selectors
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentgym.parsing import format_answer
+
+__all__ = [
+    "AgentRequest",
+    "AgentError",
+    "Agent",
+    "RandomAgent",
+    "OracleAgent",
+    "HFAgent",
+    "CommandAgent",
+    "CallableAgent",
+    "make_agent",
+    "request_json",
+]
+
+
+class AgentError(Exception):
+    """An agent could not answer one request (recorded as that episode's error)."""
+
+
+@dataclass
+class AgentRequest:
+    """What an agent sees when it must act in one episode.
+
+    Attributes:
+        env_id: the registered id.
+        episode: index of the episode in its run (0-based).
+        seed: the episode's reset seed.
+        turn: the turn to play (1-based).
+        observation: the latest observation.
+        info: the latest ``info`` (from ``reset`` on turn 1, else from the last ``step``).
+        last_reward: reward of the previous turn (``None`` on turn 1).
+        messages: the chat so far (:meth:`agentgym.chat.ChatEpisode.messages`), ending with the
+            user message this turn answers.
+        instructions: the system-prompt material (``info["instructions"]`` of reset).
+        action_format: ``"think_answer"``, ``"answer"`` or ``"raw"``.
+        env: the unwrapped environment; only privileged agents (``oracle``) may read it.
+    """
+
+    env_id: str
+    episode: int
+    seed: int
+    turn: int
+    observation: str
+    info: dict[str, Any]
+    last_reward: float | None
+    messages: list[dict[str, str]]
+    instructions: str
+    action_format: str
+    env: Any = field(default=None, repr=False)
+
+
+def request_json(request: AgentRequest) -> dict[str, Any]:
+    """The JSON object a ``cmd:`` agent reads for ``request`` (one line on its stdin).
+
+    Keys: ``env_id`` (str), ``episode`` (int), ``seed`` (int), ``turn`` (int, 1-based),
+    ``observation`` (str), ``instructions`` (str), ``action_format`` (str), ``valid_actions``
+    (list of str, or null when not finite), ``actions_left`` (int), ``max_actions_per_turn`` (int),
+    ``last_reward`` (float or null), ``last_action_valid`` (bool or null),
+    ``invalid_reason`` (str or null).
+    """
+    info = request.info
+    return {
+        "env_id": request.env_id,
+        "episode": request.episode,
+        "seed": request.seed,
+        "turn": request.turn,
+        "observation": request.observation,
+        "instructions": request.instructions,
+        "action_format": request.action_format,
+        "valid_actions": info.get("valid_actions"),
+        "actions_left": info.get("actions_left"),
+        "max_actions_per_turn": info.get("max_actions_per_turn"),
+        "last_reward": request.last_reward,
+        "last_action_valid": info.get("action_is_valid") if request.turn > 1 else None,
+        "invalid_reason": info.get("invalid_reason") if request.turn > 1 else None,
+    }
+
+
+class Agent:
+    """Base class: ``act`` answers a batch of requests.
+
+    Attributes:
+        name: short name (shown on the leaderboard).
+        description: one or two sentences on what the agent does.
+        batch_size: most requests per ``act`` call (the harness plays this many episodes at once).
+        settings: JSON-serialisable settings recorded in the result bundle.
+    """
+
+    name: str = "agent"
+    description: str = ""
+    batch_size: int = 1
+
+    def __init__(self) -> None:
+        self.settings: dict[str, Any] = {}
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        """One action text per request, in order; an :class:`AgentError` item fails that episode.
+
+        Raising fails every episode of the batch.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release processes and memory (idempotent)."""
+
+
+class RandomAgent(Agent):
+    """Uniform over ``info["valid_actions"]``; random short text where the set is not finite."""
+
+    name = "random"
+    description = (
+        "uniform over info['valid_actions'], one action per turn; a random 1-8 character text "
+        "where the action set is not finite"
+    )
+    _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +-*/()"
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.seed = int(seed)
+        self.settings = {"seed": self.seed}
+        self._rngs: dict[tuple[str, int, int], np.random.Generator] = {}
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        out: list[str | AgentError] = []
+        for req in requests:
+            key = (req.env_id, req.episode, req.seed)
+            if req.turn == 1 or key not in self._rngs:
+                self._rngs[key] = np.random.default_rng([self.seed, req.seed])
+            rng = self._rngs[key]
+            valid = req.info.get("valid_actions")
+            if valid:
+                action = str(valid[int(rng.integers(len(valid)))])
+            else:
+                length = int(rng.integers(1, 9))
+                action = "".join(
+                    self._ALPHABET[i] for i in rng.integers(len(self._ALPHABET), size=length)
+                )
+            out.append(format_answer([action], req.action_format, think="random"))
+        return out
+
+
+class OracleAgent(Agent):
+    """The environment's oracle (``env.oracle_answer()``): privileged, reads the state."""
+
+    name = "oracle"
+    description = "the environment's own oracle solver (reads the hidden state; an upper bound)"
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        out: list[str | AgentError] = []
+        for req in requests:
+            try:
+                out.append(req.env.oracle_answer())
+            except NotImplementedError:
+                out.append(AgentError(f"{req.env_id} has no oracle"))
+            except Exception as err:  # an oracle failure is this episode's error
+                out.append(AgentError(f"oracle failed: {type(err).__name__}: {err}"))
+        return out
+
+
+class CallableAgent(Agent):
+    """A Python callable ``fn(request) -> str``, called once per request."""
+
+    def __init__(self, fn: Callable[[AgentRequest], str], name: str):
+        super().__init__()
+        self.fn = fn
+        self.name = name
+        self.description = (getattr(fn, "__doc__", None) or "").strip().split("\n")[0]
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        out: list[str | AgentError] = []
+        for req in requests:
+            action = self.fn(req)
+            if not isinstance(action, str):
+                out.append(AgentError(f"{self.name} returned {type(action).__name__}, not str"))
+            else:
+                out.append(action)
+        return out
+
+
+class CommandAgent(Agent):
+    """An external program speaking JSON lines (see the module docstring).
+
+    Args:
+        command: the command line (split with :func:`shlex.split`; no shell).
+        timeout: seconds to wait for each action line.
+        cwd: working folder of the program.
+
+    Raises:
+        ValueError: an empty command.
+    """
+
+    def __init__(self, command: str, timeout: float = 30.0, cwd: str | None = None):
+        super().__init__()
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ValueError("cmd: needs a command line, e.g. cmd:'python my_agent.py'")
+        self.command = command
+        self.timeout = float(timeout)
+        self.cwd = cwd
+        self.name = f"cmd:{command}"
+        self.description = f"external program `{command}` (JSON lines on stdin, actions on stdout)"
+        self.settings = {"command": command, "timeout": self.timeout}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    cwd=self.cwd,
+                )
+            except OSError as err:
+                raise AgentError(f"cannot start {self.command!r}: {err}") from err
+            self._buffer = b""
+        return self._proc
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _read_line(self, proc: subprocess.Popen[bytes]) -> bytes:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + self.timeout
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise AgentError(f"{self.command!r} wrote no action within {self.timeout:g} s")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    code = proc.poll()
+                    raise AgentError(f"{self.command!r} closed its stdout (exit status {code})")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _ask(self, req: AgentRequest) -> str:
+        proc = self._start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(request_json(req)).encode() + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError) as err:
+            raise AgentError(f"{self.command!r} stopped reading its stdin: {err}") from err
+        text = self._read_line(proc).decode("utf-8", errors="replace").rstrip("\r")
+        if text.startswith('"'):
+            try:
+                decoded = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise AgentError(f"{self.command!r} wrote a bad JSON string: {err}") from err
+            if not isinstance(decoded, str):
+                raise AgentError(f"{self.command!r} wrote JSON that is not a string")
+            return decoded
+        return text
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        out: list[str | AgentError] = []
+        for req in requests:
+            try:
+                out.append(self._ask(req))
+            except AgentError as err:
+                self._stop()  # a fresh process for the next episode
+                out.append(err)
+        return out
+
+    def close(self) -> None:
+        self._stop()
+
+
+_STOP = "</answer>"  # what a model writes after its answer is never an action (RAGEN)
+
+
+class HFAgent(Agent):
+    """A local transformers causal LM that plays through the chat layer, batched.
+
+    Each turn of every live episode in the batch is one left-padded ``generate`` call. The prompt is
+    the episode's :class:`~agentgym.chat.ChatEpisode` messages through the tokenizer's chat
+    template, plus ``<think>`` when ``think_prefix`` is set and the env's format is
+    ``think_answer`` (as in RAGEN; the action the env sees then starts with ``<think>``).
+    Generation stops at the end-of-turn token or at ``</answer>``; the reply is cut after the
+    first ``</answer>``.
+
+    Args:
+        path: a local checkpoint folder, or ``"embedded"`` (SmolLM2-135M-Instruct).
+        max_new_tokens: tokens generated per turn.
+        temperature: 0 for greedy decoding (default), else sampling with ``top_p``.
+        top_p: nucleus mass when sampling.
+        batch_size: episodes per ``generate`` call.
+        think_prefix: start every reply with ``<think>``.
+        max_context_tokens: a prompt longer than this minus ``max_new_tokens`` fails its episode.
+        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
+        seed: torch seed for sampling.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a checkpoint folder.
+        ModuleNotFoundError: torch or transformers missing.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        batch_size: int = 16,
+        think_prefix: bool = True,
+        max_context_tokens: int = 4096,
+        device: str = "auto",
+        seed: int = 0,
+    ):
+        super().__init__()
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError(
+                f"the hf: agent needs torch and transformers ({err}); "
+                "pip install torch==2.13.0 'agentgym[train]'"
+            ) from err
+        from agentgym.models import EMBEDDED_MODEL_NAME, resolve_model_path
+
+        folder = resolve_model_path(path)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(
+            self.device
+        )
+        self.model.eval()
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "left"
+        eos = {self.tokenizer.eos_token_id}
+        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
+            eos.add(end_of_turn)
+        self._eos_ids = sorted(i for i in eos if i is not None)
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.batch_size = int(batch_size)
+        self.think_prefix = bool(think_prefix)
+        self.max_context_tokens = int(max_context_tokens)
+        self.seed = int(seed)
+        torch.manual_seed(self.seed)
+        # Stopping at "</answer>" during generation saves time; some tokenizers (word-level ones)
+        # cannot build transformers' StopStringCriteria, and then the reply is only cut after.
+        try:
+            from transformers import StopStringCriteria
+
+            StopStringCriteria(stop_strings=[_STOP], tokenizer=self.tokenizer)
+            self._stop_in_generate = True
+        except Exception:
+            self._stop_in_generate = False
+        model_name = EMBEDDED_MODEL_NAME if path == "embedded" else Path(folder).name
+        self.name = f"hf:{model_name}"
+        decoding = "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top_p={top_p}"
+        self.description = (
+            f"{model_name} zero-shot through the chat layer ({decoding}, "
+            f"{self.max_new_tokens} new tokens per turn"
+            f"{', reply starts with <think>' if self.think_prefix else ''})"
+        )
+        self.settings = {
+            "path": path,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "batch_size": self.batch_size,
+            "think_prefix": self.think_prefix,
+            "max_context_tokens": self.max_context_tokens,
+            "seed": self.seed,
+            "device": self.device.type,
+        }
+
+    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+        import torch
+
+        prefixes = [
+            "<think>" if self.think_prefix and r.action_format == "think_answer" else ""
+            for r in requests
+        ]
+        prompts = [
+            self.tokenizer.apply_chat_template(
+                r.messages, tokenize=False, add_generation_prompt=True
+            )
+            + p
+            for r, p in zip(requests, prefixes, strict=True)
+        ]
+        out: list[str | AgentError] = [AgentError("not generated")] * len(requests)
+        fits = []
+        for i, prompt in enumerate(prompts):
+            n = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+            if n + self.max_new_tokens > self.max_context_tokens:
+                out[i] = AgentError(
+                    f"prompt of {n} tokens + {self.max_new_tokens} new tokens exceeds "
+                    f"max_context_tokens={self.max_context_tokens}"
+                )
+            else:
+                fits.append(i)
+        if not fits:
+            return out
+        enc = self.tokenizer(
+            [prompts[i] for i in fits], return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": self.max_new_tokens,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": self._eos_ids,
+        }
+        if self._stop_in_generate:
+            kwargs.update(stop_strings=[_STOP], tokenizer=self.tokenizer)
+        if self.temperature > 0:
+            kwargs.update(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.no_grad():
+            generated = self.model.generate(
+                input_ids=enc["input_ids"].to(self.device),
+                attention_mask=enc["attention_mask"].to(self.device),
+                **kwargs,
+            )
+        rows = generated[:, enc["input_ids"].shape[1] :].tolist()
+        eos = set(self._eos_ids)
+        for i, row in zip(fits, rows, strict=True):
+            ids = []
+            for token in row:
+                if token in eos:
+                    break
+                ids.append(token)
+            text = prefixes[i] + self.tokenizer.decode(ids, skip_special_tokens=False)
+            end = text.find(_STOP)
+            out[i] = text if end < 0 else text[: end + len(_STOP)]
+        return out
+
+    def close(self) -> None:
+        self.model = None
+
+
+def _load_object(target: str, attr: str) -> Any:
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ValueError(f"agent file {target!r} does not exist")
+        spec = importlib.util.spec_from_file_location(f"_agentgym_agent_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as err:
+            raise ValueError(
+                f"agent module {target!r} cannot be imported ({err}); give an importable "
+                "module:callable or path/to/file.py:callable"
+            ) from err
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{target!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None) -> Agent:
+    """Build the agent that ``spec`` names (see the module docstring).
+
+    Args:
+        spec: ``random``, ``oracle``, ``hf:PATH``, ``cmd:COMMAND``, ``module:callable`` or
+            ``file.py:callable``.
+        seed: the agent's own seed (random agent, sampling).
+        kwargs: agent settings (``--agent-kw``): ``hf:`` takes :class:`HFAgent`'s keyword
+            arguments, ``cmd:`` takes ``timeout``; a Python class gets them as constructor arguments.
+
+    Raises:
+        ValueError: an unknown spec or a setting the agent does not take; the message lists the
+            accepted forms.
+    """
+    kwargs = dict(kwargs or {})
+
+    def no_kwargs(kind: str) -> None:
+        if kwargs:
+            raise ValueError(f"the {kind} agent takes no --agent-kw (got {sorted(kwargs)})")
+
+    if spec == "random":
+        no_kwargs("random")
+        return RandomAgent(seed=seed)
+    if spec == "oracle":
+        no_kwargs("oracle")
+        return OracleAgent()
+    kind, sep, rest = spec.partition(":")
+    if sep and kind == "hf":
+        if not rest:
+            raise ValueError("hf: needs a checkpoint folder or 'embedded', e.g. hf:embedded")
+        try:
+            return HFAgent(rest, seed=seed, **kwargs)
+        except TypeError as err:
+            raise ValueError(f"bad --agent-kw for hf: {err}") from err
+    if sep and kind == "cmd":
+        unknown = set(kwargs) - {"timeout", "cwd"}
+        if unknown:
+            raise ValueError(f"the cmd: agent takes only timeout=, cwd= (got {sorted(unknown)})")
+        return CommandAgent(rest, **kwargs)
+    if sep and rest and kind:
+        obj = _load_object(kind, rest)
+        if isinstance(obj, type):
+            obj = obj(**kwargs)
+        elif kwargs:
+            raise ValueError(f"{spec} is not a class: it takes no --agent-kw")
+        if hasattr(obj, "act"):
+            agent = obj if isinstance(obj, Agent) else _wrap_duck_agent(obj)
+            agent.name = getattr(obj, "name", None) or spec
+            return agent
+        if callable(obj):
+            return CallableAgent(obj, name=spec)
+        raise ValueError(f"{spec} is neither callable nor has an act() method")
+    raise ValueError(
+        f"unknown agent {spec!r}: give random, oracle, hf:PATH (PATH a checkpoint folder or "
+        "'embedded'), cmd:COMMAND, module:callable or path/to/file.py:callable"
+    )
+
+
+def _wrap_duck_agent(obj: Any) -> Agent:
+    """An object with ``act`` (not an :class:`Agent` subclass) as an Agent."""
+
+    class _Duck(Agent):
+        def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
+            return list(obj.act(requests))
+
+        def close(self) -> None:
+            if hasattr(obj, "close"):
+                obj.close()
+
+    agent = _Duck()
+    agent.description = getattr(obj, "description", "") or ""
+    agent.batch_size = int(getattr(obj, "batch_size", 1))
+    agent.settings = dict(getattr(obj, "settings", {}) or {})
+    return agent

@@ -1,0 +1,280 @@
+"""The leaderboard's SQLite store.
+
+Two tables (created on first write; ``schema_version`` in ``meta``):
+
+* ``submissions``: one row per accepted bundle: ``id``, ``name`` (the submitter's), the agent's
+  ``agent_name``, ``agent_spec`` and ``agent_description``, ``agentgym_version``, ``created``
+  (the bundle's time), ``submitted`` (UTC), ``digest`` (UNIQUE: see
+  :func:`leaderboards.verify.bundle_digest`) and ``bundle`` (the zlib-compressed JSON, so an entry
+  can be verified again later).
+* ``results``: one row per (submission, env, constructor overrides) with the figures recomputed by
+  the replay: episodes, errors, successes, success rate and its 95% Wilson interval, mean return,
+  mean turns and valid-action rate.
+
+A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
+point rolls it back, and the database is left as it was. Reads never create the file.
+
+The database path: the ``--db`` option, else ``$AGENTGYM_LEADERBOARD``, else
+``./leaderboard.sqlite`` (:func:`default_db_path`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leaderboards.verify import SubmissionError, VerifiedBundle, board_key
+
+__all__ = ["default_db_path", "Entry", "Store", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    agent_name TEXT NOT NULL,
+    agent_spec TEXT NOT NULL,
+    agent_description TEXT NOT NULL,
+    agentgym_version TEXT NOT NULL,
+    created TEXT NOT NULL,
+    submitted TEXT NOT NULL,
+    digest TEXT NOT NULL UNIQUE,
+    bundle BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+    env_id TEXT NOT NULL,
+    env_version INTEGER NOT NULL,
+    env_kwargs TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    episodes INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    successes INTEGER NOT NULL,
+    success_rate REAL NOT NULL,
+    ci_low REAL NOT NULL,
+    ci_high REAL NOT NULL,
+    mean_return REAL NOT NULL,
+    mean_turns REAL NOT NULL,
+    valid_action_rate REAL NOT NULL,
+    PRIMARY KEY (submission_id, env_id, env_kwargs)
+);
+"""
+
+
+def default_db_path() -> Path:
+    """``$AGENTGYM_LEADERBOARD``, else ``./leaderboard.sqlite``."""
+    return Path(os.environ.get("AGENTGYM_LEADERBOARD", "leaderboard.sqlite"))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of a leaderboard table (a submission's result on one env).
+
+    ``success_rate``, ``ci_low``, ``ci_high`` and ``valid_action_rate`` are fractions in [0, 1];
+    ``mean_return`` is in the env's reward units; ``mean_turns`` in turns per episode.
+    """
+
+    submission_id: int
+    name: str
+    agent_name: str
+    agent_description: str
+    agentgym_version: str
+    submitted: str
+    env_id: str
+    env_kwargs: str
+    seed: int
+    episodes: int
+    errors: int
+    successes: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    mean_return: float
+    mean_turns: float
+    valid_action_rate: float
+
+
+class Store:
+    """The leaderboard database at ``path`` (see the module docstring).
+
+    Args:
+        path: the SQLite file; its folder must exist.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def _connect(self, *, write: bool) -> sqlite3.Connection:
+        if write:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        else:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def find_digest(self, digest: str) -> tuple[int, str] | None:
+        """``(id, name)`` of the submission with this digest, if any (never creates the file)."""
+        if not self.path.exists():
+            return None
+        with closing(self._connect(write=False)) as conn:
+            if not _has_tables(conn):
+                return None
+            row = conn.execute(
+                "SELECT id, name FROM submissions WHERE digest = ?", (digest,)
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
+    def add(self, verified: VerifiedBundle, name: str) -> int:
+        """Store a verified bundle under ``name`` in one transaction; return its id.
+
+        Raises:
+            SubmissionError: the same submission (digest) is already stored, or ``name`` is empty.
+        """
+        name = name.strip()
+        if not name:
+            raise SubmissionError("--name must not be empty")
+        bundle = verified.bundle
+        agent = bundle["agent"]
+        blob = zlib.compress(json.dumps(bundle, separators=(",", ":")).encode("utf-8"), 6)
+        now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with closing(self._connect(write=True)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+                row = conn.execute(
+                    "SELECT id, name FROM submissions WHERE digest = ?", (verified.digest,)
+                ).fetchone()
+                if row:
+                    raise SubmissionError(_duplicate_message(int(row[0]), str(row[1])))
+                cursor = conn.execute(
+                    "INSERT INTO submissions (name, agent_name, agent_spec, agent_description, "
+                    "agentgym_version, created, submitted, digest, bundle) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        name,
+                        agent["name"],
+                        agent["spec"],
+                        agent["description"],
+                        bundle["agentgym_version"],
+                        bundle["created"],
+                        now,
+                        verified.digest,
+                        blob,
+                    ),
+                )
+                submission_id = int(cursor.lastrowid or 0)
+                for values in _result_rows(submission_id, verified):
+                    conn.execute(
+                        "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        values,
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return submission_id
+
+    def entries(self, env_id: str | None = None) -> dict[tuple[str, str], list[Entry]]:
+        """Ranked entries per leaderboard ``(env_id, env_kwargs JSON)``.
+
+        Within a board: by success rate, then mean return (both descending), then submission
+        order. Boards are ordered by env id, then arguments (``{}`` first).
+        """
+        if not self.path.exists():
+            return {}
+        with closing(self._connect(write=False)) as conn:
+            if not _has_tables(conn):
+                return {}
+            query = (
+                "SELECT s.id, s.name, s.agent_name, s.agent_description, s.agentgym_version, "
+                "s.submitted, r.env_id, r.env_kwargs, r.seed, r.episodes, r.errors, r.successes, "
+                "r.success_rate, r.ci_low, r.ci_high, r.mean_return, r.mean_turns, "
+                "r.valid_action_rate FROM results r JOIN submissions s ON s.id = r.submission_id"
+            )
+            params: tuple[Any, ...] = ()
+            if env_id is not None:
+                query += " WHERE r.env_id = ?"
+                params = (env_id,)
+            query += (
+                " ORDER BY r.env_id, r.env_kwargs = '{}' DESC, r.env_kwargs, "
+                "r.success_rate DESC, r.mean_return DESC, s.id"
+            )
+            rows = conn.execute(query, params).fetchall()
+        boards: dict[tuple[str, str], list[Entry]] = {}
+        for row in rows:
+            entry = Entry(*row)
+            boards.setdefault((entry.env_id, entry.env_kwargs), []).append(entry)
+        return boards
+
+    def count(self) -> int:
+        """Number of stored submissions (0 if the file does not exist)."""
+        if not self.path.exists():
+            return 0
+        with closing(self._connect(write=False)) as conn:
+            if not _has_tables(conn):
+                return 0
+            return int(conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0])
+
+    def bundles(self) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """``(id, name, bundle)`` of every stored submission, in id order."""
+        if not self.path.exists():
+            return
+        with closing(self._connect(write=False)) as conn:
+            if not _has_tables(conn):
+                return
+            rows = conn.execute("SELECT id, name, bundle FROM submissions ORDER BY id").fetchall()
+        for sid, name, blob in rows:
+            yield int(sid), str(name), json.loads(zlib.decompress(blob).decode("utf-8"))
+
+
+def _has_tables(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'submissions'"
+    ).fetchone()
+    return bool(row[0])
+
+
+def _duplicate_message(sid: int, name: str) -> str:
+    return (
+        f"duplicate submission: the same episodes (env, arguments, seeds and actions) are "
+        f"already on the leaderboard as entry #{sid} ({name!r})"
+    )
+
+
+def _result_rows(submission_id: int, verified: VerifiedBundle) -> Iterator[tuple[Any, ...]]:
+    """The ``results`` rows of a verified bundle (from the replayed summaries)."""
+    for run in verified.runs:
+        s = run.summary
+        _, kwargs_json = board_key(run.env_id, run.env_kwargs)
+        yield (
+            submission_id,
+            run.env_id,
+            run.env_version,
+            kwargs_json,
+            run.seed,
+            s["episodes"],
+            s["errors"],
+            s["successes"],
+            s["success_rate"],
+            s["success_ci95"][0],
+            s["success_ci95"][1],
+            s["mean_return"],
+            s["mean_turns"],
+            s["valid_action_rate"],
+        )

@@ -1,0 +1,256 @@
+"""The one interface of every code back end: :class:`CodeSandbox` and its :class:`ExecResult`.
+
+A run executes ``code`` as ``python3 main.py`` in a fresh, empty work directory (``/work``) that
+also holds ``files``, with ``stdin`` on standard input, no network, a wall-clock ``timeout_s`` and a
+memory limit of ``memory_mb``. Each output stream is kept up to ``output_limit`` bytes (default
+64 kB); the rest is read and dropped, and ``truncated`` says so. A run never raises for anything the
+*code* does (loops, bombs, crashes, huge output): that is all in the :class:`ExecResult`. It raises
+only for bad arguments, or when the back end itself cannot work (daemon gone, no isolation).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from types import TracebackType
+from typing import IO, Any
+
+__all__ = [
+    "ExecResult",
+    "CodeSandbox",
+    "SandboxError",
+    "IsolationUnavailable",
+    "OUTPUT_LIMIT",
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_MEMORY_MB",
+    "MAIN_FILE",
+    "check_run_args",
+    "CappedBuffer",
+]
+
+#: Bytes kept of each output stream (stdout, stderr).
+OUTPUT_LIMIT = 64 * 1024
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MEMORY_MB = 512
+MIN_MEMORY_MB, MAX_MEMORY_MB = 64, 65536
+MAX_TIMEOUT_S = 600.0
+#: The name ``code`` is written under in the work directory.
+MAIN_FILE = "main.py"
+
+
+class SandboxError(RuntimeError):
+    """The back end itself failed (not the code it ran): e.g. the Docker daemon went away."""
+
+
+class IsolationUnavailable(SandboxError):
+    """No isolation mechanism is available; the message says how to get one."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one run did.
+
+    Attributes:
+        stdout: standard output, UTF-8 decoded (invalid bytes replaced), at most ``output_limit``
+            bytes before decoding.
+        stderr: standard error, likewise.
+        exit_code: the program's exit status; ``128 + N`` when killed by signal ``N`` (137 for
+            SIGKILL: timeouts and OOM kills).
+        timed_out: the run passed ``timeout_s`` and was killed.
+        oom_killed: the run hit its memory limit (Docker: the kernel's OOM killer ended it; process
+            back end: an allocation failed under the address-space limit and Python raised
+            ``MemoryError``).
+        duration_s: wall-clock seconds from start to the end of the run, as seen by the host.
+        truncated: some output (either stream) was dropped past the limit.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    oom_killed: bool
+    duration_s: float
+    truncated: bool
+
+    @property
+    def ok(self) -> bool:
+        """Exit status 0, not timed out, not OOM-killed."""
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    @property
+    def misbehaved(self) -> bool:
+        """Timed out, OOM-killed or killed by a signal: the back end starts clean after it."""
+        return self.timed_out or self.oom_killed or self.exit_code >= 128
+
+
+def check_run_args(
+    code: object,
+    stdin: object,
+    files: Mapping[str, str | bytes] | None,
+    timeout_s: object,
+    memory_mb: object,
+) -> dict[str, bytes]:
+    """Validate the arguments of :meth:`CodeSandbox.run`; return every file as bytes by name.
+
+    Raises:
+        TypeError: ``code``/``stdin`` not ``str``, a file's content not ``str``/``bytes``.
+        ValueError: a file name that is absolute, has ``..``, is empty or is ``main.py``;
+            ``timeout_s`` not in (0, 600]; ``memory_mb`` not an int in [64, 65536].
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str, got {type(code).__name__}")
+    if not isinstance(stdin, str):
+        raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or not 0 < timeout_s <= MAX_TIMEOUT_S
+    ):
+        raise ValueError(f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}")
+    if (
+        isinstance(memory_mb, bool)
+        or not isinstance(memory_mb, int)
+        or not MIN_MEMORY_MB <= memory_mb <= MAX_MEMORY_MB
+    ):
+        raise ValueError(
+            f"memory_mb must be an int in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}], got {memory_mb!r}"
+        )
+    out: dict[str, bytes] = {MAIN_FILE: code.encode("utf-8")}
+    for name, content in (files or {}).items():
+        path = PurePosixPath(str(name))
+        if (
+            not isinstance(name, str)
+            or not name
+            or path.is_absolute()
+            or ".." in path.parts
+            or "\x00" in name
+            or str(path) == MAIN_FILE
+        ):
+            raise ValueError(
+                f"file name {name!r} must be a non-empty relative path without '..', "
+                f"other than {MAIN_FILE!r} (the code itself)"
+            )
+        if isinstance(content, str):
+            out[str(path)] = content.encode("utf-8")
+        elif isinstance(content, bytes):
+            out[str(path)] = content
+        else:
+            raise TypeError(f"file {name!r} must be str or bytes, got {type(content).__name__}")
+    return out
+
+
+class CappedBuffer:
+    """Keeps the first ``limit`` bytes written; counts (and drops) the rest."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT):
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        room = self.limit - self._kept
+        if room > 0:
+            piece = data[:room]
+            self._parts.append(piece)
+            self._kept += len(piece)
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        return b"".join(self._parts).decode("utf-8", errors="replace")
+
+    def drain(self, stream: IO[bytes]) -> None:
+        """Read ``stream`` to its end into this buffer (run in a thread)."""
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                return
+            self.write(chunk)
+
+
+class _ForwardingLease:
+    def __init__(self, sandbox: CodeSandbox):
+        self.sandbox = sandbox
+
+    def run(self, code: str, **kwargs: Any) -> ExecResult:
+        return self.sandbox.run(code, **kwargs)
+
+    def close(self) -> None:
+        pass
+
+
+def drain_in_thread(stream: IO[bytes], buffer: CappedBuffer) -> threading.Thread:
+    thread = threading.Thread(target=buffer.drain, args=(stream,), daemon=True)
+    thread.start()
+    return thread
+
+
+class CodeSandbox(ABC):
+    """Runs untrusted Python code in isolation. Use as a context manager, or call :meth:`close`.
+
+    Subclasses: :class:`~sandboxes.code.process_backend.ProcessSandbox` (``backend="process"``),
+    :class:`~sandboxes.code.docker_backend.DockerSandbox` (``backend="docker"``).
+    """
+
+    #: ``"process"`` or ``"docker"``.
+    backend: str = ""
+
+    @abstractmethod
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: str = "",
+        files: Mapping[str, str | bytes] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+    ) -> ExecResult:
+        """Run ``code`` as ``python3 main.py`` in a fresh work directory.
+
+        Args:
+            code: Python source.
+            stdin: text on standard input (UTF-8).
+            files: extra files for the work directory, by relative path (``str`` is UTF-8 encoded).
+            timeout_s: wall-clock limit in seconds, in (0, 600].
+            memory_mb: memory limit in MiB, in [64, 65536].
+
+        Returns:
+            The :class:`ExecResult`.
+
+        Raises:
+            TypeError, ValueError: bad arguments (see :func:`check_run_args`).
+            SandboxError: the back end failed (not the code); ``RuntimeError`` after ``close()``.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every container, process and temporary directory; may be called twice."""
+
+    def lease(self) -> Any:
+        """An object with the same ``run`` and a ``close()``, for the runs of one episode.
+
+        The docker back end dedicates one container to a lease and removes it at ``close()`` (a
+        fresh container per episode). Here (every run already starts from nothing) a lease simply
+        forwards to :meth:`run`.
+        """
+        return _ForwardingLease(self)
+
+    def __enter__(self) -> CodeSandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

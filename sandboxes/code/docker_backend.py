@@ -1,0 +1,576 @@
+"""The ``docker`` back end: a pool of warm, locked-down containers; one ``docker exec`` per run.
+
+Every container is created from the sandbox image (:mod:`sandboxes.code.image`) with
+
+* ``--network none``; ``--memory`` = ``--memory-swap`` (no swap); ``--pids-limit`` (64);
+  ``--cpus`` (1); ``--ulimit fsize`` (16 MiB) and ``nofile`` (256);
+* ``--read-only`` root file system, with tmpfs ``/work`` and ``/tmp`` (64 MiB each, ``nosuid``,
+  ``nodev``) and Docker's own 64 MiB ``/dev/shm``;
+* ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
+  ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
+* the idle process (``sleep infinity``) running as user ``keeper`` (uid 1001), and every run as
+  user ``sandbox`` (uid 1000): neither is root, and the code cannot signal the keeper.
+
+A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
+length-prefixed JSON message on its standard input, writes them to ``/work``, runs
+``python3 -I main.py`` with the output going straight to the exec's streams, and afterwards kills
+every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left) and empties ``/work``,
+``/tmp`` and ``/dev/shm``. So the next run in the same container starts clean.
+
+The host enforces the timeout: at ``timeout_s`` it kills the container (``docker kill``: SIGKILL
+to every process in it, which no code can ignore). A run that timed out, was OOM-killed or died of a
+signal ("misbehaved") never leaves its container in the pool: the container is removed and a new
+one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode, which
+is removed when the lease ends (a fresh container for every episode).
+
+Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
+:class:`DockerSandbox` removes containers whose owner process on this host is gone (left behind by
+a process that was killed), and :meth:`DockerSandbox.close` removes its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes.code.base import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    OUTPUT_LIMIT,
+    CappedBuffer,
+    CodeSandbox,
+    ExecResult,
+    SandboxError,
+    check_run_args,
+)
+from sandboxes.code.image import DEFAULT_IMAGE, KEEPER_UID, SANDBOX_UID
+
+__all__ = ["DockerSandbox", "DockerLease", "docker_available", "OWNER_LABEL"]
+
+OWNER_LABEL = "agentgym.sandbox.owner"
+#: Seconds the host waits past ``timeout_s`` for the exec to finish after killing the container.
+_KILL_GRACE_S = 10.0
+
+# Runs as uid 1000 inside the container. Reads "<length>\n<json>" from stdin, writes the files,
+# runs main.py, then kills every other process of its user and empties the writable directories.
+_BOOTSTRAP = r"""
+import base64, json, os, shutil, signal, subprocess, sys, threading, time
+n = int(sys.stdin.buffer.readline())
+msg = json.loads(sys.stdin.buffer.read(n))
+for name, data in msg["files"].items():
+    path = os.path.join("/work", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(data))
+env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "LANG": "C.UTF-8",
+       "PYTHONDONTWRITEBYTECODE": "1"}
+p = subprocess.Popen([sys.executable, "-I", "main.py"], cwd="/work", env=env,
+                     stdin=subprocess.PIPE, start_new_session=True)
+def feed():
+    try:
+        p.stdin.write(base64.b64decode(msg["stdin"]))
+        p.stdin.close()
+    except OSError:
+        pass
+threading.Thread(target=feed, daemon=True).start()
+code = p.wait()
+def others():
+    # live (non-zombie) processes of this user other than this one
+    me, uid, found = os.getpid(), os.getuid(), []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+            found.append(pid)
+    return found
+clean = False
+for _ in range(200):
+    if not others():
+        clean = True
+        break
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process this user may signal, except PID 1 and itself
+    except ProcessLookupError:
+        pass
+    time.sleep(0.01)
+for d in ("/work", "/tmp", "/dev/shm"):
+    for name in os.listdir(d):
+        path = os.path.join(d, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            clean = False
+sys.stdout.flush()
+sys.stderr.flush()
+if not clean:
+    os.kill(os.getpid(), signal.SIGKILL)
+os._exit(128 - code if code < 0 else code)
+"""
+
+
+def docker_available(base_url: str | None = None, image: str = DEFAULT_IMAGE) -> bool:
+    """Whether a Docker daemon answers (at ``base_url`` or ``$DOCKER_HOST``) and has ``image``."""
+    try:
+        import docker
+    except ImportError:
+        return False
+    try:
+        client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+    except Exception:  # noqa: BLE001 - the SDK raises several types for "no daemon"
+        return False
+    try:
+        client.ping()
+        client.images.get(image)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        client.close()
+
+
+@dataclass
+class _Box:
+    id: str
+    memory_mb: int
+    runs: int = 0
+
+
+class DockerSandbox(CodeSandbox):
+    """Code execution in pooled Docker containers (module docstring).
+
+    Containers start lazily (on the first run) or with :meth:`warm`; at most ``pool_size`` exist at
+    once, and a run waits for a free one.
+
+    Args:
+        image: the sandbox image (default ``agentgym-sandbox:py3``).
+        pool_size: most containers at once (>= 1); runs beyond it wait.
+        cpus: CPU quota per container, in cores.
+        pids_limit: most processes per container.
+        tmpfs_mb: size of the ``/work`` and ``/tmp`` tmpfs mounts, MiB.
+        max_file_mb: largest file the code may write, MiB.
+        output_limit: bytes kept per output stream.
+        base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
+
+    Raises:
+        SandboxError: no daemon answers, or the image is missing (the message says how to build it).
+
+    Example:
+        >>> with DockerSandbox(pool_size=2) as box:  # doctest: +SKIP
+        ...     box.run("print(6 * 7)").stdout
+        '42\\n'
+    """
+
+    backend = "docker"
+
+    def __init__(
+        self,
+        *,
+        image: str = DEFAULT_IMAGE,
+        pool_size: int = 1,
+        cpus: float = 1.0,
+        pids_limit: int = 64,
+        tmpfs_mb: int = 64,
+        max_file_mb: int = 16,
+        output_limit: int = OUTPUT_LIMIT,
+        base_url: str | None = None,
+    ):
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        try:
+            import docker
+        except ImportError as err:
+            raise SandboxError(
+                "the docker back end needs the Docker SDK: pip install 'agentgym[code]'"
+            ) from err
+        try:
+            self._client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            self._client.ping()
+        except Exception as err:  # noqa: BLE001
+            raise SandboxError(
+                f"cannot reach a Docker daemon ({err}): start one and set DOCKER_HOST "
+                "(`source .ci/setup_docker.sh` starts a private one), or use backend='process'"
+            ) from err
+        try:
+            self._client.images.get(image)
+        except docker.errors.ImageNotFound as err:
+            self._client.close()
+            raise SandboxError(
+                f"the sandbox image {image!r} is missing: build it offline with "
+                "`python -m sandboxes.code.image build` (root, debootstrap), or "
+                "`docker build -t agentgym-sandbox:py3 sandboxes/docker` with a registry"
+            ) from err
+        self.image = image
+        self.pool_size = pool_size
+        self.cpus = cpus
+        self.pids_limit = pids_limit
+        self.tmpfs_mb = tmpfs_mb
+        self.max_file_mb = max_file_mb
+        self.output_limit = output_limit
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._cond = threading.Condition()
+        self._idle: list[_Box] = []
+        self._all: dict[str, _Box] = {}
+        self._starting = 0
+        self._closed = False
+        self.containers_started = 0
+        reap_orphans(self._client)
+
+    # ------------------------------------------------------------------ containers
+
+    def _create(self, memory_mb: int) -> _Box:
+        from docker.types import Ulimit
+
+        fsize = self.max_file_mb * 2**20
+        tmpfs = f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"
+        container = self._client.containers.run(
+            self.image,
+            command=["sleep", "infinity"],
+            detach=True,
+            user=f"{KEEPER_UID}:{KEEPER_UID}",
+            network_mode="none",
+            mem_limit=f"{memory_mb}m",
+            memswap_limit=f"{memory_mb}m",
+            pids_limit=self.pids_limit,
+            nano_cpus=int(self.cpus * 1e9),
+            read_only=True,
+            tmpfs={"/work": tmpfs, "/tmp": tmpfs},
+            init=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="nofile", soft=256, hard=256)],
+            labels={OWNER_LABEL: self._owner},
+            hostname="sandbox",
+            working_dir="/work",
+            environment={},
+        )
+        self.containers_started += 1
+        return _Box(container.id, memory_mb)
+
+    def _remove(self, box: _Box) -> None:
+        with contextlib.suppress(Exception):
+            self._client.api.remove_container(box.id, force=True, v=True)
+
+    def warm(self, count: int | None = None, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+        """Start containers (in parallel) until ``count`` (default ``pool_size``) are idle."""
+        want = min(self.pool_size, count or self.pool_size)
+        with self._cond:
+            missing = max(0, want - len(self._idle))
+            missing = min(missing, self.pool_size - len(self._all) - self._starting)
+            self._starting += missing
+        boxes: list[_Box] = []
+        errors: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                boxes.append(self._create(memory_mb))
+            except BaseException as err:  # noqa: BLE001 - reported below
+                errors.append(err)
+
+        threads = [threading.Thread(target=start) for _ in range(missing)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self._cond:
+            self._starting -= missing
+            for box in boxes:
+                self._all[box.id] = box
+                self._idle.append(box)
+            self._cond.notify_all()
+        if errors:
+            raise SandboxError(f"cannot start a sandbox container: {errors[0]}") from errors[0]
+
+    def _acquire(self, memory_mb: int) -> _Box:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("this sandbox is closed")
+                if self._idle:
+                    box = self._idle.pop()
+                    break
+                if len(self._all) + self._starting < self.pool_size:
+                    self._starting += 1
+                    box = None
+                    break
+                self._cond.wait()
+        if box is None:
+            try:
+                box = self._create(memory_mb)
+            except Exception as err:
+                with self._cond:
+                    self._starting -= 1
+                    self._cond.notify_all()
+                raise SandboxError(f"cannot start a sandbox container: {err}") from err
+            with self._cond:
+                self._starting -= 1
+                self._all[box.id] = box
+        if box.memory_mb != memory_mb:
+            self._client.api.update_container(
+                box.id, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m"
+            )
+            box.memory_mb = memory_mb
+        return box
+
+    def _release(self, box: _Box, *, discard: bool) -> None:
+        with self._cond:
+            keep = not discard and not self._closed and box.id in self._all
+            if keep:
+                self._idle.append(box)
+            else:
+                self._all.pop(box.id, None)
+            self._cond.notify_all()
+        if not keep:
+            self._remove(box)
+
+    # ------------------------------------------------------------------ runs
+
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: str = "",
+        files: Mapping[str, str | bytes] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+    ) -> ExecResult:
+        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
+        box = self._acquire(memory_mb)
+        result: ExecResult | None = None
+        try:
+            result = self._exec(box, all_files, stdin, float(timeout_s))
+        finally:
+            self._release(box, discard=result is None or result.misbehaved)
+        return result
+
+    def lease(self) -> DockerLease:
+        """One container for a sequence of runs (an episode); removed when the lease closes."""
+        return DockerLease(self)
+
+    def _exec(self, box: _Box, files: dict[str, bytes], stdin: str, timeout_s: float) -> ExecResult:
+        api = self._client.api
+        message = json.dumps(
+            {
+                "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
+                "stdin": base64.b64encode(stdin.encode()).decode(),
+            }
+        ).encode()
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                box.id,
+                ["python3", "-I", "-c", _BOOTSTRAP],
+                stdin=True,
+                user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                workdir="/work",
+                environment={"HOME": "/work", "LANG": "C.UTF-8"},
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except Exception as err:  # noqa: BLE001
+            raise SandboxError(f"docker exec failed: {err}") from err
+        raw: socket.socket = getattr(sock, "_sock", sock)
+        out, err_buf = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
+        timed_out = False
+        try:
+            raw.sendall(str(len(message)).encode() + b"\n" + message)
+            timed_out = not _read_frames(raw, out, err_buf, start + timeout_s)
+        except OSError:
+            pass  # the exec's connection broke: judged by exec_inspect below
+        if timed_out:
+            with contextlib.suppress(Exception):
+                api.kill(box.id)
+            _read_frames(raw, out, err_buf, time.monotonic() + _KILL_GRACE_S)
+        with contextlib.suppress(OSError):
+            raw.close()
+        with contextlib.suppress(Exception):
+            sock.close()
+        duration = time.monotonic() - start
+        info = _exec_inspect(api, exec_id)
+        exit_code = info.get("ExitCode")
+        if timed_out or exit_code is None or info.get("Running"):
+            exit_code = 137
+        oom = False
+        if not timed_out and exit_code == 137:
+            oom = self._oom_killed(box)
+        box.runs += 1
+        return ExecResult(
+            stdout=out.text(),
+            stderr=err_buf.text(),
+            exit_code=int(exit_code),
+            timed_out=timed_out,
+            oom_killed=oom,
+            duration_s=duration,
+            truncated=out.truncated or err_buf.truncated,
+        )
+
+    def _oom_killed(self, box: _Box) -> bool:
+        """Whether the kernel OOM killer struck in this container (its memory cgroup's count)."""
+        try:
+            if self._client.api.inspect_container(box.id)["State"].get("OOMKilled"):
+                return True
+            exec_id = self._client.api.exec_create(
+                box.id,
+                [
+                    "cat",
+                    "/sys/fs/cgroup/memory/memory.oom_control",
+                    "/sys/fs/cgroup/memory.events",
+                ],
+                user=f"{KEEPER_UID}:{KEEPER_UID}",
+            )["Id"]
+            text = self._client.api.exec_start(exec_id).decode(errors="replace")
+        except Exception:  # noqa: BLE001 - no evidence of an OOM kill
+            return False
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ life cycle
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            boxes = list(self._all.values())
+            self._all.clear()
+            self._idle.clear()
+            self._cond.notify_all()
+        for box in boxes:
+            self._remove(box)
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def container_ids(self) -> list[str]:
+        """Ids of the containers this sandbox holds now."""
+        with self._cond:
+            return list(self._all)
+
+    def __repr__(self) -> str:
+        return f"DockerSandbox(image={self.image!r}, pool_size={self.pool_size})"
+
+
+class DockerLease:
+    """One container of a :class:`DockerSandbox`, held for several runs (an episode).
+
+    A run that misbehaves replaces the container (the next run of the lease gets a new one).
+    :meth:`close` removes the container, so the next episode starts in a fresh one.
+    """
+
+    def __init__(self, sandbox: DockerSandbox):
+        self.sandbox = sandbox
+        self._box: _Box | None = None
+
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: str = "",
+        files: Mapping[str, str | bytes] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+    ) -> ExecResult:
+        """As :meth:`DockerSandbox.run`, in this lease's container."""
+        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
+        if self._box is None:
+            self._box = self.sandbox._acquire(memory_mb)
+        elif self._box.memory_mb != memory_mb:
+            self.sandbox._client.api.update_container(
+                self._box.id, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m"
+            )
+            self._box.memory_mb = memory_mb
+        result: ExecResult | None = None
+        try:
+            result = self.sandbox._exec(self._box, all_files, stdin, float(timeout_s))
+        finally:
+            if result is None or result.misbehaved:
+                box, self._box = self._box, None
+                self.sandbox._release(box, discard=True)
+        return result
+
+    def close(self) -> None:
+        """Remove the lease's container (if one was started); may be called twice."""
+        box, self._box = self._box, None
+        if box is not None:
+            self.sandbox._release(box, discard=True)
+
+
+def _read_frames(raw: socket.socket, out: CappedBuffer, err: CappedBuffer, deadline: float) -> bool:
+    """Read Docker's multiplexed stream (8-byte headers) until EOF; ``False`` at the deadline."""
+    buffer = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        raw.settimeout(min(remaining, 1.0))
+        try:
+            chunk = raw.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return True
+        if not chunk:
+            return True
+        buffer += chunk
+        while len(buffer) >= 8:
+            stream, size = buffer[0], struct.unpack(">I", buffer[4:8])[0]
+            if len(buffer) < 8 + size:
+                break
+            payload, buffer = buffer[8 : 8 + size], buffer[8 + size :]
+            (err if stream == 2 else out).write(payload)
+
+
+def _exec_inspect(api: Any, exec_id: str) -> dict[str, Any]:
+    for _ in range(50):
+        try:
+            info = api.exec_inspect(exec_id)
+        except Exception:  # noqa: BLE001 - the container may be gone after a kill
+            return {}
+        if not info.get("Running"):
+            return info
+        time.sleep(0.02)
+    return info
+
+
+def reap_orphans(client: Any) -> list[str]:
+    """Remove sandbox containers whose owner process (on this host) no longer exists."""
+    host = socket.gethostname()
+    removed = []
+    try:
+        containers = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+    except Exception:  # noqa: BLE001
+        return removed
+    for c in containers:
+        owner = c.get("Labels", {}).get(OWNER_LABEL, "")
+        owner_host, _, pid = owner.rpartition(":")
+        if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(Exception):
+            client.api.remove_container(c["Id"], force=True, v=True)
+            removed.append(c["Id"])
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,360 @@
+"""Headless Chromium driven by Selenium 4: start, read pages, click, search, recover, clean up.
+
+:class:`ChromiumBrowser` owns one ChromeDriver process and the Chromium it starts. Both binaries
+are given by path (:class:`BrowserConfig`; defaults ``/usr/bin/chromium`` and
+``/usr/bin/chromedriver`` from Debian's ``chromium`` and ``chromium-driver`` packages, overridable
+with the ``AGENTGYM_CHROMIUM`` and ``AGENTGYM_CHROMEDRIVER`` environment variables), so
+selenium-manager never runs and nothing is downloaded. Each browser gets a fresh
+``--user-data-dir`` (a temp dir removed on close).
+
+Reading is what a user sees: ``document.body.innerText`` and the ``innerText`` of every
+``a[href]``. Clicking clicks the element (Selenium scrolls it into view and sends a real mouse
+click), then waits for the old document to go stale and the new one to finish loading.
+A search types the query into the search box by setting its value (ChromeDriver's ``send_keys``
+accepts only the Basic Multilingual Plane and reads U+E000-U+E05D as special keys, so arbitrary
+Unicode goes in through the DOM) and clicks the Search button.
+
+Robustness:
+
+* every page load is bounded by ``page_load_timeout`` and every WebDriver command by
+  ``command_timeout`` (the HTTP timeout of Selenium's client), so a hung browser raises instead of
+  blocking;
+* an operation that fails with a WebDriver, HTTP or OS error (a crashed or hung browser) kills
+  the browser, starts a new one, reloads the last page and retries the operation once
+  (:attr:`ChromiumBrowser.restarts` counts this); a second failure raises :class:`BrowserError`;
+* :meth:`ChromiumBrowser.close` quits the driver, then kills whatever is left of the process
+  tree (found by parentage and by the unique user-data-dir on the command line) and removes the
+  profile; a :func:`weakref.finalize` does the same at garbage collection or interpreter exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import psutil
+import urllib3
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from sandboxes.web.page import Link, PageView, canonical_url, normalize_text
+
+__all__ = [
+    "BrowserConfig",
+    "BrowserError",
+    "ChromiumBrowser",
+    "CHROMIUM_FLAGS",
+    "default_chromium_path",
+    "default_chromedriver_path",
+]
+
+#: Flags that run Chromium headless in a container as root, with no network of its own.
+CHROMIUM_FLAGS: tuple[str, ...] = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-proxy-server",
+    "--window-size=1280,2400",
+)
+
+_READ_PAGE_JS = """
+return {
+  url: window.location.pathname + window.location.search,
+  text: document.body ? document.body.innerText : "",
+  links: Array.from(document.querySelectorAll("a[href]")).map(
+    (a) => [a.innerText, a.getAttribute("href")]),
+  has_search: document.querySelector("form input[name=q]") !== null,
+};
+"""
+
+_T = TypeVar("_T")
+
+
+def default_chromium_path() -> str:
+    """``$AGENTGYM_CHROMIUM`` or ``/usr/bin/chromium``."""
+    return os.environ.get("AGENTGYM_CHROMIUM", "/usr/bin/chromium")
+
+
+def default_chromedriver_path() -> str:
+    """``$AGENTGYM_CHROMEDRIVER`` or ``/usr/bin/chromedriver``."""
+    return os.environ.get("AGENTGYM_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+class BrowserError(RuntimeError):
+    """The browser could not be started, or failed again after a restart."""
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    """How to start Chromium.
+
+    Attributes:
+        chromium_path: the Chromium binary (``None``: :func:`default_chromium_path`).
+        chromedriver_path: the ChromeDriver binary (``None``: :func:`default_chromedriver_path`).
+        page_load_timeout: seconds a page may take to load (> 0).
+        command_timeout: seconds any WebDriver command may take before the browser counts as
+            hung (> 0).
+        max_restarts: restarts allowed over the browser's life before failures raise (>= 0).
+        extra_flags: more Chromium command-line flags.
+    """
+
+    chromium_path: str | None = None
+    chromedriver_path: str | None = None
+    page_load_timeout: float = 10.0
+    command_timeout: float = 20.0
+    max_restarts: int = 100
+    extra_flags: tuple[str, ...] = field(default=())
+
+    def resolved(self) -> tuple[str, str]:
+        """``(chromium, chromedriver)`` paths, checked.
+
+        Raises:
+            BrowserError: a binary is missing or not executable; the message says how to install.
+        """
+        chromium = self.chromium_path or default_chromium_path()
+        driver = self.chromedriver_path or default_chromedriver_path()
+        for what, path, package in (
+            ("Chromium", chromium, "chromium"),
+            ("ChromeDriver", driver, "chromium-driver"),
+        ):
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                raise BrowserError(
+                    f"{what} not found at {path!r}: install it (as root: `bash "
+                    f".ci/setup_chromium.sh`, or `apt-get install chromium chromium-driver`; "
+                    f"Debian package {package!r}), or pass its path (chromium_path=/"
+                    f"chromedriver_path=, or $AGENTGYM_CHROMIUM/$AGENTGYM_CHROMEDRIVER)"
+                )
+        for name in ("page_load_timeout", "command_timeout"):
+            if not getattr(self, name) > 0:
+                raise BrowserError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+        return chromium, driver
+
+
+def _kill_tree(root_pids: list[int], marker: str | None) -> None:
+    """SIGKILL the processes in ``root_pids``, their descendants, and any process whose command
+    line holds ``marker`` (the browser's unique profile dir), then reap what we can."""
+    victims: dict[int, psutil.Process] = {}
+    for pid in root_pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            victims[pid] = proc
+            for child in proc.children(recursive=True):
+                victims[child.pid] = child
+    if marker:
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if any(marker in part for part in proc.info["cmdline"] or ()):
+                    victims[proc.pid] = proc
+    victims.pop(os.getpid(), None)
+    for proc in victims.values():
+        with contextlib.suppress(psutil.Error, OSError):
+            proc.send_signal(signal.SIGCONT)  # a stopped process must run to die cleanly
+            proc.kill()
+    psutil.wait_procs(list(victims.values()), timeout=5)
+
+
+def _cleanup(state: dict[str, Any]) -> None:
+    """Quit the driver and remove every trace; safe to call many times (used by finalize too)."""
+    driver = state.pop("driver", None)
+    pids: list[int] = state.pop("pids", [])
+    profile: str | None = state.pop("profile", None)
+    if driver is not None:
+        if state.get("healthy", True):
+            with contextlib.suppress(Exception):
+                driver.quit()
+        else:
+            with contextlib.suppress(Exception):
+                driver.service.process.kill()
+    _kill_tree(pids, profile)
+    if driver is not None:
+        with contextlib.suppress(Exception):
+            driver.service.process.wait(timeout=5)  # reap ChromeDriver (our child)
+    if profile:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class ChromiumBrowser:
+    """One headless Chromium, started lazily, for reading and navigating the shop.
+
+    Args:
+        base_url: the site, ``http://127.0.0.1:PORT``.
+        config: how to start Chromium.
+
+    Raises:
+        BrowserError: (at construction) a binary is missing; (at the first page) Chromium does
+            not start.
+    """
+
+    def __init__(self, base_url: str, config: BrowserConfig | None = None):
+        self.config = config or BrowserConfig()
+        self._paths = self.config.resolved()
+        self.base_url = base_url.rstrip("/")
+        self.restarts = 0
+        self._state: dict[str, Any] = {}
+        self._last_url = "/"
+        self._finalizer = weakref.finalize(self, _cleanup, self._state)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def started(self) -> bool:
+        return self._state.get("driver") is not None
+
+    def pids(self) -> list[int]:
+        """ChromeDriver's and Chromium's process ids now (empty when not started)."""
+        out: list[int] = []
+        for pid in self._state.get("pids", []):
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                out.append(pid)
+                out.extend(child.pid for child in proc.children(recursive=True))
+        return out
+
+    def start(self) -> None:
+        """Start ChromeDriver and Chromium (a no-op when running)."""
+        if self.started:
+            return
+        chromium, driver_path = self._paths
+        profile = tempfile.mkdtemp(prefix="agentgym-chromium-")
+        options = Options()
+        options.binary_location = chromium
+        for flag in (*CHROMIUM_FLAGS, *self.config.extra_flags, f"--user-data-dir={profile}"):
+            options.add_argument(flag)
+        options.page_load_strategy = "normal"
+        service = Service(executable_path=driver_path, log_output=subprocess.DEVNULL)
+        self._state.update(profile=profile, healthy=True)
+        try:
+            driver = webdriver.Chrome(service=service, options=options)
+        except Exception as err:
+            if service.process is not None:
+                self._state["pids"] = [service.process.pid]
+            self._state["healthy"] = False
+            _cleanup(self._state)
+            raise BrowserError(
+                f"Chromium did not start ({chromium}, {driver_path}): {err}"
+            ) from err
+        driver.command_executor._client_config.timeout = self.config.command_timeout
+        driver.set_page_load_timeout(self.config.page_load_timeout)
+        driver.set_script_timeout(self.config.command_timeout)
+        self._state.update(driver=driver, pids=[service.process.pid])
+
+    def restart(self) -> None:
+        """Kill the browser (whatever its state) and start a new one."""
+        self._state["healthy"] = False
+        _cleanup(self._state)
+        self.restarts += 1
+        self.start()
+
+    def close(self) -> None:
+        """Quit, kill what is left, remove the profile (idempotent)."""
+        _cleanup(self._state)
+
+    # ------------------------------------------------------------------ pages
+
+    @property
+    def _driver(self) -> webdriver.Chrome:
+        self.start()
+        return self._state["driver"]
+
+    def _read(self) -> PageView:
+        data = self._driver.execute_script(_READ_PAGE_JS)
+        view = PageView(
+            url=canonical_url(data["url"]),
+            text=normalize_text(data["text"]),
+            links=tuple(Link(normalize_text(label), href) for label, href in data["links"]),
+            has_search=bool(data["has_search"]),
+        )
+        self._last_url = view.url
+        return view
+
+    def _navigate_by(self, act: Callable[[webdriver.Chrome], None]) -> None:
+        driver = self._driver
+        old = driver.find_element(By.TAG_NAME, "html")
+        act(driver)
+        wait = WebDriverWait(driver, self.config.page_load_timeout, poll_frequency=0.01)
+        wait.until(expected_conditions.staleness_of(old))
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+    def _recover(self, operation: Callable[[], _T]) -> _T:
+        try:
+            return operation()
+        except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as first:
+            if self.restarts >= self.config.max_restarts:
+                raise BrowserError(
+                    f"browser failed and its {self.config.max_restarts} restarts are used up: "
+                    f"{first}"
+                ) from first
+            last_url = self._last_url
+            try:
+                self.restart()
+                self._driver.get(self.base_url + last_url)
+                return operation()
+            except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as second:
+                self._state["healthy"] = False
+                raise BrowserError(f"browser failed again after a restart: {second}") from first
+
+    def goto(self, url: str) -> PageView:
+        """Load ``url`` (a path on the site) and read it."""
+
+        def operation() -> PageView:
+            self._driver.get(self.base_url + url)
+            return self._read()
+
+        return self._recover(operation)
+
+    def click(self, view: PageView, index: int) -> PageView:
+        """Click link ``index`` of ``view`` (the page now shown) and read the new page."""
+        label = view.links[index].label
+
+        def operation() -> PageView:
+            links = self._driver.find_elements(By.CSS_SELECTOR, "a[href]")
+            shown = (
+                self._driver.execute_script("return arguments[0].innerText;", links[index])
+                if index < len(links)
+                else None
+            )
+            if shown is None or normalize_text(shown) != label:
+                raise BrowserError(f"link {index} {label!r} is not on the page")
+            self._navigate_by(lambda _d: links[index].click())
+            return self._read()
+
+        return self._recover(operation)
+
+    def search(self, query: str) -> PageView:
+        """Type ``query`` into the search box, press Search, read the results."""
+
+        def operation() -> PageView:
+            driver = self._driver
+            box = driver.find_element(By.CSS_SELECTOR, "form input[name=q]")
+            button = driver.find_element(By.CSS_SELECTOR, "form button[type=submit]")
+            driver.execute_script("arguments[0].value = arguments[1];", box, query)
+            self._navigate_by(lambda _d: button.click())
+            return self._read()
+
+        return self._recover(operation)
+
+    def screenshot(self, path: str) -> None:
+        """Save a PNG of the current page (for people looking at what the agent sees)."""
+        self._driver.save_screenshot(path)
+
+    def __repr__(self) -> str:
+        return f"ChromiumBrowser({self.base_url}, started={self.started})"

@@ -1,0 +1,544 @@
+"""The eval harness (agentgym/eval.py, agentgym/agents.py) and ``agentgym eval``, run for real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import agentgym
+from agentgym.agents import AgentRequest, make_agent, request_json
+from agentgym.eval import (
+    EvalError,
+    evaluate,
+    replay_episode,
+    summarize,
+    wilson_interval,
+    write_chat_jsonl,
+)
+
+jsonschema = pytest.importorskip("jsonschema", reason="install the leaderboard extra")
+SCHEMA = json.loads(
+    (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
+)
+ROOT = Path(__file__).parents[1]
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def assert_valid_bundle(bundle: dict[str, Any]) -> None:
+    jsonschema.validate(bundle, SCHEMA)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_wilson_interval_known_values() -> None:
+    # 8/10 by hand: z^2/n = 0.38415, centre (0.8 + 0.19207) / 1.38415 = 0.71674, half-width
+    # 1.95996 * sqrt(0.016 + 0.00960) / 1.38415 = 0.22658: [0.4902, 0.9433].
+    low, high = wilson_interval(8, 10)
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)
+    # 0/10: lower bound 0, upper z^2 / (n + z^2) = 3.8415 / 13.8415 = 0.2775 (by hand).
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and round(high, 4) == 0.2775
+    # 10/10 mirrors 0/10.
+    low, high = wilson_interval(10, 10)
+    assert round(low, 4) == 0.7225 and high == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="successes must be in"):
+        wilson_interval(3, 2)
+
+
+def _episode(rewards: list[float], valid: list[bool], success: bool, error: str | None = None):
+    steps = [
+        {
+            "action": "a",
+            "reward": r,
+            "terminated": False,
+            "truncated": False,
+            "success": False,
+            "valid": v,
+        }
+        for r, v in zip(rewards, valid, strict=True)
+    ]
+    if steps:
+        steps[-1]["success"] = success
+    return {"steps": steps, "return": sum(rewards), "success": success, "error": error}
+
+
+def test_summarize_counts_errors_as_failures() -> None:
+    episodes = [
+        _episode([1.0], [True], True),
+        _episode([-0.1, 0.5], [False, True], False),
+        _episode([0.25, 0.75, 1.0], [True, True, True], True, error="agent failed"),
+        _episode([], [], False, error="env reset failed"),
+    ]
+    s = summarize(episodes)
+    # By hand: 1 success of 4 (the errored success is a failure); returns 1.0, 0.4, 2.0, 0.0;
+    # turns 1 + 2 + 3 + 0 = 6; valid 1 + 1 + 3 = 5 of 6.
+    assert s["episodes"] == 4 and s["errors"] == 2 and s["successes"] == 1
+    assert s["success_rate"] == 0.25
+    assert s["mean_return"] == pytest.approx(3.4 / 4)
+    assert s["mean_turns"] == 1.5
+    assert s["valid_action_rate"] == pytest.approx(5 / 6)
+    assert s["success_ci95"] == list(wilson_interval(1, 4))
+
+
+# ----------------------------------------------------------------------------- agents
+
+
+def test_random_agent_picks_among_valid_actions_reproducibly(tmp_path: Path) -> None:
+    bundle = evaluate(
+        ["agentgym/FrozenLake-v0"],
+        "random",
+        episodes=5,
+        seed=3,
+        out=tmp_path / "a.json",
+        progress=False,
+    )
+    again = evaluate(
+        ["agentgym/FrozenLake-v0"],
+        "random",
+        episodes=5,
+        seed=3,
+        out=tmp_path / "b.json",
+        progress=False,
+    )
+    assert_valid_bundle(bundle)
+    run = bundle["runs"][0]
+    assert run["seeds"] == [3, 4, 5, 6, 7]
+    assert [e["seed"] for e in run["episodes"]] == run["seeds"]
+    moves = {"Up", "Down", "Left", "Right"}
+    for episode in run["episodes"]:
+        for step in episode["steps"]:
+            assert step["action"].startswith("<think>random</think><answer>")
+            move = step["action"].removeprefix("<think>random</think><answer>")
+            assert move.removesuffix("</answer>") in moves
+            assert step["valid"]
+    assert [e["steps"] for e in run["episodes"]] == [
+        e["steps"] for e in again["runs"][0]["episodes"]
+    ]
+
+
+def test_random_agent_without_a_finite_action_set_writes_short_random_text() -> None:
+    agent = make_agent("random", seed=1)
+    env = gym.make("agentgym/Countdown-v0")
+    obs, info = env.reset(seed=0)
+    assert info["valid_actions"] is None
+    req = AgentRequest("agentgym/Countdown-v0", 0, 0, 1, obs, info, None, [], "", "raw", env)
+    (action,) = agent.act([req])
+    assert isinstance(action, str) and 1 <= len(action) <= 8
+    env.close()
+
+
+def test_oracle_agent_solves_sokoban_and_records_every_step(tmp_path: Path) -> None:
+    bundle = evaluate(
+        ["agentgym/Sokoban-v0"],
+        "oracle",
+        episodes=4,
+        seed=0,
+        out=tmp_path / "o.json",
+        progress=False,
+    )
+    run = bundle["runs"][0]
+    assert run["summary"]["success_rate"] == 1.0
+    env = gym.make("agentgym/Sokoban-v0")
+    for episode in run["episodes"]:
+        # An independent replay gives the same rewards, and the episode ends on its last step.
+        _, steps = replay_episode(env, episode["seed"], [s["action"] for s in episode["steps"]])
+        assert steps == episode["steps"]
+        assert steps[-1]["terminated"] and steps[-1]["success"]
+        assert episode["return"] == pytest.approx(sum(s["reward"] for s in steps))
+    env.close()
+
+
+def test_unknown_agent_spec_lists_the_forms() -> None:
+    with pytest.raises(ValueError, match="give random, oracle, hf:PATH"):
+        make_agent("bogus")
+    with pytest.raises(ValueError, match="takes no --agent-kw"):
+        make_agent("random", kwargs={"x": 1})
+
+
+# Python agents used by the tests below through the `module:callable` spec.
+CALLS: list[int] = []
+FAIL_SEEDS: set[int] = set()
+INTERRUPT_AFTER: list[int] = []
+
+
+def scripted_agent(request: AgentRequest) -> str:
+    """Pulls arm 2 of the bandit; fails on FAIL_SEEDS; may simulate Ctrl-C."""
+    CALLS.append(request.seed)
+    if INTERRUPT_AFTER and len(CALLS) > INTERRUPT_AFTER[0]:
+        raise KeyboardInterrupt
+    if request.seed in FAIL_SEEDS:
+        raise ValueError(f"no answer for seed {request.seed}")
+    return "<answer>2</answer>"
+
+
+@pytest.fixture()
+def scripted() -> Any:
+    CALLS.clear()
+    FAIL_SEEDS.clear()
+    INTERRUPT_AFTER.clear()
+    yield
+    CALLS.clear()
+    FAIL_SEEDS.clear()
+    INTERRUPT_AFTER.clear()
+
+
+def test_per_episode_errors_are_recorded_not_fatal(tmp_path: Path, scripted: Any) -> None:
+    FAIL_SEEDS.add(2)
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"],
+        "tests.test_eval:scripted_agent",
+        episodes=4,
+        seed=0,
+        out=tmp_path / "e.json",
+        progress=False,
+    )
+    assert_valid_bundle(bundle)
+    episodes = bundle["runs"][0]["episodes"]
+    assert [e["error"] for e in episodes] == [
+        None,
+        None,
+        "agent failed: ValueError: no answer for seed 2",
+        None,
+    ]
+    assert episodes[2]["steps"] == [] and episodes[2]["success"] is False
+    assert bundle["runs"][0]["summary"]["errors"] == 1
+    assert bundle["agent"]["description"] == (
+        "Pulls arm 2 of the bandit; fails on FAIL_SEEDS; may simulate Ctrl-C."
+    )
+
+
+def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path, scripted: Any) -> None:
+    out = tmp_path / "r.json"
+    spec = "tests.test_eval:scripted_agent"
+    INTERRUPT_AFTER.append(3)  # episodes 0-2 (one turn each) finish, then "Ctrl-C"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+    partial = tmp_path / "r.json.partial.jsonl"
+    assert not out.exists() and len(partial.read_text().splitlines()) == 1 + 3
+    INTERRUPT_AFTER.clear()
+    CALLS.clear()
+    bundle = evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+    assert CALLS == [13, 14, 15]  # only the missing episodes were played
+    assert not partial.exists()
+    fresh = evaluate(
+        ["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=tmp_path / "f.json", progress=False
+    )
+
+    def strip(b: dict[str, Any]) -> list[Any]:
+        return [{k: v for k, v in e.items() if k != "wall_s"} for e in b["runs"][0]["episodes"]]
+
+    assert strip(bundle) == strip(fresh)
+    # The same command once more: already complete, nothing runs.
+    CALLS.clear()
+    assert evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+    assert CALLS == []
+    # Another command with the same --out is refused, unless --overwrite.
+    with pytest.raises(EvalError, match="--overwrite"):
+        evaluate(["agentgym/Bandit-v0"], spec, episodes=7, seed=10, out=out, progress=False)
+    evaluate(
+        ["agentgym/Bandit-v0"], spec, episodes=2, seed=10, out=out, progress=False, overwrite=True
+    )
+
+
+AWK_AGENT = r"""
+{
+  turn = 0
+  if (match($0, /"turn": [0-9]+/)) turn = substr($0, RSTART + 8, RLENGTH - 8) + 0
+  if (match($0, /"valid_actions": \[[^]]*\]/)) {
+    n = split(substr($0, RSTART + 18, RLENGTH - 19), items, /, /)
+    a = items[(turn - 1) % n + 1]
+    gsub(/"/, "", a)
+  } else a = "?"
+  print "<think>awk</think><answer>" a "</answer>"
+  fflush()
+}
+"""
+
+
+def test_cmd_agent_in_awk_plays_through_json_lines(tmp_path: Path) -> None:
+    script = tmp_path / "agent.awk"
+    script.write_text(AWK_AGENT)
+    # A shell loop runs awk once per line: some awks (mawk) buffer their input otherwise.
+    loop = tmp_path / "agent.sh"
+    loop.write_text(f'while IFS= read -r line; do printf "%s\\n" "$line" | awk -f {script}; done\n')
+    out = tmp_path / "awk.json"
+    result = run_cli(
+        "eval",
+        "--env",
+        "FrozenLake-v0",
+        "--agent",
+        f"cmd:sh {loop}",
+        "--episodes",
+        "3",
+        "--seed",
+        "5",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    bundle = json.loads(out.read_text())
+    assert_valid_bundle(bundle)
+    # The awk agent plays valid_actions[(turn - 1) % n]: FrozenLake's list is fixed, so the
+    # expected actions follow from the turn number alone.
+    env = gym.make("agentgym/FrozenLake-v0")
+    _, info = env.reset(seed=5)
+    moves = info["valid_actions"]
+    for episode in bundle["runs"][0]["episodes"]:
+        assert episode["error"] is None
+        expected = [
+            f"<think>awk</think><answer>{moves[t % len(moves)]}</answer>"
+            for t in range(len(episode["steps"]))
+        ]
+        assert [s["action"] for s in episode["steps"]] == expected
+    env.close()
+
+
+def test_cmd_agent_that_dies_gives_per_episode_errors(tmp_path: Path) -> None:
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"],
+        "cmd:sh -c 'exit 3'",
+        episodes=2,
+        out=tmp_path / "d.json",
+        progress=False,
+    )
+    for episode in bundle["runs"][0]["episodes"]:
+        assert (
+            "closed its stdout (exit status 3)" in episode["error"]
+            or "stopped reading" in (episode["error"])
+        )
+
+
+def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text(
+        "while IFS= read -r line; do printf '\"<think>a\\\\nb</think><answer>1</answer>\"\\n'; "
+        "done\n"
+    )
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"],
+        f"cmd:sh {script}",
+        episodes=1,
+        out=tmp_path / "s.json",
+        progress=False,
+    )
+    step = bundle["runs"][0]["episodes"][0]["steps"][0]
+    assert step["action"] == "<think>a\nb</think><answer>1</answer>" and step["valid"]
+
+
+def test_request_json_keys() -> None:
+    env = gym.make("agentgym/Bandit-v0")
+    obs, info = env.reset(seed=0)
+    req = AgentRequest("agentgym/Bandit-v0", 0, 0, 1, obs, info, None, [], "rules", "raw", env)
+    line = request_json(req)
+    assert line["valid_actions"] == ["Nurse", "Stuntman"]  # as `agentgym solve` shows for seed 0
+    assert line["last_reward"] is None and line["turn"] == 1 and line["action_format"] == "raw"
+    json.dumps(line)  # every value is JSON
+    env.close()
+
+
+# ----------------------------------------------------------------------------- CLI and export
+
+
+def test_eval_cli_two_envs_bundle_and_chat_export(tmp_path: Path) -> None:
+    out, chat = tmp_path / "run.json", tmp_path / "chat.jsonl"
+    result = run_cli(
+        "eval",
+        "--env",
+        "Bandit-v0",
+        "--env",
+        "agentgym/Sokoban-v0",
+        "--agent",
+        "oracle",
+        "--episodes",
+        "3",
+        "--seed",
+        "0",
+        "--out",
+        str(out),
+        "--chat-out",
+        str(chat),
+        "--kw",
+        "max_turns=6",
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("agent: oracle")
+    assert lines[-1] == f"wrote {out} and {chat}"
+    bundle = json.loads(out.read_text())
+    assert_valid_bundle(bundle)
+    assert bundle["agentgym_version"] == agentgym.__version__
+    assert [r["env_id"] for r in bundle["runs"]] == ["agentgym/Bandit-v0", "agentgym/Sokoban-v0"]
+    sokoban = bundle["runs"][1]
+    assert sokoban["env_kwargs"] == {"max_turns": 6}
+    assert sokoban["env_constructor_kwargs"]["dim_room"] == [6, 6]
+    assert sokoban["env_version"] == 0
+    rows = [json.loads(line) for line in chat.read_text().splitlines()]
+    assert len(rows) == 6
+    for row, episode in zip(rows, bundle["runs"][0]["episodes"] + sokoban["episodes"], strict=True):
+        roles = [m["role"] for m in row["messages"]]
+        assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+        replies = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        assert replies == [s["action"] for s in episode["steps"]]
+    assert write_chat_jsonl(bundle, tmp_path / "again.jsonl") == 6
+
+
+def test_eval_cli_errors_name_the_fix(tmp_path: Path) -> None:
+    result = run_cli(
+        "eval",
+        "--env",
+        "Sokobn-v0",
+        "--agent",
+        "random",
+        "--episodes",
+        "1",
+        "--out",
+        str(tmp_path / "x.json"),
+    )
+    assert result.returncode == 2
+    assert "unknown environment id 'Sokobn-v0'; did you mean agentgym/Sokoban-v0" in result.stderr
+    result = run_cli(
+        "eval",
+        "--env",
+        "Bandit-v0",
+        "--agent",
+        "random",
+        "--episodes",
+        "0",
+        "--out",
+        str(tmp_path / "x.json"),
+    )
+    assert result.returncode == 2 and "--episodes must be an int >= 1" in result.stderr
+    result = run_cli(
+        "eval",
+        "--env",
+        "Bandit-v0",
+        "--agent",
+        "random",
+        "--episodes",
+        "1",
+        "--kw",
+        "nonsense=1",
+        "--out",
+        str(tmp_path / "x.json"),
+    )
+    assert result.returncode == 2 and "bad --kw for agentgym/Bandit-v0" in result.stderr
+
+
+def test_agentgym_eval_imports_without_torch() -> None:
+    code = (
+        "import sys, agentgym.eval, agentgym.agents, agentgym.models; print('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+# ----------------------------------------------------------------------------- hf: agent
+
+
+def test_embedded_path_resolves_from_the_cache(tmp_path: Path, monkeypatch: Any) -> None:
+    from agentgym import models
+
+    baselines_policy = pytest.importorskip("baselines.policy")
+    # One conversion function for both: baselines re-exports agentgym's.
+    assert baselines_policy.embedded_model_path is models.embedded_model_path
+    folder = tmp_path / models.EMBEDDED_MODEL_NAME
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    assert models.resolve_model_path("embedded") == folder
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        models.resolve_model_path(str(tmp_path / "missing"))
+
+
+def test_hf_agent_plays_a_tiny_local_checkpoint_batched(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from baselines.policy import build_tiny_policy
+
+    env = gym.make("agentgym/Bandit-v0")
+    texts = []
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        texts += [obs, info["instructions"]]
+    env.close()
+    model, tokenizer = build_tiny_policy(texts, seed=0)
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "hf.json"
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"],
+        f"hf:{folder}",
+        episodes=5,
+        seed=0,
+        out=out,
+        progress=False,
+        agent_kwargs={"max_new_tokens": 6, "batch_size": 4},
+    )
+    assert_valid_bundle(bundle)
+    assert bundle["agent"]["name"] == "hf:tiny"
+    assert bundle["agent"]["settings"]["batch_size"] == 4
+    for episode in bundle["runs"][0]["episodes"]:
+        assert episode["error"] is None and len(episode["steps"]) == 1
+        assert episode["steps"][0]["action"].startswith("<think>")  # the think prefix
+    # Greedy decoding: the same command gives the same actions.
+    again = evaluate(
+        ["agentgym/Bandit-v0"],
+        f"hf:{folder}",
+        episodes=5,
+        seed=0,
+        out=tmp_path / "b.json",
+        progress=False,
+        agent_kwargs={"max_new_tokens": 6, "batch_size": 4},
+    )
+    assert [e["steps"] for e in again["runs"][0]["episodes"]] == [
+        e["steps"] for e in bundle["runs"][0]["episodes"]
+    ]
+
+
+def test_file_py_callable_agent(tmp_path: Path) -> None:
+    agent_file = tmp_path / "my_agent.py"
+    agent_file.write_text(
+        textwrap.dedent(
+            '''
+            class Agent:
+                """Always the first listed arm."""
+
+                batch_size = 3
+
+                def act(self, requests):
+                    return ["<think>a</think><answer>%s</answer>" % r.info["valid_actions"][0]
+                            for r in requests]
+            '''
+        )
+    )
+    bundle = evaluate(
+        ["agentgym/BanditHeldOut-v0"],
+        f"{agent_file}:Agent",
+        episodes=4,
+        out=tmp_path / "p.json",
+        progress=False,
+    )
+    assert all(e["steps"][0]["valid"] for e in bundle["runs"][0]["episodes"])

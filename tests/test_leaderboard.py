@@ -1,0 +1,468 @@
+"""The local leaderboard (leaderboards/): replay-verified submission, refusals, SQLite storage,
+text/Markdown/HTML rendering (the HTML page in real headless Chromium), committed baselines."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgym.eval import evaluate, summarize, wilson_interval
+from leaderboards import store as store_module
+from leaderboards.__main__ import BASELINES_DIR, main, rebuild
+from leaderboards.render import markdown_tables
+from leaderboards.store import Store
+from leaderboards.verify import SubmissionError, verify_bundle
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real eval bundles: random and oracle on Bandit-v0 and Sokoban-v0, 6 episodes each."""
+    folder = tmp_path_factory.mktemp("bundles")
+    out = {}
+    for agent in ("random", "oracle"):
+        out[agent] = folder / f"{agent}.json"
+        evaluate(
+            ["agentgym/Bandit-v0", "agentgym/Sokoban-v0"],
+            agent,
+            episodes=6,
+            seed=0,
+            out=out[agent],
+            progress=False,
+        )
+    return out
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def save(tmp_path: Path, bundle: Any, name: str = "edited.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(bundle) if not isinstance(bundle, str) else bundle)
+    return path
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+
+
+def submit(path: Path, db: Path, name: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["submit", str(path), "--name", name, "--db", str(db)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def resum(run: dict[str, Any]) -> None:
+    """Make a run's episode fields and summary agree with its (edited) steps."""
+    for episode in run["episodes"]:
+        episode["return"] = sum(s["reward"] for s in episode["steps"])
+        episode["turns"] = len(episode["steps"])
+    run["summary"] = summarize(run["episodes"])
+
+
+# ----------------------------------------------------------------------------- round trip
+
+
+def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
+    """The whole path through the real command lines, in subprocesses."""
+    db = tmp_path / "lb.sqlite"
+    env = {**os.environ, "AGENTGYM_LEADERBOARD": str(db)}  # the default DB path
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+            check=False,
+        )
+
+    for agent in ("random", "oracle"):
+        out = tmp_path / f"{agent}.json"
+        result = run(
+            "-m",
+            "agentgym.cli",
+            "eval",
+            "--env",
+            "FrozenLake-v0",
+            "--env",
+            "Sokoban-v0",
+            "--agent",
+            agent,
+            "--episodes",
+            "5",
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+            "--no-progress",
+        )
+        assert result.returncode == 0, result.stderr
+        result = run("-m", "leaderboards", "submit", str(out), "--name", f"{agent} baseline")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"accepted {out} as entry #")
+        assert "10 episodes replayed" in result.stdout
+    oracle = load(tmp_path / "oracle.json")
+    result = run("-m", "leaderboards", "show", "--env", "Sokoban-v0")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "agentgym/Sokoban-v0"
+    assert lines[1].split()[:4] == ["#", "name", "agent", "success"]
+    # The oracle solves all 5 (Wilson 5/5: [56.6%, 100.0%]) and ranks first; random is second.
+    s = oracle["runs"][1]["summary"]
+    assert lines[2].split()[:7] == [
+        "1",
+        "oracle",
+        "baseline",
+        "oracle",
+        "100.0%",
+        "[56.6%,",
+        "100.0%]",
+    ]
+    assert lines[2].split()[7] == f"{s['mean_return']:.3f}"
+    assert lines[3].split()[:4] == ["2", "random", "baseline", "random"]
+    assert len(lines) == 4
+    result = run("-m", "leaderboards", "show")
+    assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
+
+
+def test_stored_figures_come_from_the_replay(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "lb.sqlite"
+    assert submit(bundles["random"], db, "rnd", capsys)[0] == 0
+    bundle = load(bundles["random"])
+    boards = Store(db).entries()
+    assert list(boards) == [("agentgym/Bandit-v0", "{}"), ("agentgym/Sokoban-v0", "{}")]
+    for run, entries in zip(bundle["runs"], boards.values(), strict=True):
+        (entry,) = entries
+        wins = sum(e["success"] for e in run["episodes"])  # counted here, independently
+        assert entry.successes == wins and entry.episodes == 6
+        assert (entry.ci_low, entry.ci_high) == pytest.approx(wilson_interval(wins, 6))
+        returns = [sum(s["reward"] for s in e["steps"]) for e in run["episodes"]]
+        assert entry.mean_return == pytest.approx(sum(returns) / 6)
+    with sqlite3.connect(db) as conn:
+        (blob,) = conn.execute("SELECT bundle FROM submissions").fetchone()
+    assert blob[:1] == b"x"  # zlib
+    assert next(Store(db).bundles())[2]["runs"] == bundle["runs"]
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def _edit(bundle: dict[str, Any], how: str) -> Any:
+    b = copy.deepcopy(bundle)
+    bandit = b["runs"][0]
+    if how == "schema: reward as text":
+        bandit["episodes"][1]["steps"][0]["reward"] = "1.0"
+    elif how == "schema: unknown key":
+        b["runs"][1]["episodes"][0]["steps"][0]["bonus"] = 1
+    elif how == "schema: no runs":
+        b["runs"] = []
+    elif how == "unknown env version":
+        b["runs"][1]["env_id"] = "agentgym/Sokoban-v9"
+        b["runs"][1]["env_version"] = 9
+    elif how == "unknown env id":
+        bandit["env_id"] = "agentgym/Chess-v0"
+    elif how == "reward changed by one step":
+        # Sokoban's oracle, episode 2, its first step's reward + 1, with return and summary
+        # patched to agree, so that only the replay can tell.
+        b["runs"][1]["episodes"][2]["steps"][0]["reward"] += 1.0
+        resum(b["runs"][1])
+    elif how == "seed swapped between episodes":
+        eps = b["runs"][1]["episodes"]
+        eps[0]["seed"], eps[1]["seed"] = eps[1]["seed"], eps[0]["seed"]
+    elif how == "seeds shifted with the same actions":
+        run = b["runs"][1]
+        run["seed"] += 1
+        run["seeds"] = [s + 1 for s in run["seeds"]]
+        for e in run["episodes"]:
+            e["seed"] += 1
+    elif how == "summary inflated":
+        bandit["summary"]["mean_return"] += 0.5
+    elif how == "success claimed":
+        ep = b["runs"][1]["episodes"][0]
+        ep["steps"][-1]["success"] = not ep["steps"][-1]["success"]
+        ep["success"] = ep["steps"][-1]["success"]
+        resum(b["runs"][1])
+    elif how == "episode cut short":
+        ep = b["runs"][1]["episodes"][3]
+        ep["steps"] = ep["steps"][:-1]
+        ep["success"] = bool(ep["steps"] and ep["steps"][-1]["success"])
+        ep["terminated"] = ep["truncated"] = False
+        resum(b["runs"][1])
+    else:
+        raise AssertionError(how)
+    return b
+
+
+REFUSALS = {
+    "schema: reward as text": "schema violation at runs/0/episodes/1/steps/0/reward: '1.0' is not of type 'number'",
+    "schema: unknown key": "schema violation at runs/1/episodes/0/steps/0: Additional properties are not allowed ('bonus' was unexpected)",
+    "schema: no runs": "schema violation at runs: [] should be non-empty",
+    "unknown env version": "runs/1: unknown environment id 'agentgym/Sokoban-v9'; the installed agentgym 0.1.0 has agentgym/Sokoban-v0 (rerun the eval on it)",
+    "unknown env id": "runs/0: unknown environment id 'agentgym/Chess-v0'; `agentgym list` shows the ids",
+    "reward changed by one step": "replay mismatch in agentgym/Sokoban-v0, episode 2 (seed 2), step 0: the bundle says reward",
+    "seed swapped between episodes": "runs/1/episodes/0 (agentgym/Sokoban-v0): the episode has seed 1 but seeds[0] is 0",
+    "seeds shifted with the same actions": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 1)",
+    "summary inflated": "agentgym/Bandit-v0: summary mean_return is",
+    "success claimed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0), step",
+    "episode cut short": "the episode stops after",
+}
+
+
+@pytest.fixture()
+def populated_db(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> Path:
+    db = tmp_path / "lb.sqlite"
+    assert submit(bundles["random"], db, "random", capsys)[0] == 0
+    return db
+
+
+@pytest.mark.parametrize("how", list(REFUSALS))
+def test_tampered_bundles_are_refused_and_the_db_is_unchanged(
+    how: str,
+    tmp_path: Path,
+    bundles: dict[str, Path],
+    populated_db: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    edited = save(tmp_path, _edit(load(bundles["oracle"]), how))
+    before = digest(populated_db)
+    code, output = submit(edited, populated_db, "cheater", capsys)
+    assert code == 1
+    assert output.startswith("refused: ")
+    assert REFUSALS[how] in output, output
+    assert digest(populated_db) == before
+    # The untouched bundle is still accepted: the refusal was about the edit.
+    assert submit(bundles["oracle"], populated_db, "oracle", capsys)[0] == 0
+
+
+def test_refusals_of_files(
+    tmp_path: Path,
+    bundles: dict[str, Path],
+    populated_db: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = digest(populated_db)
+    text = bundles["oracle"].read_text()
+    cases = {
+        "malformed JSON": (save(tmp_path, text[: len(text) // 2], "cut.json"), "is not valid JSON"),
+        "not an object": (save(tmp_path, "[1, 2]", "list.json"), "holds a JSON list"),
+        "not UTF-8": (save(tmp_path, "", "bin.json"), "is not UTF-8"),
+        "missing": (tmp_path / "nope.json", "no such file"),
+        "duplicate": (bundles["random"], "duplicate submission: the same episodes"),
+    }
+    cases["not UTF-8"][0].write_bytes(b'{"format": "\xff"}')
+    # 100 MB, sparse: the size is checked with os.stat before anything is read.
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(100 * 1000 * 1000)
+    cases["100 MB"] = (big, "is 100.0 MB, over the 67.1 MB limit")
+    for name, (path, message) in cases.items():
+        code, output = submit(path, populated_db, "x", capsys)
+        assert code == 1, name
+        assert message in output, (name, output)
+        assert digest(populated_db) == before, name
+    # The same bundle under another name is still a duplicate (names do not change results).
+    code, output = submit(bundles["random"], populated_db, "another name", capsys)
+    assert code == 1 and "as entry #1 ('random')" in output
+
+
+def test_a_refused_first_submission_creates_no_database(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "new.sqlite"
+    edited = save(tmp_path, _edit(load(bundles["oracle"]), "reward changed by one step"))
+    assert submit(edited, db, "x", capsys)[0] == 1
+    assert not db.exists()
+
+
+def test_a_failure_inside_the_transaction_rolls_back(
+    tmp_path: Path, bundles: dict[str, Path], populated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submission row and the first result row are written, then the write fails."""
+    verified = verify_bundle(load(bundles["oracle"]))
+    real_rows = store_module._result_rows
+
+    def failing_rows(sid: int, v: Any):
+        rows = real_rows(sid, v)
+        yield next(rows)
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(store_module, "_result_rows", failing_rows)
+    before = digest(populated_db)
+    with pytest.raises(OSError, match="injected"):
+        Store(populated_db).add(verified, "oracle")
+    assert digest(populated_db) == before
+    assert Store(populated_db).count() == 1
+
+
+def test_empty_name_is_refused(tmp_path: Path, bundles: dict[str, Path]) -> None:
+    with pytest.raises(SubmissionError, match="--name must not be empty"):
+        Store(tmp_path / "x.sqlite").add(verify_bundle(load(bundles["oracle"])), "  ")
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+@pytest.fixture()
+def three_entries(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> Path:
+    db = tmp_path / "lb.sqlite"
+    for name in ("random", "oracle"):
+        assert submit(bundles[name], db, name, capsys)[0] == 0
+    third = tmp_path / "third.json"
+    evaluate(
+        ["agentgym/Bandit-v0"],
+        "random",
+        episodes=6,
+        seed=0,
+        agent_seed=5,
+        out=third,
+        progress=False,
+    )
+    assert submit(third, db, "random <seed 5>", capsys)[0] == 0
+    return db
+
+
+def test_markdown_table(three_entries: Path) -> None:
+    boards = Store(three_entries).entries()
+    text = markdown_tables(boards)
+    lines = text.splitlines()
+    assert lines[0] == "### agentgym/Bandit-v0"
+    assert lines[2] == (
+        "| # | name | agent | success (95% CI) | mean return | mean turns | valid | episodes |"
+    )
+    assert lines[3] == "|---:|---|---|---:|---:|---:|---:|---:|"
+    bandit = boards[("agentgym/Bandit-v0", "{}")]
+    assert len([line for line in lines[4:] if line.startswith("| ")]) >= len(bandit)
+    e = bandit[0]
+    assert lines[4] == (
+        f"| 1 | oracle | oracle | 100.0% [61.0%, 100.0%] | {e.mean_return:.3f} | 1.00 | 100.0% | 6 |"
+    )
+
+
+def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "leaderboard.html"
+    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
+    text = page.read_text()
+    assert "<script src" not in text and "http" not in text.split("<body>")[1]  # no CDN
+    boards = Store(three_entries).entries()
+    bandit = boards[("agentgym/Bandit-v0", "{}")]
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        driver.get(page.as_uri())
+        tables = driver.find_elements(By.CSS_SELECTOR, "table.board")
+        assert [t.get_attribute("data-env") for t in tables] == [
+            "agentgym/Bandit-v0",
+            "agentgym/Sokoban-v0",
+        ]
+        table = tables[0]
+        assert table.find_element(By.TAG_NAME, "caption").text == "agentgym/Bandit-v0"
+
+        def column(index: int) -> list[str]:
+            rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+            return [r.find_elements(By.TAG_NAME, "td")[index].text for r in rows]
+
+        # As stored: ranked by success rate.
+        assert column(1) == [e.name for e in bandit]
+        headers = table.find_elements(By.TAG_NAME, "th")
+        names = [h.text for h in headers]
+        by_return = headers[names.index("mean return")]
+        by_return.click()
+        assert by_return.get_attribute("aria-sort") == "ascending"
+        expected = sorted(bandit, key=lambda e: e.mean_return)
+        assert column(5) == [f"{e.mean_return:.3f}" for e in expected]
+        by_return.click()
+        assert by_return.get_attribute("aria-sort") == "descending"
+        assert column(5) == [f"{e.mean_return:.3f}" for e in reversed(expected)]
+        by_name = headers[names.index("name")]
+        by_name.click()
+        assert column(1) == sorted(e.name for e in bandit)
+        assert by_return.get_attribute("aria-sort") is None
+        # The name with markup characters is shown as text, not parsed as HTML.
+        assert "random <seed 5>" in column(1)
+    finally:
+        driver.quit()
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+def test_committed_baselines_replay(tmp_path: Path) -> None:
+    """The first 3 episodes of every run of every committed bundle still replay exactly (a
+    change to an env that alters episodes must bump its version)."""
+    paths = sorted(BASELINES_DIR.glob("*.json"))
+    assert {"random.json", "oracle.json"} <= {p.name for p in paths}
+    covered = set()
+    for path in paths:
+        bundle = load(path)
+        for run in bundle["runs"]:
+            run["seeds"] = run["seeds"][:3]
+            run["episodes"] = run["episodes"][:3]
+            run["summary"] = summarize(run["episodes"])
+            covered.add((bundle["agent"]["name"], run["env_id"]))
+        verify_bundle(bundle)
+    import agentgym
+
+    envs = [e for e in agentgym.registered_envs() if e != "agentgym/MathFile-v0"]
+    for agent in ("random", "oracle"):
+        missing = [e for e in envs if (agent, e) not in covered]
+        assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {agent}"
+
+
+def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    for name in ("random", "oracle"):
+        (folder / f"{name}.json").write_bytes(bundles[name].read_bytes())
+    db = tmp_path / "lb.sqlite"
+    assert rebuild(db, folder) == 2
+    assert Store(db).count() == 2
+    before = digest(db)
+    bad = _edit(load(bundles["oracle"]), "reward changed by one step")
+    bad["runs"][1]["episodes"][0]["steps"][0]["action"] += " "  # a new digest
+    (folder / "zz-bad.json").write_text(json.dumps(bad))
+    with pytest.raises(SubmissionError, match="zz-bad.json: replay mismatch"):
+        rebuild(db, folder)
+    assert digest(db) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -1,0 +1,164 @@
+"""The docker back end of sandboxes.code, against a real dockerd (``$DOCKER_HOST``).
+
+In CI (``CI=true``) a missing daemon or image FAILS these tests (``.ci/setup_docker.sh`` starts
+them); elsewhere they are skipped with the reason. The attacks are the shared
+:class:`~tests.test_sandbox_process.SecuritySuite`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import gymnasium
+import pytest
+
+import agentgym  # noqa: F401 - registers the ids
+from sandboxes.code import SandboxError, resolve_backend
+from sandboxes.code.base import CodeSandbox
+from sandboxes.code.docker_backend import OWNER_LABEL, DockerSandbox, reap_orphans
+from tests.test_sandbox_process import SecuritySuite
+
+
+def _docker_or_fail(**kwargs: object) -> DockerSandbox:
+    try:
+        return DockerSandbox(**kwargs)  # type: ignore[arg-type]
+    except SandboxError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must provide Docker (.ci/setup_docker.sh): {err}")
+        pytest.skip(f"no Docker here: {err}")
+        raise
+
+
+def _containers(box: DockerSandbox, *, owner: str | None = None) -> list[dict]:
+    label = f"{OWNER_LABEL}={owner or box._owner}"  # type: ignore[attr-defined]
+    return box._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
+
+
+class TestDockerSandbox(SecuritySuite):
+    @pytest.fixture
+    def box(self) -> Iterator[CodeSandbox]:
+        sandbox = _docker_or_fail(pool_size=1)
+        yield sandbox
+        sandbox.close()
+
+
+def test_container_is_locked_down() -> None:
+    """Hand-read from the container's own view: user, capabilities, read-only root, no network."""
+    box = _docker_or_fail()
+    try:
+        code = (
+            "import os\n"
+            "status = open('/proc/self/status').read()\n"
+            "cap = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\n"
+            "try:\n"
+            "    open('/usr/x', 'w')\n"
+            "    ro = False\n"
+            "except OSError:\n"
+            "    ro = True\n"
+            "print(os.getuid(), os.getgid(), cap, ro, sorted(os.listdir('/sys/class/net')))\n"
+        )
+        result = box.run(code, timeout_s=20)
+        assert result.stdout == "1000 1000 0000000000000000 True ['lo']\n", result
+        (container,) = _containers(box)
+        info = box._client.api.inspect_container(container["Id"])  # type: ignore[attr-defined]
+        host = info["HostConfig"]
+        assert host["NetworkMode"] == "none"
+        assert host["ReadonlyRootfs"] is True
+        assert host["Init"] is True
+        assert host["CapDrop"] == ["ALL"]
+        assert host["PidsLimit"] == 64
+        assert host["Memory"] == host["MemorySwap"] == 512 * 2**20
+        assert host["NanoCpus"] == 10**9
+        assert info["Config"]["User"] == "1001:1001"
+    finally:
+        box.close()
+
+
+def test_close_leaves_no_container_even_mid_run() -> None:
+    box = _docker_or_fail(pool_size=2)
+    box.warm()
+    assert len(_containers(box)) == 2
+    lease = box.lease()
+    lease.run("print(1)", timeout_s=20)
+    box.close()
+    box.close()
+    assert _containers(box) == []
+    with pytest.raises(RuntimeError, match="closed"):
+        box.run("pass")
+
+
+def test_misbehaving_run_gets_a_fresh_container_and_lease_ends_with_removal() -> None:
+    box = _docker_or_fail(pool_size=1)
+    try:
+        box.run("pass", timeout_s=20)
+        (first,) = box.container_ids()
+        box.run("pass", timeout_s=20)
+        assert box.container_ids() == [first]  # a clean run keeps the warm container
+        box.run("while True: pass", timeout_s=1)
+        assert box.container_ids() == []  # the timed-out one is gone
+        lease = box.lease()
+        lease.run("pass", timeout_s=20)
+        (leased,) = box.container_ids()
+        assert leased != first
+        lease.close()
+        lease.close()
+        assert box.container_ids() == []  # a fresh container for the next episode
+    finally:
+        box.close()
+
+
+def test_orphans_of_dead_processes_are_reaped() -> None:
+    box = _docker_or_fail()
+    try:
+        dead_pid = 2**22 + 17  # above pid_max's default: no such process
+        owner = f"{box._owner.rpartition(':')[0]}:{dead_pid}"  # type: ignore[attr-defined]
+        box._client.containers.create(box.image, ["true"], labels={OWNER_LABEL: owner})  # type: ignore[attr-defined]
+        assert len(_containers(box, owner=owner)) == 1
+        reap_orphans(box._client)  # type: ignore[attr-defined]
+        assert _containers(box, owner=owner) == []
+    finally:
+        box.close()
+
+
+def test_missing_image_error_says_how_to_build() -> None:
+    _docker_or_fail().close()
+    with pytest.raises(SandboxError, match="python -m sandboxes.code.image build"):
+        DockerSandbox(image="agentgym-sandbox:does-not-exist")
+
+
+def test_auto_backend_picks_docker_when_the_daemon_answers() -> None:
+    _docker_or_fail().close()
+    assert resolve_backend("auto") == "docker"
+
+
+def test_env_close_leaves_no_container() -> None:
+    _docker_or_fail().close()
+    env = gymnasium.make("agentgym/CodeExecGenerated-v0", backend="docker")
+    env.reset(seed=0)
+    assert env.step(env.unwrapped.oracle_answer())[1] == 1.0
+    sandbox = env.unwrapped._sandbox
+    assert isinstance(sandbox, DockerSandbox) and len(_containers(sandbox)) == 1
+    env.reset(seed=1)  # the episode's container is removed at reset
+    assert _containers(sandbox) == []
+    assert env.step(env.unwrapped.oracle_answer())[1] == 1.0
+    env.close()
+    env.close()
+    assert _containers(sandbox) == []
+
+
+def test_humaneval_oracle_scores_all_164_with_docker() -> None:
+    """The canonical solution of every HumanEval problem passes every one of its tests."""
+    from tests.test_code_exec import run_oracle_on_humaneval
+
+    box = _docker_or_fail(pool_size=2)
+    try:
+        box.warm()
+        start = time.monotonic()
+        failures, total_tests = run_oracle_on_humaneval(box, workers=2)
+        print(f"docker: 164 HumanEval problems in {time.monotonic() - start:.1f} s")
+    finally:
+        box.close()
+    assert failures == []
+    assert total_tests == 1181  # sum of per-problem test counts (tests/test_code_exec.py)

@@ -1,0 +1,240 @@
+"""The process back end of sandboxes.code (bubblewrap and unshare), and the security suite that
+every back end passes (:class:`SecuritySuite`, reused by tests/test_sandbox_docker.py).
+
+Each security test runs real attacks in the real sandbox: a TCP server on the host's loopback, a
+secret file in a host directory, a planted environment variable, a fork bomb, a memory bomb, an
+endless loop, 10 MB of output. Expected values are worked out by hand (e.g. 64 KiB kept of 10 MB).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from sandboxes.code import IsolationUnavailable, make_sandbox
+from sandboxes.code import process_backend as pb
+from sandboxes.code.base import OUTPUT_LIMIT, CodeSandbox, ExecResult
+
+FAKE_SECRET = "agentgym-fake-secret-7f3a9c"
+
+
+class SecuritySuite:
+    """Attacks every back end must contain. Subclasses provide a ``box`` fixture (a sandbox)."""
+
+    def test_runs_code_with_stdin_and_files(self, box: CodeSandbox) -> None:
+        code = "import sys\nprint(sys.stdin.read().upper(), open('data/in.txt').read())"
+        result = box.run(code, stdin="abc", files={"data/in.txt": "xyz"}, timeout_s=20)
+        assert result == ExecResult("ABC xyz\n", "", 0, False, False, result.duration_s, False)
+
+    def test_exit_code_and_stderr(self, box: CodeSandbox) -> None:
+        result = box.run("import sys\nsys.stderr.write('bad')\nsys.exit(3)", timeout_s=20)
+        assert (result.exit_code, result.stderr, result.ok) == (3, "bad", False)
+
+    def test_loopback_server_on_host_unreachable(self, box: CodeSandbox) -> None:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(5)
+        port = server.getsockname()[1]
+        accepted: list[object] = []
+
+        def accept() -> None:
+            server.settimeout(15)
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                pass
+
+        thread = threading.Thread(target=accept)
+        thread.start()
+        try:
+            # Control: the server does answer on the host.
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+            thread.join()
+            assert len(accepted) == 1
+            code = (
+                "import socket\n"
+                "try:\n"
+                f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                "    print('CONNECTED')\n"
+                "except OSError as e:\n"
+                "    print('blocked', type(e).__name__)\n"
+            )
+            result = box.run(code, timeout_s=20)
+        finally:
+            server.close()
+        assert result.stdout.startswith("blocked"), result
+        assert len(accepted) == 1  # the sandbox never reached the server
+
+    def test_host_files_cannot_be_read_or_written(self, box: CodeSandbox) -> None:
+        host_dir = tempfile.mkdtemp(prefix="agentgym-host-")
+        secret = os.path.join(host_dir, "secret.txt")
+        with open(secret, "w") as f:
+            f.write(FAKE_SECRET)
+        os.chmod(host_dir, 0o755)
+        os.chmod(secret, 0o644)  # world-readable on the host: only isolation can hide it
+        target = os.path.join(host_dir, "written.txt")
+        code = (
+            "for path in [%r, %r, '/etc/shadow']:\n"
+            "    try:\n"
+            "        print(open(path).read())\n"
+            "    except OSError as e:\n"
+            "        print('denied', type(e).__name__)\n"
+            "try:\n"
+            "    open(%r, 'w').write('x')\n"
+            "    print('WROTE')\n"
+            "except OSError as e:\n"
+            "    print('denied', type(e).__name__)\n"
+        ) % (secret, os.path.abspath(__file__), target)
+        try:
+            result = box.run(code, timeout_s=20)
+        finally:
+            written = os.path.exists(target)
+            os.unlink(secret)
+            if written:
+                os.unlink(target)
+            os.rmdir(host_dir)
+        assert FAKE_SECRET not in result.stdout
+        assert "SecuritySuite" not in result.stdout  # this test file is not visible either
+        assert result.stdout.count("denied") == 4, result
+        assert not written
+
+    def test_host_environment_not_visible(self, box: CodeSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("AGENTGYM_FAKE_SECRET", FAKE_SECRET)
+        code = (
+            "import os\n"
+            "print(sorted(os.environ.items()))\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+            "    except OSError:\n"
+            "        pass\n"
+        )
+        result = box.run(code, timeout_s=20)
+        assert result.exit_code == 0, result
+        assert FAKE_SECRET not in result.stdout and "AGENTGYM_FAKE_SECRET" not in result.stdout
+
+    def test_fork_bomb_is_contained(self, box: CodeSandbox) -> None:
+        code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+        result = box.run(code, timeout_s=3)
+        assert result.timed_out and result.exit_code == 137
+        after = box.run("print('alive')", timeout_s=20)  # the back end still works
+        assert after.stdout == "alive\n"
+
+    def test_memory_bomb_is_oom_killed(self, box: CodeSandbox) -> None:
+        code = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 2**20))\n"
+        result = box.run(code, timeout_s=30, memory_mb=128)
+        assert result.oom_killed, result
+        assert not result.timed_out and result.exit_code != 0
+
+    def test_infinite_loop_ends_at_timeout(self, box: CodeSandbox) -> None:
+        result = box.run("while True:\n    pass\n", timeout_s=1.5)
+        assert result.timed_out and result.exit_code == 137 and not result.oom_killed
+        assert result.duration_s >= 1.5  # it ran to the limit, not less
+
+    def test_ten_megabytes_of_output_truncated(self, box: CodeSandbox) -> None:
+        code = "import sys\nsys.stdout.write('x' * 10_000_000)\nsys.stderr.write('e' * 100)"
+        result = box.run(code, timeout_s=30)
+        assert result.exit_code == 0
+        assert result.stdout == "x" * OUTPUT_LIMIT  # 64 KiB = 65,536 bytes kept of 10 MB
+        assert result.stderr == "e" * 100
+        assert result.truncated
+
+    def test_background_process_does_not_outlive_the_run(self, box: CodeSandbox) -> None:
+        code = (
+            "import subprocess\n"
+            "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+            "open('/tmp/left-behind', 'w').write('x')\n"
+            "print('started')\n"
+        )
+        assert box.run(code, timeout_s=20).stdout == "started\n"
+        check = (
+            "import os\n"
+            "names = []\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        names.append(open(f'/proc/{pid}/cmdline', 'rb').read().rstrip(b'\\x00'))\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(b'sleep\\x001000' in names, os.path.exists('/tmp/left-behind'))\n"
+        )
+        assert box.run(check, timeout_s=20).stdout == "False False\n"
+
+    def test_bad_arguments_name_the_fix(self, box: CodeSandbox) -> None:
+        with pytest.raises(ValueError, match="timeout_s"):
+            box.run("pass", timeout_s=0)
+        with pytest.raises(ValueError, match="memory_mb"):
+            box.run("pass", memory_mb=1)
+        with pytest.raises(ValueError, match="relative path"):
+            box.run("pass", files={"../escape": "x"})
+        with pytest.raises(TypeError, match="code must be a str"):
+            box.run(b"pass")  # type: ignore[arg-type]
+
+
+def _sandbox_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "agentgym-sbx-*")))
+
+
+def _processes_with(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if marker in line and "ps -eo" not in line]
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+class TestProcessSandbox(SecuritySuite):
+    @pytest.fixture
+    def box(self, isolation: str) -> Iterator[CodeSandbox]:
+        sandbox = make_sandbox("process", isolation=isolation)
+        assert sandbox.isolation == isolation
+        yield sandbox
+        sandbox.close()
+
+    def test_close_leaves_no_process_or_directory(self, isolation: str) -> None:
+        before = _sandbox_dirs()
+        box = make_sandbox("process", isolation=isolation)
+        marker = "agentgym_marker_4471"
+        done: list[ExecResult] = []
+        thread = threading.Thread(
+            target=lambda: done.append(box.run(f"# {marker}\nwhile True: pass", timeout_s=60))
+        )
+        thread.start()
+        for _ in range(200):  # wait until the run is up (bounded)
+            if box._live:  # type: ignore[attr-defined]
+                break
+            threading.Event().wait(0.05)
+        box.close()
+        thread.join(timeout=30)
+        box.close()  # twice is fine
+        assert done and done[0].exit_code == 137
+        assert _sandbox_dirs() - before == set()
+        assert _processes_with("bwrap --unshare-all") == [] or isolation != "bwrap"
+        with pytest.raises(RuntimeError, match="closed"):
+            box.run("pass")
+
+
+def test_refuses_without_isolation_and_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pb, "_probe_cache", {"bwrap": False, "unshare": False})
+    with pytest.raises(IsolationUnavailable, match="apt-get install bubblewrap"):
+        pb.ProcessSandbox()
+    with pytest.raises(IsolationUnavailable, match="allow_unisolated=True"):
+        pb.ProcessSandbox(isolation="none")
+    with pb.ProcessSandbox(allow_unisolated=True) as box:
+        assert box.isolation == "none"
+        assert box.run("print(2 + 2)", timeout_s=20).stdout == "4\n"
+
+
+def test_auto_prefers_bwrap() -> None:
+    with pb.ProcessSandbox() as box:
+        assert box.isolation == "bwrap"
+
+
+def test_unknown_isolation_is_an_error() -> None:
+    with pytest.raises(ValueError, match="isolation must be one of"):
+        pb.ProcessSandbox(isolation="chroot")
