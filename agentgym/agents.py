@@ -305,7 +305,10 @@ class CommandAgent(Agent):
                     raise AgentError(f"{self.command!r} wrote no action within {self.timeout:g} s")
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    code = proc.poll()
+                    try:
+                        code = proc.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        code = None
                     raise AgentError(f"{self.command!r} closed its stdout (exit status {code})")
                 self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -588,7 +591,8 @@ def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None
             raise ValueError(f"{spec} is not a class: it takes no --agent-kw")
         if hasattr(obj, "act"):
             agent = obj if isinstance(obj, Agent) else _wrap_duck_agent(obj)
-            agent.name = getattr(obj, "name", None) or spec
+            own = getattr(obj, "name", None)
+            agent.name = own if isinstance(own, str) and own not in ("", Agent.name) else spec
             return agent
         if callable(obj):
             return CallableAgent(obj, name=spec)

@@ -74,6 +74,7 @@ __all__ = [
     "make_env",
     "replay_episode",
     "evaluate",
+    "dumps_bundle",
     "write_chat_jsonl",
 ]
 
@@ -517,11 +518,31 @@ def evaluate(
         "eval_config": config,
         "runs": runs,
     }
-    _write_atomic(out, json.dumps(bundle, indent=1) + "\n")
+    _write_atomic(out, dumps_bundle(bundle))
     partial.unlink(missing_ok=True)
     if chat_out is not None:
         write_chat_jsonl(bundle, chat_out)
     return bundle
+
+
+def dumps_bundle(bundle: Mapping[str, Any]) -> str:
+    """A bundle as JSON text with one line per episode (readable, and small diffs when committed).
+
+    Equivalent to ``json.dumps(bundle)`` once parsed; the text is UTF-8 (``ensure_ascii=False``).
+    """
+
+    def c(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    top = [f" {c(k)}: {c(v)}" for k, v in bundle.items() if k != "runs"]
+    runs = []
+    for run in bundle["runs"]:
+        fields = [f"   {c(k)}: {c(v)}" for k, v in run.items() if k != "episodes"]
+        episodes = ",\n".join(f"    {c(e)}" for e in run["episodes"])
+        fields.append(f'   "episodes": [\n{episodes}\n   ]')
+        runs.append("  {\n" + ",\n".join(fields) + "\n  }")
+    top.append(' "runs": [\n' + ",\n".join(runs) + "\n ]")
+    return "{\n" + ",\n".join(top) + "\n}\n"
 
 
 def _constructor_kwargs(env: gym.Env | None, env_id: str) -> dict[str, Any]:

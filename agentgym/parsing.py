@@ -117,7 +117,11 @@ def parse_turn(text: object, action_format: str, max_actions_per_turn: int) -> P
     else:
         found = _one_tag_block(text, "answer")
         if isinstance(found, str):
-            return ParsedTurn(None, None, (), (), _format_hint(action_format, found))
+            if found == "missing <answer>":
+                found = "missing <answer>...</answer>"
+                if action_format == "think_answer" and "<think>" not in text:
+                    found = "missing <think>...</think><answer>...</answer>"
+            return ParsedTurn(None, None, (), (), found)
         a_start, a_end, answer = found
         if text[a_end:].strip():
             return ParsedTurn(None, None, (), (), "text after </answer>")
@@ -139,14 +143,6 @@ def parse_turn(text: object, action_format: str, max_actions_per_turn: int) -> P
             return ParsedTurn(None, None, (), (), "text before <answer>")
     actions, dropped, error = _split(answer, max_actions_per_turn)
     return ParsedTurn(think, answer, actions, dropped, error)
-
-
-def _format_hint(action_format: str, problem: str) -> str:
-    if problem == "missing <answer>":
-        if action_format == "think_answer":
-            return "missing <think>...</think><answer>...</answer>"
-        return "missing <answer>...</answer>"
-    return problem
 
 
 def format_answer(actions: list[str] | tuple[str, ...], action_format: str, think: str = "") -> str:

@@ -64,10 +64,10 @@ class _EnvFactory:
 
     def __call__(self, **kwargs: Any) -> gym.Env:
         for key, fixed in self.task_kwargs.items():
-            if key in kwargs and kwargs[key] != fixed:
+            if key in kwargs and _normalise(kwargs[key]) != _normalise(fixed):
                 raise ValueError(
-                    f"{key}={fixed!r} is fixed by {self.env_id}; to choose {key}={kwargs[key]!r}, "
-                    f"make an id that leaves it free (see `agentgym list`) and pass it there"
+                    f"{key}={fixed!r} is fixed by {self.env_id}; "
+                    f"{_alternative(self.entry_point, key, kwargs[key])}"
                 )
         module_name, _, class_name = self.entry_point.partition(":")
         cls = getattr(importlib.import_module(module_name), class_name)
@@ -75,6 +75,27 @@ class _EnvFactory:
 
     def __repr__(self) -> str:
         return f"{self.entry_point} (fixed: {self.task_kwargs})"
+
+
+def _normalise(value: Any) -> Any:
+    """Lists and tuples compare alike (``dim_room=[8, 8]`` is ``(8, 8)``)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_normalise(v) for v in value)
+    return value
+
+
+def _alternative(entry_point: str, key: str, value: Any) -> str:
+    """Where ``key=value`` can be had: an id that fixes it to that value, or one that leaves it free."""
+    same_task = [e for e in _ENTRIES.values() if e.entry_point == entry_point]
+    fixed = [
+        e.id for e in same_task if _normalise(e.task_kwargs.get(key, object())) == _normalise(value)
+    ]
+    if fixed:
+        return f"use {fixed[0]} for {key}={value!r}"
+    free = [e.id for e in same_task if key not in e.task_kwargs]
+    if free:
+        return f"pass {key}={value!r} to {free[0]}, which leaves it free"
+    return f"no registered id offers {key}={value!r}; make the env class directly"
 
 
 def register_env(entry: EnvEntry) -> None:

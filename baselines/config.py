@@ -86,6 +86,13 @@ class RolloutConfig:
         val_episodes: episodes per validation (0 disables validation).
         val_every: validate every this many steps (and at the end).
         val_temperature: 0 for greedy validation, else sampled.
+        engine: ``"hf"`` (transformers ``generate`` on the policy itself) or ``"vllm"`` (a vLLM
+            engine started once per run, weights synced after every optimizer step; needs vLLM
+            installed, see docs/engines.md; not with LoRA).
+        ray_workers: 0 steps the environments in-process; > 0 steps them in this many Ray actors
+            (:class:`baselines.ray_rollout.RayEnvPool`), same seeds and order.
+        ray_address: ``""`` starts a local Ray; else the address of a Ray cluster (e.g.
+            ``"ray://head:10001"`` or ``"auto"``).
     """
 
     env_id: str = "agentgym/Bandit-v0"
@@ -102,6 +109,9 @@ class RolloutConfig:
     val_episodes: int = 16
     val_every: int = 5
     val_temperature: float = 0.0
+    engine: str = "hf"
+    ray_workers: int = 0
+    ray_address: str = ""
 
     def validate(self) -> None:
         import agentgym  # noqa: F401  (registers the ids)
@@ -123,6 +133,8 @@ class RolloutConfig:
         _at_least("rollout.val_episodes", self.val_episodes, 0)
         _at_least("rollout.val_every", self.val_every, 1)
         _at_least("rollout.val_temperature", self.val_temperature, 0.0)
+        _one_of("rollout.engine", self.engine, ("hf", "vllm"))
+        _at_least("rollout.ray_workers", self.ray_workers, 0)
 
 
 @dataclass
@@ -266,6 +278,11 @@ class TrainConfig:
                 if not message.startswith(f"{f.name}."):
                     message = f"{f.name}.{message}"
                 raise ValueError(message) from err
+        if self.rollout.engine == "vllm" and self.model.lora_rank > 0:
+            raise ValueError(
+                "rollout.engine: vllm syncs full weights only; set model.lora_rank=0 or "
+                "rollout.engine=hf"
+            )
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

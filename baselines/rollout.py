@@ -74,6 +74,7 @@ class TurnRecord:
     ended_with_eos: bool
     reward: float
     info: dict[str, Any]
+    logprobs: list[float] = field(default_factory=list)  # the engine's, per generated id
 
 
 @dataclass
@@ -214,8 +215,9 @@ def collect_rollouts(
     group_size: int,
     sampling: SamplingSettings,
     env_kwargs: dict[str, Any] | None = None,
-    envs: list[gym.Env] | None = None,
+    envs: list[gym.Env] | Any | None = None,
     timings: dict[str, float] | None = None,
+    engine: Any | None = None,
 ) -> list[EpisodeRecord]:
     """Play ``len(seeds) * group_size`` episodes; group g resets every member with ``seeds[g]``.
 
@@ -227,28 +229,37 @@ def collect_rollouts(
         group_size: N episodes per group.
         sampling: generation settings.
         env_kwargs: constructor overrides for the environment.
-        envs: environments to reuse (at least ``len(seeds) * group_size``); made if ``None``
-            and closed at the end.
+        envs: environments to reuse (at least ``len(seeds) * group_size``), or an environment
+            pool with ``reset_many(seeds)`` and ``step_many(indices, actions)`` (e.g.
+            :class:`baselines.ray_rollout.RayEnvPool`, whose actors own the environments);
+            made in-process if ``None`` and closed at the end.
         timings: if given, receives ``timing/generation_s`` (model) and ``timing/env_s``
             (environment resets and steps, chat rendering excluded), in seconds.
+        engine: a :class:`baselines.engines.RolloutEngine`; ``None`` generates with
+            :func:`generate` on ``model`` (:class:`baselines.engines.HFEngine`).
 
     Returns:
         Episodes ordered by group, then member (``group * group_size + member``).
     """
+    from baselines.engines import HFEngine
+
+    if engine is None:
+        engine = HFEngine(model, tokenizer)
     count = len(seeds) * group_size
     own_envs = envs is None
     if envs is None:
         envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(count)]
-    if len(envs) < count:
-        raise ValueError(f"need {count} environments, got {len(envs)}")
+    pool = envs if hasattr(envs, "step_many") else _LocalEnvs(envs)
+    if len(pool) < count:
+        raise ValueError(f"need {count} environments, got {len(pool)}")
     episodes: list[EpisodeRecord] = []
     gen_s = env_s = 0.0
     try:
-        for index in range(count):
+        t0 = time.perf_counter()
+        resets = pool.reset_many([seeds[index // group_size] for index in range(count)])
+        env_s += time.perf_counter() - t0
+        for index, (observation, info) in enumerate(resets):
             group, seed = index // group_size, seeds[index // group_size]
-            t0 = time.perf_counter()
-            observation, info = envs[index].reset(seed=seed)
-            env_s += time.perf_counter() - t0
             episodes.append(EpisodeRecord(group, seed, ChatEpisode.from_reset(observation, info)))
         prefix = THINK_PREFIX if sampling.think_prefix else ""
         live = list(range(count))
@@ -267,17 +278,30 @@ def collect_rollouts(
             if not live:
                 break
             t0 = time.perf_counter()
-            generations = generate(model, tokenizer, prompts, sampling)
+            generations = engine.generate(prompts, sampling)
             gen_s += time.perf_counter() - t0
+            responses = [prefix + g.text for g in generations]
+            t0 = time.perf_counter()
+            results = pool.step_many(live, responses)
+            env_s += time.perf_counter() - t0
             still_live = []
-            for i, prompt, (ids, ended) in zip(live, prompts, generations, strict=True):
-                response = prefix + tokenizer.decode(ids, skip_special_tokens=False)
-                t0 = time.perf_counter()
-                obs, reward, terminated, truncated, info = envs[i].step(response)
-                env_s += time.perf_counter() - t0
+            for i, prompt, gen, response, result in zip(
+                live, prompts, generations, responses, results, strict=True
+            ):
+                obs, reward, terminated, truncated, info = result
                 episode = episodes[i]
                 episode.chat.record(response, obs, reward, terminated, truncated, info)
-                episode.turns.append(TurnRecord(prompt, response, ids, ended, float(reward), info))
+                episode.turns.append(
+                    TurnRecord(
+                        prompt,
+                        response,
+                        gen.token_ids,
+                        gen.ended_with_eos,
+                        float(reward),
+                        info,
+                        gen.logprobs,
+                    )
+                )
                 if terminated or truncated:
                     episode.terminated, episode.truncated = bool(terminated), bool(truncated)
                 else:
@@ -291,6 +315,22 @@ def collect_rollouts(
         timings["timing/generation_s"] = timings.get("timing/generation_s", 0.0) + gen_s
         timings["timing/env_s"] = timings.get("timing/env_s", 0.0) + env_s
     return episodes
+
+
+class _LocalEnvs:
+    """In-process environments behind the pool interface of :func:`collect_rollouts`."""
+
+    def __init__(self, envs: list[gym.Env]):
+        self.envs = envs
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset_many(self, seeds: list[int]) -> list[tuple[Any, dict[str, Any]]]:
+        return [self.envs[i].reset(seed=seed) for i, seed in enumerate(seeds)]
+
+    def step_many(self, indices: list[int], actions: list[str]) -> list[tuple]:
+        return [self.envs[i].step(a) for i, a in zip(indices, actions, strict=True)]
 
 
 @dataclass

@@ -115,13 +115,23 @@ class Trainer:
         resume: continue from ``out_dir/checkpoint`` (the step after the last saved one; metrics
             lines of later steps, written after the checkpoint, are dropped).
         progress: show a progress bar.
+        engine: a running :class:`baselines.engines.RolloutEngine` to use instead of starting
+            the one ``rollout.engine`` names (its weights are synced to the policy at once; the
+            caller closes it).
 
     Raises:
         FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
         FileNotFoundError: ``resume`` is True but there is no checkpoint.
     """
 
-    def __init__(self, config: TrainConfig, *, resume: bool = False, progress: bool = True):
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        engine: Any | None = None,
+    ):
         self.config = config
         self.progress = progress
         self.out_dir = Path(config.train.out_dir)
@@ -178,6 +188,29 @@ class Trainer:
             think_prefix=rc.think_prefix,
             max_context_tokens=rc.max_context_tokens,
         )
+        # The rollout engine (started once per run) and, with rollout.ray_workers, the Ray
+        # actors that own the environments.
+        from baselines.engines import make_engine
+
+        self.owns_engine = engine is None
+        if engine is None:
+            engine = make_engine(
+                rc.engine,
+                self.model,
+                self.tokenizer,
+                max_model_len=rc.max_context_tokens,
+                seed=config.train.seed,
+            )
+        else:
+            engine.sync_weights(self.model)
+        self.engine = engine
+        self.env_pool = None
+        if rc.ray_workers:
+            from baselines.ray_rollout import RayEnvPool
+
+            self.env_pool = RayEnvPool(
+                rc.env_id, rc.env_kwargs, rc.ray_workers, address=rc.ray_address or None
+            )
 
     # ------------------------------------------------------------------ model parts
 
@@ -228,7 +261,9 @@ class Trainer:
             rc.group_size,
             self.sampling,
             env_kwargs=rc.env_kwargs,
+            envs=self.env_pool,
             timings=timings,
+            engine=self.engine,
         )
         return episodes, timings
 
@@ -273,6 +308,23 @@ class Trainer:
         return mi_metrics(
             loglik, prompt_index, lengths=lengths, num_permutations=dc.permutations, seed=step
         )
+
+    def _logprob_check(self, episodes: list[EpisodeRecord]) -> dict[str, float]:
+        """The engine's sampled-token log-probs against the policy's own recomputation."""
+        from baselines.engines import logprob_diff, recompute_logprobs
+
+        turns = [t for e in episodes for t in e.turns if t.logprobs]
+        if not turns:
+            return {}
+        self.model.eval()
+        mine = recompute_logprobs(
+            self.model,
+            self.tokenizer,
+            [t.prompt for t in turns],
+            [t.generated_ids for t in turns],
+            batch_size=self.config.algorithm.micro_batch_size,
+        )
+        return logprob_diff([t.logprobs for t in turns], mine)
 
     def _tokenize(self, episodes: list[EpisodeRecord]) -> list[TokenizedEpisode]:
         return [tokenize_episode(self.tokenizer, e, self.sampling.think_prefix) for e in episodes]
@@ -431,6 +483,8 @@ class Trainer:
         episodes, timings = self._rollout(step)
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
+        if self.engine.provides_logprobs:
+            metrics.update(self._logprob_check(episodes))
         P, N = cfg.rollout.num_groups, cfg.rollout.group_size
         rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
 
@@ -459,6 +513,9 @@ class Trainer:
         else:
             metrics["actor/tokens_trained"] = 0.0
             metrics["actor/skipped"] = 1.0
+        updated = not metrics.get("actor/skipped")
+        if updated and self.engine.name != "hf":  # the engine samples from a copy: update it
+            timings["timing/weight_sync_s"] = self.engine.sync_weights(self.model)
         timings["timing/step_s"] = time.perf_counter() - t_start
         gen_tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
         if timings.get("timing/generation_s"):
@@ -487,6 +544,8 @@ class Trainer:
             1,
             sampling,
             env_kwargs=rc.env_kwargs,
+            envs=self.env_pool,
+            engine=self.engine,
         )
         return self.rollout_metrics(episodes, "val/")
 
@@ -552,19 +611,30 @@ class Trainer:
             disable=not self.progress,
             unit="step",
         )
-        for step in bar:
-            metrics = self.step(step)
-            last = step == cfg.train.steps - 1
-            if (step + 1) % cfg.rollout.val_every == 0 or last:
-                metrics.update(self.validate())
-            with self.metrics_path.open("a") as fh:
-                fh.write(json.dumps(metrics) + "\n")
-            history.append(metrics)
-            bar.set_postfix(
-                reward=f"{metrics['rollout/reward_mean']:.3f}",
-                success=f"{metrics['rollout/success_rate']:.2f}",
-            )
-            if (step + 1) % cfg.train.save_every == 0 or last:
-                self.save(step)
-                write_plots(self.metrics_path, self.out_dir / "plots")
+        try:
+            for step in bar:
+                metrics = self.step(step)
+                last = step == cfg.train.steps - 1
+                if (step + 1) % cfg.rollout.val_every == 0 or last:
+                    metrics.update(self.validate())
+                with self.metrics_path.open("a") as fh:
+                    fh.write(json.dumps(metrics) + "\n")
+                history.append(metrics)
+                bar.set_postfix(
+                    reward=f"{metrics['rollout/reward_mean']:.3f}",
+                    success=f"{metrics['rollout/success_rate']:.2f}",
+                )
+                if (step + 1) % cfg.train.save_every == 0 or last:
+                    self.save(step)
+                    write_plots(self.metrics_path, self.out_dir / "plots")
+        finally:
+            self.close()
         return history
+
+    def close(self) -> None:
+        """Stop the rollout engine and the Ray actors (``run`` does this when it ends)."""
+        if self.owns_engine:
+            self.engine.close()
+        if self.env_pool is not None:
+            self.env_pool.close()
+            self.env_pool = None

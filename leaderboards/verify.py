@@ -105,13 +105,13 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
         raise SubmissionError(f"{path}: not a regular file")
     if size > max_bytes:
         raise SubmissionError(
-            f"{path} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit; "
+            f"{path} is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.1f} MiB limit; "
             "submit fewer episodes per bundle (or raise --max-mb)"
         )
     with open(path, "rb") as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:  # the file grew after the stat
-        raise SubmissionError(f"{path} grew past the {max_bytes / 1e6:.1f} MB limit while read")
+        raise SubmissionError(f"{path} grew past the {max_bytes / 2**20:.1f} MiB limit while read")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

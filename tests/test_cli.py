@@ -96,7 +96,8 @@ def test_play_stops_at_end_of_input() -> None:
         (
             ("play", "Bandt-v0"),
             "agentgym: error: unknown environment id 'Bandt-v0'; did you mean "
-            "agentgym/Bandit-v0 or agentgym/BanditHeldOut-v0? (`agentgym list` shows them all)\n",
+            "agentgym/Bandit-v0 or agentgym/Math-v0 or agentgym/BanditHeldOut-v0? "
+            "(`agentgym list` shows them all)\n",
         ),
         (
             ("solve", "Chess-v0"),
@@ -118,8 +119,7 @@ def test_play_stops_at_end_of_input() -> None:
         (
             ("solve", "Bandit-v0", "--kw", "name_split=heldout"),
             "agentgym: error: bad --kw for agentgym/Bandit-v0: name_split='train' is fixed by "
-            "agentgym/Bandit-v0; to choose name_split='heldout', make an id that leaves it free "
-            "(see `agentgym list`) and pass it there\n",
+            "agentgym/Bandit-v0; use agentgym/BanditHeldOut-v0 for name_split='heldout'\n",
         ),
     ],
 )

@@ -37,7 +37,9 @@ def run_oracle_on_humaneval(box: Any, workers: int = 2) -> tuple[list[tuple[str,
             lambda b: grade_batch(box, [(p, p.solution) for p in b], timeout_s=120), batches
         )
         results = [r for batch in graded for r in batch]
-    failures = [(p.task_id, r) for p, r in zip(problems, results, strict=True) if r.passed != r.total]
+    failures = [
+        (p.task_id, r) for p, r in zip(problems, results, strict=True) if r.passed != r.total
+    ]
     return failures, sum(r.total for r in results)
 
 

@@ -372,8 +372,16 @@ def test_default_kwargs_can_be_overridden(env_id: str) -> None:
 def test_fixed_kwarg_error_message_for_bandit() -> None:
     with pytest.raises(ValueError) as err:
         gymnasium.make("agentgym/Bandit-v0", name_split="heldout")
-    assert str(err.value).startswith(
-        "name_split='train' is fixed by agentgym/Bandit-v0; to choose name_split='heldout'"
+    assert str(err.value) == (
+        "name_split='train' is fixed by agentgym/Bandit-v0; "
+        "use agentgym/BanditHeldOut-v0 for name_split='heldout'"
+    )
+    # A value no id fixes points to the id that leaves the argument free.
+    with pytest.raises(ValueError) as err:
+        gymnasium.make("agentgym/SokobanHard-v0", num_boxes=3)
+    assert str(err.value) == (
+        "num_boxes=2 is fixed by agentgym/SokobanHard-v0; "
+        "pass num_boxes=3 to agentgym/Sokoban-v0, which leaves it free"
     )
 
 

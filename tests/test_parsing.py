@@ -77,7 +77,7 @@ REPEATED_THINK = "<think> must appear exactly once (nested or repeated tags)"
         # think_answer
         ("Left", "think_answer", MISSING_BOTH),
         ("", "think_answer", MISSING_BOTH),
-        ("<think>a</think>", "think_answer", MISSING_BOTH),
+        ("<think>a</think>", "think_answer", "missing <answer>...</answer>"),
         ("<answer>Up</answer>", "think_answer", MISSING_BOTH),
         ("</think><answer>Up</answer>", "think_answer", "missing <think>"),
         ("<think>a<answer>Up</answer>", "think_answer", "unclosed <think>"),

@@ -82,17 +82,17 @@ class SecuritySuite:
         os.chmod(secret, 0o644)  # world-readable on the host: only isolation can hide it
         target = os.path.join(host_dir, "written.txt")
         code = (
-            "for path in [%r, %r, '/etc/shadow']:\n"
+            f"for path in [{secret!r}, {os.path.abspath(__file__)!r}, '/etc/shadow']:\n"
             "    try:\n"
             "        print(open(path).read())\n"
             "    except OSError as e:\n"
             "        print('denied', type(e).__name__)\n"
             "try:\n"
-            "    open(%r, 'w').write('x')\n"
+            f"    open({target!r}, 'w').write('x')\n"
             "    print('WROTE')\n"
             "except OSError as e:\n"
             "    print('denied', type(e).__name__)\n"
-        ) % (secret, os.path.abspath(__file__), target)
+        )
         try:
             result = box.run(code, timeout_s=20)
         finally:
@@ -106,7 +106,9 @@ class SecuritySuite:
         assert result.stdout.count("denied") == 4, result
         assert not written
 
-    def test_host_environment_not_visible(self, box: CodeSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_host_environment_not_visible(
+        self, box: CodeSandbox, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         monkeypatch.setenv("AGENTGYM_FAKE_SECRET", FAKE_SECRET)
         code = (
             "import os\n"

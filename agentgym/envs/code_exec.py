@@ -52,8 +52,8 @@ import json
 import re
 import secrets
 import string
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -356,7 +356,9 @@ def generate_problem(rng: np.random.Generator) -> CodeProblem:
     name, prompt, body, cases = family(rng)
     lines = ["def check(candidate):"]
     for args, expected in cases:
-        lines.append(f"    assert candidate({', '.join(_lit(a) for a in args)}) == {_lit(expected)}")
+        lines.append(
+            f"    assert candidate({', '.join(_lit(a) for a in args)}) == {_lit(expected)}"
+        )
     return CodeProblem(
         task_id=f"Generated/{name}",
         prompt=prompt,
@@ -517,7 +519,9 @@ def grade_batch(
             elif result.oom_killed:
                 why = f"the run ran out of memory ({memory_mb} MiB)"
             else:
-                tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
+                tail = result.stderr.strip().splitlines()[-1:] or [
+                    f"exit status {result.exit_code}"
+                ]
                 why = f"the run ended before the tests finished: {tail[0][:300]}"
             out.append(GradeResult(0, len(tests), tuple((t, "not run") for t in tests), why))
             continue
@@ -753,8 +757,9 @@ class CodeExecEnv(TextEnv):
         return text
 
     def oracle_actions(self) -> list[str]:
-        """The reference solution (HumanEval's canonical solution, or the generator's)."""
-        return [self.problem.solution]
+        """The reference solution (HumanEval's canonical solution, or the generator's), stripped of
+        surrounding white space as the action parser strips every action."""
+        return [self.problem.solution.strip()]
 
 
 def _problem_from_options(options: dict[str, Any]) -> CodeProblem:

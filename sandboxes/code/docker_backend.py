@@ -155,12 +155,13 @@ class _Box:
 class DockerSandbox(CodeSandbox):
     """Code execution in pooled Docker containers (module docstring).
 
-    Containers start lazily (on the first run) or with :meth:`warm`; at most ``pool_size`` exist at
-    once, and a run waits for a free one.
+    Containers start lazily (on the first run) or with :meth:`warm`. :meth:`run` uses at most
+    ``pool_size`` containers at once (a run waits for a free one); each open :meth:`lease` holds one
+    more of its own.
 
     Args:
         image: the sandbox image (default ``agentgym-sandbox:py3``).
-        pool_size: most containers at once (>= 1); runs beyond it wait.
+        pool_size: most containers used by :meth:`run` at once (>= 1); runs beyond it wait.
         cpus: CPU quota per container, in cores.
         pids_limit: most processes per container.
         tmpfs_mb: size of the ``/work`` and ``/tmp`` tmpfs mounts, MiB.
@@ -254,7 +255,10 @@ class DockerSandbox(CodeSandbox):
             init=True,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="nofile", soft=256, hard=256)],
+            ulimits=[
+                Ulimit(name="fsize", soft=fsize, hard=fsize),
+                Ulimit(name="nofile", soft=256, hard=256),
+            ],
             labels={OWNER_LABEL: self._owner},
             hostname="sandbox",
             working_dir="/work",
@@ -297,7 +301,12 @@ class DockerSandbox(CodeSandbox):
         if errors:
             raise SandboxError(f"cannot start a sandbox container: {errors[0]}") from errors[0]
 
-    def _acquire(self, memory_mb: int) -> _Box:
+    def _acquire(self, memory_mb: int, *, bounded: bool = True) -> _Box:
+        """An idle container, else a new one; ``bounded``: wait while ``pool_size`` exist.
+
+        Leases are unbounded: each environment holds one for its episode, and a cap shared by all
+        environments of a process would let one env's open episode block another's forever.
+        """
         with self._cond:
             while True:
                 if self._closed:
@@ -305,7 +314,7 @@ class DockerSandbox(CodeSandbox):
                 if self._idle:
                     box = self._idle.pop()
                     break
-                if len(self._all) + self._starting < self.pool_size:
+                if not bounded or len(self._all) + self._starting < self.pool_size:
                     self._starting += 1
                     box = None
                     break
@@ -488,7 +497,7 @@ class DockerLease:
         """As :meth:`DockerSandbox.run`, in this lease's container."""
         all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
         if self._box is None:
-            self._box = self.sandbox._acquire(memory_mb)
+            self._box = self.sandbox._acquire(memory_mb, bounded=False)
         elif self._box.memory_mb != memory_mb:
             self.sandbox._client.api.update_container(
                 self._box.id, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m"

@@ -240,7 +240,9 @@ class ProcessSandbox(CodeSandbox):
                         "pass allow_unisolated=True to accept that"
                     )
             elif not _probe(isolation):
-                raise IsolationUnavailable(f"isolation {isolation!r} does not work here. " + _HOW_TO_ISOLATE)
+                raise IsolationUnavailable(
+                    f"isolation {isolation!r} does not work here. " + _HOW_TO_ISOLATE
+                )
         self.isolation = isolation
         self.max_processes = max_processes
         self.max_file_mb = max_file_mb

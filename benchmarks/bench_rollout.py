@@ -1,0 +1,168 @@
+"""Rollout throughput: the hf and vllm engines, vLLM weight sync, and Ray environment stepping.
+
+Usage::
+
+    # engines (run in the venv that has vLLM, e.g. .venv-vllm; --no-vllm for hf alone)
+    .venv-vllm/bin/python benchmarks/bench_rollout.py engines --episodes 8 32 64 --max-new-tokens 32
+    # Ray workers against in-process stepping (main venv, `ray` extra)
+    python benchmarks/bench_rollout.py ray --workers 1 2 4 --episodes 64
+
+``engines``: the first prompts of ``E`` Sokoban episodes (seeds 0..E-1) in one batch, sampled at
+temperature 1 with no stop strings, ``--max-new-tokens`` per reply, on SmolLM2-135M-Instruct
+(float32 on CPU, bfloat16 on CUDA); prints generated tokens/s per engine and batch size, and the
+vLLM weight-sync time (safetensors to /dev/shm + ``reload_weights``), mean of ``--syncs`` syncs.
+
+``ray``: ``E`` Sokoban episodes stepped with scripted replies (a seeded choice of moves) until
+they end, in-process and with each number of Ray workers; prints environment steps/s (resets
+excluded). The environments are cheap (tens of microseconds a step), so this measures Ray's
+per-call overhead against that: Ray pays off for environments whose steps cost milliseconds
+(sandboxes, browsers) or across nodes. Never run by tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ENV = "agentgym/Sokoban-v0"
+
+
+def _prompts(tokenizer, count: int) -> list[str]:
+    import gymnasium as gym
+
+    from baselines.rollout import render_prompt
+
+    env = gym.make(ENV)
+    prompts = []
+    for seed in range(count):
+        obs, info = env.reset(seed=seed)
+        messages = [
+            {"role": "system", "content": info["instructions"]},
+            {"role": "user", "content": obs},
+        ]
+        prompts.append(render_prompt(tokenizer, messages, think_prefix=True))
+    env.close()
+    return prompts
+
+
+def bench_engines(args: argparse.Namespace) -> None:
+    import torch
+
+    from baselines.engines import HFEngine
+    from baselines.policy import load_policy
+    from baselines.rollout import SamplingSettings
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_policy("embedded")
+    sampling = SamplingSettings(max_new_tokens=args.max_new_tokens, stop_strings=())
+    engines = [("hf", HFEngine(model, tokenizer))]
+    vllm_engine = None
+    if not args.no_vllm:
+        from baselines.engines import VLLMEngine
+
+        t0 = time.perf_counter()
+        vllm_engine = VLLMEngine(model, tokenizer, max_model_len=2048)
+        print(f"vllm start-up: {time.perf_counter() - t0:.1f} s")
+        engines.append(("vllm", vllm_engine))
+    print(f"{'engine':>6} {'episodes':>8} {'tokens':>7} {'seconds':>8} {'tokens/s':>9}")
+    try:
+        for count in args.episodes:
+            prompts = _prompts(tokenizer, count)
+            for name, engine in engines:
+                if name == "hf" and count > args.hf_max_episodes:
+                    print(f"{name:>6} {count:>8}  skipped (--hf-max-episodes)")
+                    continue
+                torch.manual_seed(0)
+                t0 = time.perf_counter()
+                out = engine.generate(prompts, sampling)
+                seconds = time.perf_counter() - t0
+                tokens = sum(len(g.token_ids) for g in out)
+                print(f"{name:>6} {count:>8} {tokens:>7} {seconds:>8.2f} {tokens / seconds:>9.1f}")
+        if vllm_engine is not None:
+            times = [vllm_engine.sync_weights(model) for _ in range(args.syncs)]
+            print(
+                f"vllm weight sync: {sum(times) / len(times):.2f} s per step "
+                f"(mean of {len(times)}: {', '.join(f'{t:.2f}' for t in times)})"
+            )
+    finally:
+        if vllm_engine is not None:
+            vllm_engine.close()
+
+
+def _scripted_steps(pool, count: int, seed: int) -> tuple[int, float]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    moves = ["Up", "Down", "Left", "Right"]
+    pool.reset_many(list(range(count)))
+    live = list(range(count))
+    steps, seconds = 0, 0.0
+    while live:
+        actions = [
+            f"<think></think><answer>{' || '.join(rng.choice(moves, size=2))}</answer>"
+            for _ in live
+        ]
+        t0 = time.perf_counter()
+        results = pool.step_many(live, actions)
+        seconds += time.perf_counter() - t0
+        steps += len(live)
+        live = [i for i, r in zip(live, results, strict=True) if not (r[2] or r[3])]
+    return steps, seconds
+
+
+def bench_ray(args: argparse.Namespace) -> None:
+    import gymnasium as gym
+    import ray
+
+    import agentgym  # noqa: F401
+    from baselines.ray_rollout import RayEnvPool
+    from baselines.rollout import _LocalEnvs
+
+    count = max(args.episodes)
+    print(f"{'stepping':>12} {'episodes':>8} {'steps':>6} {'seconds':>8} {'steps/s':>9}")
+    envs = [gym.make(ENV) for _ in range(count)]
+    steps, seconds = _scripted_steps(_LocalEnvs(envs), count, seed=0)
+    print(f"{'in-process':>12} {count:>8} {steps:>6} {seconds:>8.3f} {steps / seconds:>9.1f}")
+    for env in envs:
+        env.close()
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, max(args.workers)),
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    try:
+        for workers in args.workers:
+            with RayEnvPool(ENV, {}, num_workers=workers) as pool:
+                pool.worker_pids()  # actors up before timing
+                steps, seconds = _scripted_steps(pool, count, seed=0)
+            label = f"ray x{workers}"
+            print(f"{label:>12} {count:>8} {steps:>6} {seconds:>8.3f} {steps / seconds:>9.1f}")
+    finally:
+        ray.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["engines", "ray"])
+    parser.add_argument("--episodes", type=int, nargs="+", default=[8, 32, 64])
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--hf-max-episodes", type=int, default=64)
+    parser.add_argument("--syncs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--no-vllm", action="store_true")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args()
+    if args.part == "engines":
+        bench_engines(args)
+    else:
+        bench_ray(args)
+
+
+if __name__ == "__main__":  # vLLM's engine starts a spawned process
+    main()
