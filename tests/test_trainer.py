@@ -58,8 +58,12 @@ def test_grpo_learns_bandit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "algorithm",
     [
-        ["algorithm.name=ppo", "algorithm.kl_coef=0.05", "algorithm.entropy_coef=0.01",
-         "algorithm.ppo_epochs=2"],
+        [
+            "algorithm.name=ppo",
+            "algorithm.kl_coef=0.05",
+            "algorithm.entropy_coef=0.01",
+            "algorithm.ppo_epochs=2",
+        ],
         ["algorithm.name=drgrpo", "algorithm.kl_coef=0.05", "algorithm.kl_estimator=k1"],
         ["algorithm.name=grpo", "model.lora_rank=4"],
     ],
@@ -87,10 +91,19 @@ def test_each_algorithm_runs_and_writes_its_outputs(tmp_path: Path, algorithm: l
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1]
     last = history[-1]
-    for key in ("rollout/reward_mean", "rollout/success_rate", "filter/kept_fraction",
-                "collapse/mi_estimate", "collapse/retrieval_accuracy", "collapse/mi_zscore_ema",
-                "collapse/template_collapse", "actor/tokens_trained", "actor/entropy",
-                "timing/generation_s", "val/success_rate"):
+    for key in (
+        "rollout/reward_mean",
+        "rollout/success_rate",
+        "filter/kept_fraction",
+        "collapse/mi_estimate",
+        "collapse/retrieval_accuracy",
+        "collapse/mi_zscore_ema",
+        "collapse/template_collapse",
+        "actor/tokens_trained",
+        "actor/entropy",
+        "timing/generation_s",
+        "val/success_rate",
+    ):
         assert key in last, key
     assert all(k == "step" or "/" in k for k in last)  # every metric is namespaced
     if "algorithm.name=ppo" in algorithm:
@@ -110,15 +123,23 @@ def test_each_algorithm_runs_and_writes_its_outputs(tmp_path: Path, algorithm: l
 
 
 def test_resume_continues_with_no_lost_or_repeated_step(tmp_path: Path) -> None:
-    common = ["rollout.num_groups=2", "rollout.group_size=4", "rollout.val_episodes=0",
-              "algorithm.lr=0.01", "diagnostics.every=0", "filter.strategy=none",
-              "train.save_every=1"]
-    straight = load_config(None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'a'}",
-                                  "train.steps=4", *common])
+    common = [
+        "rollout.num_groups=2",
+        "rollout.group_size=4",
+        "rollout.val_episodes=0",
+        "algorithm.lr=0.01",
+        "diagnostics.every=0",
+        "filter.strategy=none",
+        "train.save_every=1",
+    ]
+    straight = load_config(
+        None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'a'}", "train.steps=4", *common]
+    )
     expected = Trainer(straight, progress=False).run()
 
-    first = load_config(None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'b'}",
-                               "train.steps=2", *common])
+    first = load_config(
+        None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'b'}", "train.steps=2", *common]
+    )
     Trainer(first, progress=False).run()
     # A run killed after step 2 was logged but before its checkpoint: that line must go.
     metrics = tmp_path / "b" / "metrics.jsonl"
@@ -126,8 +147,9 @@ def test_resume_continues_with_no_lost_or_repeated_step(tmp_path: Path) -> None:
         fh.write(json.dumps({"step": 2, "rollout/reward_mean": 123.0}) + "\n")
     with pytest.raises(FileExistsError, match="--resume"):
         Trainer(first, progress=False)
-    resumed = load_config(None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'b'}",
-                                 "train.steps=4", *common])
+    resumed = load_config(
+        None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'b'}", "train.steps=4", *common]
+    )
     trainer = Trainer(resumed, resume=True, progress=False)
     assert trainer.start_step == 2
     trainer.run()
@@ -144,23 +166,51 @@ def test_resume_without_checkpoint_is_refused(tmp_path: Path) -> None:
 
 
 def test_train_cli(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "baselines.train", "--no-progress", *BANDIT_RAW,
-           f"train.out_dir={tmp_path / 'cli'}", "train.steps=1", "rollout.num_groups=2",
-           "rollout.group_size=2", "rollout.val_episodes=2", "diagnostics.max_pairs=4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "baselines.train",
+        "--no-progress",
+        *BANDIT_RAW,
+        f"train.out_dir={tmp_path / 'cli'}",
+        "train.steps=1",
+        "rollout.num_groups=2",
+        "rollout.group_size=2",
+        "rollout.val_episodes=2",
+        "diagnostics.max_pairs=4",
+    ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert '"rollout/reward_mean"' in done.stdout and "metrics.jsonl" in done.stdout
     # The checkpoint scores on held-out seeds with baselines.evaluate.
     evaluated = subprocess.run(
-        [sys.executable, "-m", "baselines.evaluate", "--checkpoint",
-         str(tmp_path / "cli" / "checkpoint"), "--env", "agentgym/Bandit-v0", "--episodes", "3",
-         "--max-new-tokens", "2"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "baselines.evaluate",
+            "--checkpoint",
+            str(tmp_path / "cli" / "checkpoint"),
+            "--env",
+            "agentgym/Bandit-v0",
+            "--episodes",
+            "3",
+            "--max-new-tokens",
+            "2",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert evaluated.returncode == 0, evaluated.stderr
     summary = json.loads(evaluated.stdout)
     assert summary["eval/episodes"] == 3.0
     assert 0.0 <= summary["eval/success_ci_low"] <= summary["eval/success_rate"]
-    bad = subprocess.run([sys.executable, "-m", "baselines.train", "algorithm.clip_low=2"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "baselines.train", "algorithm.clip_low=2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "algorithm.clip_low: must be < 1" in bad.stderr

@@ -10,9 +10,10 @@ ENVS=(Sokoban-v0 SokobanHard-v0 FrozenLake-v0 FrozenLakeSlippery-v0 Bandit-v0 Ba
       Countdown-v0 Math-v0 MathArithmetic-v0 MathChainSum-v0)
 # Envs whose steps run sandboxed code or a browser: fewer episodes, a bundle of their own.
 HEAVY_ENVS=(CodeExec-v0 CodeExecGenerated-v0 WebShopText-v0 WebShop-v0)
-# SmolLM2 on a CPU is slow: the one-turn envs first, one bundle per env so each lands on its own.
-SMOL_ENVS=(Bandit-v0 BanditHeldOut-v0 Countdown-v0 MathArithmetic-v0 MathChainSum-v0 Math-v0
-           FrozenLake-v0 Sokoban-v0 FrozenLakeSlippery-v0 SokobanHard-v0)
+# SmolLM2 on a CPU is slow: the one-turn envs with 16 episodes, the multi-turn ones with 8 (and
+# 96 new tokens a turn), one bundle per env so each lands on its own.
+SMOL_ENVS=(Bandit-v0 BanditHeldOut-v0 Countdown-v0 MathArithmetic-v0 MathChainSum-v0)
+SMOL_MULTI_ENVS=(Math-v0 FrozenLake-v0 Sokoban-v0 FrozenLakeSlippery-v0 SokobanHard-v0)
 what=${1:-all}
 env_args=() heavy_args=()
 for e in "${ENVS[@]}"; do env_args+=(--env "$e"); done
@@ -30,6 +31,18 @@ if [[ $what == smollm2 || $what == all ]]; then
     for e in "${SMOL_ENVS[@]}"; do
         /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
             --agent-kw max_new_tokens=128 --agent-kw batch_size=16 --episodes 16 --seed 0 \
+            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
+            --out "$OUT/smollm2-135m-instruct_${e}.json"
+    done
+    for e in "${SMOL_MULTI_ENVS[@]}"; do
+        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
+            --agent-kw max_new_tokens=96 --agent-kw batch_size=8 --episodes 8 --seed 0 \
+            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
+            --out "$OUT/smollm2-135m-instruct_${e}.json"
+    done
+    for e in "${HEAVY_ENVS[@]}"; do
+        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
+            --agent-kw max_new_tokens=256 --agent-kw batch_size=8 --episodes 8 --seed 0 \
             --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
             --out "$OUT/smollm2-135m-instruct_${e}.json"
     done
