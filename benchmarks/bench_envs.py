@@ -308,7 +308,70 @@ def main(argv: list[str] | None = None) -> int:
         "  (peer failures: seeds where gym-sokoban raised instead of returning a room; "
         "their time is counted)"
     )
+    if room_utils is not None:
+        bench_peer_steps(args.seconds)
     return 0
+
+
+def load_gym_sokoban_env() -> type:
+    """gym-sokoban's ``SokobanEnv`` without running its package ``__init__``.
+
+    Its renderer imports ``pkg_resources`` (gone from current setuptools) only for
+    ``resource_filename(module_name, relative_path)``; a stand-in module with that one function
+    (the file's own folder joined with the path) is installed in ``sys.modules`` for this
+    benchmark process only.
+    """
+    import types
+
+    spec = importlib.util.find_spec("gym_sokoban")
+    root = Path(list(spec.submodule_search_locations)[0])
+    shim = types.ModuleType("pkg_resources")
+    shim.resource_filename = lambda module, rel: str(
+        Path(sys.modules[module].__file__).parent / rel
+    )
+    sys.modules.setdefault("pkg_resources", shim)
+    for name, path in (("gym_sokoban", root), ("gym_sokoban.envs", root / "envs")):
+        package = types.ModuleType(name)
+        package.__path__ = [str(path)]
+        sys.modules.setdefault(name, package)
+    from gym_sokoban.envs.sokoban_env import SokobanEnv
+
+    return SokobanEnv
+
+
+def bench_peer_steps(seconds: float) -> None:
+    """Actions/s of agentgym/Sokoban-v0 against gym-sokoban's env (one action per step), both with
+    random moves and their resets counted."""
+    peer_env = load_gym_sokoban_env()(dim_room=(6, 6), num_boxes=1, max_steps=10)
+    rng = np.random.default_rng(0)
+    np.random.seed(0)  # gym-sokoban draws rooms from numpy's global generator
+    rates = {}
+    for mode in ("rgb_array", "tiny_rgb_array"):
+        peer_env.reset()
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            done = peer_env.step(int(rng.integers(1, 5)), observation_mode=mode)[2]
+            count += 1
+            if done:
+                peer_env.reset()
+        rates[mode] = count / (time.perf_counter() - start)
+    env = gymnasium.make("agentgym/Sokoban-v0", action_format="raw", max_actions_per_turn=1)
+    env.reset(seed=0)
+    moves = ["Up", "Down", "Left", "Right"]
+    count, seed, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(moves[int(rng.integers(4))])
+        count += 1
+        if terminated or truncated:
+            seed += 1
+            env.reset(seed=seed)
+    ours = count / (time.perf_counter() - start)
+    print("\nSokoban 6x6/1 box, random single-action steps/s (resets included)")
+    print(f"  agentgym/Sokoban-v0 (text observation):        {ours:>10,.0f}")
+    for mode, rate in rates.items():
+        print(
+            f"  gym-sokoban ({mode + ' observation):':<29} {rate:>10,.0f}   ratio {ours / rate:.1f}x"
+        )
 
 
 if __name__ == "__main__":
