@@ -123,6 +123,7 @@ class RolloutConfig:
             )
         if not isinstance(self.env_kwargs, dict):
             raise ValueError("rollout.env_kwargs: must be a mapping of constructor arguments")
+        _check_env_kwargs(self.env_id, self.env_kwargs)
         _at_least("rollout.num_groups", self.num_groups, 1)
         _at_least("rollout.group_size", self.group_size, 1)
         _at_least("rollout.max_new_tokens", self.max_new_tokens, 1)
@@ -354,7 +355,13 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ValueError(f"override {override!r}: {part} is not a section")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err)
+        raise ValueError(
+            f"override {override!r}: the value is not valid YAML ({problem})"
+        ) from None
 
 
 def load_config(
@@ -379,7 +386,10 @@ def load_config(
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML: {err}") from None
         if loaded is not None:
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: the top level must be a mapping of sections")
@@ -389,6 +399,33 @@ def load_config(
     config = _from_dict(TrainConfig, data, "")
     config.validate()
     return config
+
+
+def _check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Build the environment once (cheap: sandboxes and browsers start lazily) so that a bad
+    constructor argument is reported against the config key, before any model is loaded."""
+    import inspect
+
+    import gymnasium as gym
+
+    from agentgym.registration import registered_envs
+
+    module_name, _, class_name = registered_envs()[env_id].entry_point.partition(":")
+    cls = getattr(__import__(module_name, fromlist=[class_name]), class_name)
+    allowed = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            allowed |= set(inspect.signature(klass.__init__).parameters) - {"self", "kwargs"}
+    unknown = sorted(set(env_kwargs) - allowed)
+    if unknown:
+        raise ValueError(
+            f"rollout.env_kwargs: {env_id} takes no argument {unknown[0]!r}; "
+            f"its arguments: {sorted(allowed)}"
+        )
+    try:
+        gym.make(env_id, **env_kwargs).close()
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"rollout.env_kwargs: {err}") from None
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -9,25 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
-__all__ = ["evaluate", "wilson_interval", "main"]
+from agentgym.eval import wilson_interval
 
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate (Wilson, 1927).
-
-    Example:
-        >>> [round(x, 4) for x in wilson_interval(8, 10)]
-        [0.4902, 0.9433]
-    """
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+__all__ = ["evaluate", "main"]
 
 
 def evaluate(

@@ -88,6 +88,32 @@ def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> l
     return texts
 
 
+def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
+    """A resumed run must be the same run: only ``train.steps`` (to extend it) may change.
+
+    Raises:
+        ValueError: another setting differs; the message names it.
+    """
+    for section, values in now.items():
+        for key, value in values.items():
+            if section == "train" and key == "steps":
+                continue
+            before = saved.get(section, {}).get(key)
+            if before != value:
+                raise ValueError(
+                    f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
+                    "a resumed run keeps its settings (only train.steps may change): start a new "
+                    "run in another train.out_dir to change it"
+                )
+
+
+def _finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
+    """NaN/inf are not JSON: write them as null, so metrics.jsonl parses with any JSON reader."""
+    return {
+        k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
+    }
+
+
 class ValueHead(torch.nn.Module):
     """A linear value head on the last hidden state: ``[B, T, H] -> [B, T]`` (float32)."""
 
@@ -147,7 +173,10 @@ class Trainer:
                 "another train.out_dir"
             )
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config)))
+        config_path = self.out_dir / "config.yaml"
+        if resume and config_path.is_file():
+            _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
+        config_path.write_text(yaml.safe_dump(config_to_dict(config)))
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)
@@ -618,7 +647,7 @@ class Trainer:
                 if (step + 1) % cfg.rollout.val_every == 0 or last:
                     metrics.update(self.validate())
                 with self.metrics_path.open("a") as fh:
-                    fh.write(json.dumps(metrics) + "\n")
+                    fh.write(json.dumps(_finite_or_none(metrics), allow_nan=False) + "\n")
                 history.append(metrics)
                 bar.set_postfix(
                     reward=f"{metrics['rollout/reward_mean']:.3f}",

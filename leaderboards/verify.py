@@ -90,6 +90,15 @@ class VerifiedBundle:
     episodes_replayed: int
 
 
+def _reject_constant(name: str) -> float:
+    """``NaN``/``Infinity`` are not JSON (RFC 8259), and a NaN compares unequal to everything, so
+    it would slip through every tolerance check of the replay: refuse it outright."""
+    raise SubmissionError(
+        f"{name} is not a JSON number (non-finite values are refused); submit the file "
+        "`agentgym eval --out` wrote, unedited"
+    )
+
+
 def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES) -> dict[str, Any]:
     """Read a bundle file after checking its size.
 
@@ -119,7 +128,9 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
             f"{path} is not UTF-8 text ({err}); write it with agentgym eval"
         ) from err
     try:
-        bundle = json.loads(text)
+        bundle = json.loads(text, parse_constant=_reject_constant)
+    except SubmissionError as err:
+        raise SubmissionError(f"{path}: {err}") from None
     except json.JSONDecodeError as err:
         raise SubmissionError(
             f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}; "

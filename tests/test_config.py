@@ -59,6 +59,15 @@ def test_defaults_and_overrides() -> None:
         ("filter.p=2", "filter: p must be a number in (0, 1]"),
         ("diagnostics.turn=last", "diagnostics.turn: must be one of"),
         ("train.steps", "expected key=value"),
+        (
+            "rollout.env_kwargs={bad",
+            "override 'rollout.env_kwargs={bad': the value is not valid YAML",
+        ),
+        (
+            "rollout.env_kwargs={bogus: 1}",
+            "rollout.env_kwargs: agentgym/Bandit-v0 takes no argument 'bogus'",
+        ),
+        ("rollout.env_kwargs={max_turns: 0}", "rollout.env_kwargs: max_turns must be an int >= 1"),
     ],
 )
 def test_bad_values_name_the_key(override: str, message: str) -> None:
@@ -74,6 +83,10 @@ def test_yaml_errors(tmp_path: Path) -> None:
     bad.write_text("- a list\n- not sections\n")
     with pytest.raises(ValueError, match="top level must be a mapping"):
         load_config(bad)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: [1, 2\n")
+    with pytest.raises(ValueError, match="broken.yaml: not valid YAML"):
+        load_config(broken)
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("rollout:\n  groups: 4\n")
     with pytest.raises(ValueError, match="rollout.groups: unknown key"):

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -267,6 +268,13 @@ def test_refusals_of_files(
         "not UTF-8": (save(tmp_path, "", "bin.json"), "is not UTF-8"),
         "missing": (tmp_path / "nope.json", "no such file"),
         "duplicate": (bundles["random"], "duplicate submission: the same episodes"),
+        # A NaN reward would compare unequal to everything and slip past tolerance checks.
+        "NaN reward": (
+            save(
+                tmp_path, re.sub(r'"reward": [-0-9.e]+', '"reward": NaN', text, count=1), "nan.json"
+            ),
+            "NaN is not a JSON number",
+        ),
     }
     cases["not UTF-8"][0].write_bytes(b'{"format": "\xff"}')
     # 100 MB, sparse: the size is checked with os.stat before anything is read.

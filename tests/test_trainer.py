@@ -155,9 +155,33 @@ def test_resume_continues_with_no_lost_or_repeated_step(tmp_path: Path) -> None:
     trainer.run()
     lines = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2, 3]
+    # Strict JSON: NaN (e.g. the mean spread of an empty set of groups) is written as null.
+    assert "NaN" not in metrics.read_text()
     for got, want in zip(lines, expected, strict=True):
         for key in ("rollout/reward_mean", "rollout/success_rate", "actor/pg_loss"):
             assert got[key] == pytest.approx(want[key], abs=1e-9), (got["step"], key)
+
+
+def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
+    first = _config(
+        tmp_path,
+        "train.steps=1",
+        "rollout.num_groups=2",
+        "rollout.group_size=2",
+        "rollout.val_episodes=0",
+        "diagnostics.every=0",
+    )
+    Trainer(first, progress=False).run()
+    changed = _config(
+        tmp_path,
+        "train.steps=2",
+        "rollout.num_groups=2",
+        "rollout.group_size=3",
+        "rollout.val_episodes=0",
+        "diagnostics.every=0",
+    )
+    with pytest.raises(ValueError, match="rollout.group_size was 2 in this run and is 3 now"):
+        Trainer(changed, resume=True, progress=False)
 
 
 def test_resume_without_checkpoint_is_refused(tmp_path: Path) -> None:
