@@ -40,6 +40,19 @@ class CLIError(Exception):
 # ----------------------------------------------------------------------------- helpers
 
 
+def _seed(text: str) -> int:
+    """A reset seed: a whole number >= 0 (Gymnasium's rule)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"seed must be a whole number >= 0, got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be a whole number >= 0, got {value}")
+    return value
+
+
 def _registered() -> Mapping[str, Any]:
     import agentgym  # imported here so that `agentgym --help` stays instant
 
@@ -171,7 +184,7 @@ def _add_list(subparsers: Any) -> None:
 
 def _add_env_arguments(p: argparse.ArgumentParser, default_format: str | None) -> None:
     p.add_argument("env_id", metavar="ID", help="environment id, e.g. agentgym/Sokoban-v0")
-    p.add_argument("--seed", type=int, default=0, help="reset seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="reset seed (default 0)")
     p.add_argument(
         "--kw",
         action="append",
@@ -321,6 +334,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             file=out,
         )
     print(f"wrote {args.out}" + (f" and {args.chat_out}" if args.chat_out else ""), file=out)
+    errored = [ep for run in bundle["runs"] for ep in run["episodes"] if ep.get("error")]
+    if errored:
+        # Recorded, not fatal (an eval of many episodes should not die on one), but never silent.
+        print(
+            f"agentgym eval: {len(errored)} episode(s) ended in an error (counted as failures); "
+            f"the first: {errored[0]['error']}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -340,7 +361,7 @@ def _add_eval(subparsers: Any) -> None:
     )
     p.add_argument("--agent", required=True, metavar="SPEC", help="the agent (see above)")
     p.add_argument("--episodes", type=int, required=True, metavar="N", help="episodes per env")
-    p.add_argument("--seed", type=int, default=0, help="first reset seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="first reset seed (default 0)")
     p.add_argument("--out", required=True, metavar="PATH", help="result bundle to write (JSON)")
     p.add_argument(
         "--kw",

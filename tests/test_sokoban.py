@@ -498,3 +498,17 @@ def test_example_levels_are_packaged_and_load() -> None:
     _, info = env.reset(seed=0)
     assert info["level_source"] == "file" and info["level_title"] in EXAMPLE_OPTIMA
     assert SokobanEnv.__module__ == "agentgym.envs.sokoban"
+
+
+def test_xsb_metadata_lines_of_common_collections_are_read():
+    """``Title:``/``Author:`` lines (as in published .sok/.xsb collections) separate levels, and a
+    Title names the level it follows."""
+    from agentgym.envs.xsb import parse_xsb
+
+    text = "#####\n#@$.#\n#####\nTitle: Easy\nAuthor: me\n\n#####\n#.$@#\n#####\nTitle: Back\n"
+    levels = parse_xsb(text)
+    assert [(lv.index, lv.title, lv.shape) for lv in levels] == [
+        (0, "Easy", (3, 5)),
+        (1, "Back", (3, 5)),
+    ]
+    assert levels[0].player == (1, 1) and levels[1].player == (1, 3)

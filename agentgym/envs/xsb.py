@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from os import PathLike
@@ -114,23 +115,41 @@ def _where(index: int, title: str | None, source: str | None) -> str:
     return name + (f" in {source}" if source else "")
 
 
+_METADATA = re.compile(r"^[A-Za-z][A-Za-z0-9 _-]*:")
+
+
 def _blocks(text: str) -> Iterator[tuple[str | None, list[tuple[int, str]]]]:
-    """``(title, [(file line number, grid line), ...])`` for each level of the text."""
+    """``(title, [(file line number, grid line), ...])`` for each level of the text.
+
+    Blank and ``;`` lines separate levels (a ``;`` line titles the next one). Metadata lines of
+    the common XSB collections (``Title: ...``, ``Author: ...``, ``Comment: ...``: a word and a
+    colon, which no grid line holds) separate levels too; ``Title:`` names the level it follows,
+    or the next one when it comes first.
+    """
+    blocks: list[tuple[str | None, list[tuple[int, str]]]] = []
     title: str | None = None
     grid: list[tuple[int, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip("\r\n")
         stripped = line.strip()
-        if not stripped or stripped.startswith(";"):
+        metadata = _METADATA.match(stripped) is not None
+        if not stripped or stripped.startswith(";") or metadata:
             if grid:
-                yield title, grid
+                blocks.append((title, grid))
                 grid, title = [], None
             if stripped.startswith(";"):
                 title = stripped.lstrip(";").strip() or title
+            elif metadata and stripped.lower().startswith("title:"):
+                name = stripped.split(":", 1)[1].strip() or None
+                if blocks and blocks[-1][0] is None and title is None and not grid:
+                    blocks[-1] = (name, blocks[-1][1])
+                else:
+                    title = name or title
             continue
         grid.append((number, line))
     if grid:
-        yield title, grid
+        blocks.append((title, grid))
+    yield from blocks
 
 
 def _parse_block(
