@@ -3,7 +3,6 @@ agentgym/solvers/countdown_expr.py, agentgym/solvers/countdown.py). Values worke
 
 from __future__ import annotations
 
-import time
 from fractions import Fraction
 
 import gymnasium
@@ -82,10 +81,9 @@ def test_parser_reads_the_claimed_target():
         ("9" * 10_000, "longer than 200"),
     ],
 )
-def test_parser_rejects_without_raising_and_fast(text, reason):
-    start = time.perf_counter()
+def test_parser_rejects_without_raising(text, reason):
+    # Work is bounded by the length and depth limits (speed: benchmarks/bench_envs.py).
     result = parse_expression(text)
-    assert time.perf_counter() - start < 0.05
     assert not result.ok and result.value is None and reason in result.error
 
 
@@ -178,10 +176,8 @@ def test_solver_uses_fractions_when_needed():
     assert found is not None and parse_expression(found).value == 24
 
 
-def test_solver_five_numbers_unsolvable_is_fast():
-    start = time.perf_counter()
+def test_solver_five_numbers_unsolvable():
     assert solve([1, 1, 1, 1, 1], 1000) is None  # (1 + 1) * ... at most 6 = (1+1)*(1+1+1)
-    assert time.perf_counter() - start < 5.0
 
 
 # ---------------------------------------------------------------- the generator
