@@ -40,9 +40,15 @@ if [[ $what == smollm2 || $what == all ]]; then
             --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
             --out "$OUT/smollm2-135m-instruct_${e}.json"
     done
-    for e in "${HEAVY_ENVS[@]}"; do
+    for e in CodeExec-v0 CodeExecGenerated-v0; do
         /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
             --agent-kw max_new_tokens=256 --agent-kw batch_size=8 --episodes 8 --seed 0 \
+            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
+            --out "$OUT/smollm2-135m-instruct_${e}.json"
+    done
+    for e in WebShopText-v0 WebShop-v0; do
+        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
+            --agent-kw max_new_tokens=64 --agent-kw batch_size=4 --episodes 4 --seed 0 \
             --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
             --out "$OUT/smollm2-135m-instruct_${e}.json"
     done
