@@ -225,14 +225,17 @@ def _cmd_play(args: argparse.Namespace) -> int:
             _print_step(out, float(reward), terminated, truncated, info)
             if terminated or truncated:
                 print(f"\n{observation}", file=out)
-                print(
-                    f"\nEpisode over after {_turns(turn)}: return {total:g}, "
-                    f"success {info['success']}",
-                    file=out,
-                )
+                _print_episode_end(out, turn, total, info)
                 return 0
     finally:
         env.close()
+
+
+def _print_episode_end(out: Any, turn: int, total: float, info: dict[str, Any]) -> None:
+    print(
+        f"\nEpisode over after {_turns(turn)}: return {total:g}, success {info['success']}",
+        file=out,
+    )
 
 
 def _add_play(subparsers: Any) -> None:
@@ -266,11 +269,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             _print_step(out, float(reward), terminated, truncated, info)
             print(observation, file=out)
             if terminated or truncated:
-                print(
-                    f"\nEpisode over after {_turns(turn)}: return {total:g}, "
-                    f"success {info['success']}",
-                    file=out,
-                )
+                _print_episode_end(out, turn, total, info)
                 return 0
         raise CLIError(f"the oracle of {env_id} did not finish", status=1)
     finally:

@@ -8,6 +8,7 @@ import signal
 import time
 
 import pytest
+import ray  # noqa: E402  (the `ray` extra is part of `dev`: CI always has it)
 import torch
 
 from baselines.config import load_config
@@ -16,8 +17,6 @@ from baselines.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
 from baselines.rollout import SamplingSettings, collect_rollouts
 from baselines.trainer import Trainer, vocabulary_texts
-
-ray = pytest.importorskip("ray")  # the `ray` extra is part of `dev`: CI always has it
 
 ENV = "agentgym/Sokoban-v0"
 KWARGS = {"max_turns": 3}
