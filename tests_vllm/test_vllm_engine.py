@@ -17,7 +17,9 @@ from baselines.rollout import SamplingSettings, render_prompt
 from baselines.trainer import Trainer
 
 # Sampled-token log-probs, vLLM (float32 CPU kernels) vs the trainer's float32 forward pass:
-# observed max |diff| about 1e-4 nats on these prompts; 2e-3 leaves room for kernel differences.
+# observed max |diff| about 1e-4 nats on these prompts before an update and 9e-6 after a large one
+# (0.27 before the tied head was rebuilt, see baselines/vllm_worker.py); 2e-3 leaves room for
+# kernel differences.
 LOGPROB_TOL = 2e-3
 GREEDY = SamplingSettings(max_new_tokens=32, temperature=0.0)
 
@@ -93,9 +95,12 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
 
     engine.sync_weights(model)
     restored = engine.generate(prompts, GREEDY)
-    assert [(g.token_ids, g.logprobs) for g in restored] == [
-        (g.token_ids, g.logprobs) for g in before
-    ]
+    assert [g.token_ids for g in restored] == [g.token_ids for g in before]
+    assert [g.text for g in restored] == [g.text for g in before]
+    back = _max_diff([g.logprobs for g in restored], [g.logprobs for g in before])
+    print(f"restored: max |logprob diff| vs before the update = {back:.2e}")
+    # The same weights give the same kernels: bit-identical log-probs (observed 0.0).
+    assert back == 0.0
 
 
 def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, float]]:

@@ -24,13 +24,17 @@ Robustness:
   (:attr:`ChromiumBrowser.restarts` counts this); a second failure raises :class:`BrowserError`;
 * :meth:`ChromiumBrowser.close` quits the driver, then kills whatever is left of the process
   tree (found by parentage and by the unique user-data-dir on the command line) and removes the
-  profile; a :func:`weakref.finalize` does the same at garbage collection or interpreter exit.
+  profile; a :func:`weakref.finalize` does the same at garbage collection or interpreter exit;
+* a process killed outright (SIGKILL, a Ray actor replaced) cannot clean up: each profile dir
+  names its owner's pid, and every browser start first kills the browsers and removes the
+  profiles of owners that are gone (:func:`reap_orphaned_browsers`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -58,6 +62,7 @@ __all__ = [
     "ChromiumBrowser",
     "CHROMIUM_FLAGS",
     "default_chromium_path",
+    "reap_orphaned_browsers",
     "default_chromedriver_path",
 ]
 
@@ -172,6 +177,62 @@ def _kill_tree(root_pids: list[int], marker: str | None) -> None:
     psutil.wait_procs(list(victims.values()), timeout=5)
 
 
+PROFILE_PREFIX = "agentgym-chromium-"
+_PROFILE_OWNER = re.compile(re.escape(PROFILE_PREFIX) + r"(\d+)-")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True  # exists, not ours to inspect
+
+
+def reap_orphaned_browsers() -> list[int]:
+    """Kill the browsers, and remove the profiles, of owner processes that died without closing
+    them (SIGKILL, OOM, a Ray actor killed): their ChromeDriver and Chromium outlive them.
+
+    Each profile dir is ``<tmp>/agentgym-chromium-<owner pid>-XXXX``. A Chromium process whose
+    ``--user-data-dir`` names a dead owner is killed with its descendants and with its parent
+    ChromeDriver; then every such profile dir in the temp dir is removed. The same rule as the
+    Docker sandbox's owner label (:func:`sandboxes.code.docker_backend.reap_orphans`). Runs
+    before every browser start.
+
+    Returns:
+        The process ids killed.
+    """
+    dead: dict[int, bool] = {}
+
+    def owner_dead(text: str) -> bool:
+        match = _PROFILE_OWNER.search(text)
+        if match is None:
+            return False
+        owner = int(match.group(1))
+        if owner not in dead:
+            dead[owner] = not _pid_alive(owner)
+        return dead[owner]
+
+    roots: list[int] = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            args = proc.info["cmdline"] or ()
+            if any(a.startswith("--user-data-dir=") and owner_dead(a) for a in args):
+                roots.append(proc.pid)
+                parent = proc.parent()
+                if parent is not None and "chromedriver" in parent.name():
+                    roots.append(parent.pid)
+    if roots:
+        _kill_tree(roots, None)
+    tmp = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(tmp):
+            if name.startswith(PROFILE_PREFIX) and owner_dead(name):
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+    return roots
+
+
 def _cleanup(state: dict[str, Any]) -> None:
     """Quit the driver and remove every trace; safe to call many times (used by finalize too)."""
     driver = state.pop("driver", None)
@@ -234,7 +295,8 @@ class ChromiumBrowser:
         if self.started:
             return
         chromium, driver_path = self._paths
-        profile = tempfile.mkdtemp(prefix="agentgym-chromium-")
+        reap_orphaned_browsers()
+        profile = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
         options = Options()
         options.binary_location = chromium
         for flag in (*CHROMIUM_FLAGS, *self.config.extra_flags, f"--user-data-dir={profile}"):
