@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if trainer.start_step >= config.train.steps:
+        print(
+            f"{trainer.out_dir} is already complete: {trainer.start_step} of "
+            f"train.steps={config.train.steps} steps done; nothing to run (to extend it, resume "
+            f"with train.steps={trainer.start_step + config.train.steps})"
+        )
+        return 0
     history = trainer.run()
     if history:
         last = history[-1]

@@ -7,14 +7,16 @@ Examples::
     python -m leaderboards render --html leaderboard.html --markdown leaderboard.md
     python -m leaderboards rebuild            # a fresh database from leaderboards/baselines/
 
-Every subcommand takes ``--db PATH`` (default ``$AGENTGYM_LEADERBOARD`` or
-``./leaderboard.sqlite``). Exit status: 0 accepted/ok, 1 refused submission, 2 usage error.
+Every subcommand takes ``--db PATH``, before or after it (default ``$AGENTGYM_LEADERBOARD`` or
+``./leaderboard.sqlite``). Exit status: 0 accepted/ok, 1 refused submission, 2 usage error (a
+missing output folder, a ``--db`` that is not a leaderboard database).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -88,18 +90,17 @@ def _env_filter(name: str | None) -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m leaderboards`` argument parser."""
+    db_help = "SQLite database (default $AGENTGYM_LEADERBOARD or ./leaderboard.sqlite)"
+    # --db goes before or after the subcommand; SUPPRESS keeps a subcommand without it from
+    # overwriting the value given before.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--db",
-        default=None,
-        metavar="PATH",
-        help="SQLite database (default $AGENTGYM_LEADERBOARD or ./leaderboard.sqlite)",
-    )
+    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH", help=db_help)
     parser = argparse.ArgumentParser(
         prog="python -m leaderboards",
         description="The local agentgym leaderboard: every submission is replayed before it is "
         "accepted.",
     )
+    parser.add_argument("--db", default=None, metavar="PATH", help=db_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser(
         "submit",
@@ -161,14 +162,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "leaderboards render: give --html PATH and/or --markdown PATH", file=sys.stderr
                 )
                 return 2
+            for out in (args.html, args.markdown):
+                if out and out != "-" and not Path(out).resolve().parent.is_dir():
+                    print(
+                        f"leaderboards render: the folder of {out} does not exist; create it "
+                        "or write elsewhere",
+                        file=sys.stderr,
+                    )
+                    return 2
             boards = Store(db).entries(_env_filter(args.env))
             if args.html:
-                Path(args.html).write_text(html_page(boards), encoding="utf-8")
+                _write_atomic(Path(args.html), html_page(boards))
                 print(f"wrote {args.html}")
             if args.markdown == "-":
                 print(markdown_tables(boards), end="")
             elif args.markdown:
-                Path(args.markdown).write_text(markdown_tables(boards), encoding="utf-8")
+                _write_atomic(Path(args.markdown), markdown_tables(boards))
                 print(f"wrote {args.markdown}")
             return 0
         if args.command == "rebuild":
@@ -181,7 +190,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SubmissionError as err:
         print(f"refused: {err}", file=sys.stderr)
         return 1
+    except sqlite3.DatabaseError as err:
+        print(
+            f"leaderboards {args.command}: {db} is not a usable leaderboard database ({err}); "
+            "pass another --db, or `python -m leaderboards rebuild --db NEW.sqlite`",
+            file=sys.stderr,
+        )
+        return 2
     raise AssertionError(args.command)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder: never half-written."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 if __name__ == "__main__":

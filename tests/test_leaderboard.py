@@ -367,6 +367,33 @@ def test_markdown_table(three_entries: Path) -> None:
     )
 
 
+def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
+    three_entries: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["--db", str(three_entries), "show", "--env", "Bandit-v0"]) == 0
+    before = capsys.readouterr().out
+    assert main(["show", "--env", "Bandit-v0", "--db", str(three_entries)]) == 0
+    assert capsys.readouterr().out == before and "random <seed 5>" in before
+    # Not a database: exit 2, says what to do, the file is left as it was.
+    bogus = tmp_path / "notes.sqlite"
+    bogus.write_text("not sqlite")
+    assert main(["show", "--db", str(bogus)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a usable leaderboard database" in err and "--db" in err
+    assert bogus.read_text() == "not sqlite"
+    # Rendering into a missing folder: exit 2 before anything is written.
+    assert (
+        main(["--db", str(three_entries), "render", "--html", str(tmp_path / "no" / "x.html")]) == 2
+    )
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    # A written page leaves no temp file next to it.
+    assert main(["--db", str(three_entries), "render", "--markdown", str(tmp_path / "lb.md")]) == 0
+    assert (tmp_path / "lb.md").read_text().startswith("### agentgym/")
+    assert not list(tmp_path.glob(".lb.md.*"))
+
+
 def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -232,8 +232,9 @@ def test_browser_envs_under_ray_survive_a_killed_worker_and_leave_no_browser():
         assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{killed}-*"))
         assert all(_processes_with(f"{PROFILE_PREFIX}{pid}-") for pid in actors)
     assert got == expected
-    for pid in actors:
+    for pid in actors:  # closed by the actors themselves: processes gone, profiles removed
         assert _processes_with(f"{PROFILE_PREFIX}{pid}-") == []
+        assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{pid}-*"))
 
 
 def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_container():

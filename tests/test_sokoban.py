@@ -441,6 +441,18 @@ def test_errors_name_the_level_and_file() -> None:
         parse_level("####\n#@*#\n####\n\n####\n#@*#\n####")
 
 
+def test_a_level_that_starts_solved_is_refused(tmp_path) -> None:
+    playable = "#####\n#@*.#\n#  $#\n#####"  # one box off its goal
+    _env().reset(options={"level": playable})
+    done = "####\n#@*#\n####"
+    with pytest.raises(ValueError, match=r"options\['level'\]: every box already stands on a goal"):
+        _env().reset(options={"level": done})
+    path = tmp_path / "mixed.xsb"
+    path.write_text(f"; Fine\n{playable}\n\n; Done\n{done}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"level 1 of .*mixed\.xsb: every box already stands"):
+        _env(level_file=path)
+
+
 def test_level_file_round_trip(tmp_path) -> None:
     levels_text = """\
 ; A test collection

@@ -206,6 +206,14 @@ def test_train_cli(tmp_path: Path) -> None:
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert '"rollout/reward_mean"' in done.stdout and "metrics.jsonl" in done.stdout
+    # Resuming a finished run says so, and runs nothing.
+    again = subprocess.run(
+        [*cmd, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert "already complete: 1 of train.steps=1 steps done" in again.stdout
+    assert "train.steps=2" in again.stdout
+    assert len((tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()) == 1
     # The checkpoint scores on held-out seeds with baselines.evaluate.
     evaluated = subprocess.run(
         [

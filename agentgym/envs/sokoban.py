@@ -82,6 +82,19 @@ _ALIASES: dict[str, int] = {
     name: d for d, full in enumerate(ACTIONS) for name in (full.casefold(), full[0].casefold())
 }
 _RESET_OPTIONS = ("level", "level_index")
+
+
+def _check_unsolved(level: SokobanLevel, what: str) -> None:
+    """Raise ``ValueError`` for a level whose boxes all start on goals: an episode would be won
+    before the first move (the XSB parser accepts such states: they are valid positions)."""
+    _walls, targets, boxes, _player = level.state_arrays()
+    if not (boxes & ~targets).any():
+        raise ValueError(
+            f"{what}: every box already stands on a goal ('*'), so the episode would start "
+            "solved; use a level with at least one box ('$') off its goal"
+        )
+
+
 #: The small hand-made levels shipped with the package (``level_file=EXAMPLE_LEVEL_FILE``).
 EXAMPLE_LEVEL_FILE = Path(__file__).resolve().parent.parent / "levels" / "example.xsb"
 #: Node budget of the oracle's search (bounded even on large XSB levels).
@@ -156,6 +169,7 @@ class SokobanEnv(TextEnv):
         self._check_fits(self.dim_room, num_boxes, "dim_room")
         for level in self.levels:
             self._check_fits(level.shape, level.num_boxes, f"level {level.index} of {level_file}")
+            _check_unsolved(level, f"level {level.index} of {level_file}")
         # State: fixed walls and targets, moving boxes and player.
         self._walls = np.ones(self.dim_room, dtype=bool)
         self._targets = np.zeros(self.dim_room, dtype=bool)
@@ -246,6 +260,7 @@ class SokobanEnv(TextEnv):
                     f"{type(level).__name__}"
                 )
             self._check_fits(level.shape, level.num_boxes, "options['level']")
+            _check_unsolved(level, "options['level']")
             source = "options"
         elif "level_index" in options or self.levels:
             if not self.levels:
