@@ -51,7 +51,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -62,6 +61,7 @@ import gymnasium as gym
 import agentgym
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.chat import ChatEpisode
+from agentgym.fileio import write_text_atomic
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -313,21 +313,6 @@ def _play_batch(
     return [e.record(share) for e in episodes]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a result file is for sharing
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read_partial(path: Path, config: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
     """Episodes already finished by an interrupted run of the same ``config``."""
     done: dict[str, dict[int, dict[str, Any]]] = {}
@@ -518,7 +503,7 @@ def evaluate(
         "eval_config": config,
         "runs": runs,
     }
-    _write_atomic(out, dumps_bundle(bundle))
+    write_text_atomic(out, dumps_bundle(bundle))
     partial.unlink(missing_ok=True)
     if chat_out is not None:
         write_chat_jsonl(bundle, chat_out)
@@ -588,5 +573,5 @@ def write_chat_jsonl(bundle: Mapping[str, Any], path: str | os.PathLike[str]) ->
                 )
         finally:
             env.close()
-    _write_atomic(Path(path), "".join(line + "\n" for line in lines))
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
     return len(lines)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentgym.fileio import write_text_atomic
 from leaderboards.render import html_page, markdown_tables, text_tables
 from leaderboards.store import Store, _duplicate_message, default_db_path
 from leaderboards.verify import MAX_BUNDLE_BYTES, SubmissionError, load_bundle, verify_bundle
@@ -172,12 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 2
             boards = Store(db).entries(_env_filter(args.env))
             if args.html:
-                _write_atomic(Path(args.html), html_page(boards))
+                write_text_atomic(Path(args.html), html_page(boards))
                 print(f"wrote {args.html}")
             if args.markdown == "-":
                 print(markdown_tables(boards), end="")
             elif args.markdown:
-                _write_atomic(Path(args.markdown), markdown_tables(boards))
+                write_text_atomic(Path(args.markdown), markdown_tables(boards))
                 print(f"wrote {args.markdown}")
             return 0
         if args.command == "rebuild":
@@ -198,18 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     raise AssertionError(args.command)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder: never half-written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":
