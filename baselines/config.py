@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ __all__ = [
     "load_config",
     "config_to_dict",
 ]
+
+# A decimal number in scientific notation without a dot (1e-4, -2E3), which YAML 1.1 leaves a string.
+_FLOAT_TEXT = re.compile(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+")
 
 
 @dataclass
@@ -333,6 +337,9 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
             raise ValueError(f"{key}: expected a whole number, got {value!r}")
         return value
     if hint is float:
+        if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+            # YAML 1.1 (PyYAML) reads 1e-4 (no dot) as a string; it is a number here.
+            value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{key}: expected a number, got {value!r}")
         return float(value)

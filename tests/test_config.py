@@ -42,6 +42,19 @@ def test_defaults_and_overrides() -> None:
     assert config.model.lora_rank == 8
 
 
+def test_scientific_notation_without_a_dot_is_a_number(tmp_path: Path) -> None:
+    # PyYAML (YAML 1.1) reads 1e-4 as the string "1e-4"; a float setting takes it as 0.0001.
+    config = load_config(None, ["algorithm.lr=1e-4", "algorithm.kl_coef=2E-3", "filter.p=5e-1"])
+    assert (config.algorithm.lr, config.algorithm.kl_coef, config.filter.p) == (1e-4, 2e-3, 0.5)
+    path = tmp_path / "c.yaml"
+    path.write_text("algorithm:\n  lr: 3e-6\n", encoding="utf-8")
+    assert load_config(path).algorithm.lr == 3e-6
+    with pytest.raises(ValueError, match="algorithm.lr: expected a number, got '1e-x'"):
+        load_config(None, ["algorithm.lr=1e-x"])
+    with pytest.raises(ValueError, match="train.steps: expected a whole number"):
+        load_config(None, ["train.steps=1e3"])  # a whole-number setting stays strict
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
