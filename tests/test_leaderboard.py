@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from agentgym.eval import evaluate, summarize, wilson_interval
 from leaderboards import store as store_module
 from leaderboards.__main__ import BASELINES_DIR, main, rebuild
-from leaderboards.render import markdown_tables
+from leaderboards.render import _md, markdown_tables
 from leaderboards.store import Store
 from leaderboards.verify import SubmissionError, verify_bundle
 
@@ -368,7 +369,10 @@ def test_markdown_table(three_entries: Path) -> None:
 
 
 def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
-    three_entries: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    three_entries: Path,
+    bundles: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     capsys.readouterr()
     assert main(["--db", str(three_entries), "show", "--env", "Bandit-v0"]) == 0
@@ -382,16 +386,45 @@ def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
     err = capsys.readouterr().err
     assert "is not a usable leaderboard database" in err and "--db" in err
     assert bogus.read_text() == "not sqlite"
-    # Rendering into a missing folder: exit 2 before anything is written.
-    assert (
-        main(["--db", str(three_entries), "render", "--html", str(tmp_path / "no" / "x.html")]) == 2
-    )
-    assert "does not exist" in capsys.readouterr().err
-    assert not (tmp_path / "no").exists()
+    # Rendering creates missing folders (as eval --out does); an unwritable path is exit 2.
+    page = tmp_path / "new" / "dir" / "x.html"
+    assert main(["--db", str(three_entries), "render", "--html", str(page)]) == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert main(["--db", str(three_entries), "render", "--html", str(tmp_path)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    # No database there: exit 2, named, nothing created; a submit into a missing folder too.
+    missing = tmp_path / "typo.sqlite"
+    assert main(["show", "--db", str(missing)]) == 2
+    assert f"no leaderboard database at {missing}" in capsys.readouterr().err
+    assert main(["render", "--markdown", "-", "--db", str(missing)]) == 2
+    assert not missing.exists()
+    nowhere = tmp_path / "absent" / "lb.sqlite"
+    assert main(["rebuild", "--db", str(nowhere), "--from", str(tmp_path / "empty")]) == 2
+    assert "the folder of --db" in capsys.readouterr().err
+    # Another program's SQLite file is refused, not extended.
+    other = tmp_path / "other.sqlite"
+    with closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.commit()
+    assert main(["submit", str(bundles["oracle"]), "--name", "x", "--db", str(other)]) == 1
+    assert "SQLite database of something else" in capsys.readouterr().err
+    with closing(sqlite3.connect(other)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert tables == ["notes"]
+    for bad in ("nan", "0", "-1"):
+        assert main(["submit", str(bundles["oracle"]), "--name", "x", "--max-mb", bad]) == 2
+        assert "--max-mb must be a number > 0" in capsys.readouterr().err
     # A written page leaves no temp file next to it.
     assert main(["--db", str(three_entries), "render", "--markdown", str(tmp_path / "lb.md")]) == 0
     assert (tmp_path / "lb.md").read_text().startswith("### agentgym/")
     assert not list(tmp_path.glob(".lb.md.*"))
+
+
+def test_markdown_cells_make_markup_inert() -> None:
+    # By hand: & < > become entities, | is escaped, a newline becomes a space.
+    assert _md("<img src=x onerror=alert(1)>|a\nb & c") == (
+        "&lt;img src=x onerror=alert(1)&gt;\\|a b &amp; c"
+    )
 
 
 def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
@@ -477,10 +510,11 @@ def test_committed_baselines_replay(tmp_path: Path) -> None:
         verify_bundle(bundle)
     import agentgym
 
-    envs = [e for e in agentgym.registered_envs() if e != "agentgym/MathFile-v0"]
-    for agent in ("random", "oracle"):
+    envs = list(agentgym.registered_envs())
+    smollm2 = "SmolLM2-135M-Instruct zero-shot (greedy)"
+    for agent, what in (("random", "random"), ("oracle", "oracle"), (smollm2, "smollm2")):
         missing = [e for e in envs if (agent, e) not in covered]
-        assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {agent}"
+        assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {what}"
 
 
 def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=leaderboards/baselines
-# Every registered id that needs no user data (MathFile-v0 needs a dataset_file=).
+# Every registered id but MathFile-v0, which has bundles of its own (it reads a file: by default
+# the 20 problems packaged in agentgym/data/math_sample.jsonl).
 ENVS=(Sokoban-v0 SokobanHard-v0 FrozenLake-v0 FrozenLakeSlippery-v0 Bandit-v0 BanditHeldOut-v0
       Countdown-v0 Math-v0 MathArithmetic-v0 MathChainSum-v0)
 # Envs whose steps run sandboxed code or a browser: fewer episodes, a bundle of their own.
@@ -13,7 +14,7 @@ HEAVY_ENVS=(CodeExec-v0 CodeExecGenerated-v0 WebShopText-v0 WebShop-v0)
 # SmolLM2 on a CPU is slow: the one-turn envs with 16 episodes, the multi-turn ones with 8 (and
 # 96 new tokens a turn), one bundle per env so each lands on its own.
 SMOL_ENVS=(Bandit-v0 BanditHeldOut-v0 Countdown-v0 MathArithmetic-v0 MathChainSum-v0)
-SMOL_MULTI_ENVS=(Math-v0 FrozenLake-v0 Sokoban-v0 FrozenLakeSlippery-v0 SokobanHard-v0)
+SMOL_MULTI_ENVS=(Math-v0 FrozenLake-v0 Sokoban-v0 FrozenLakeSlippery-v0 SokobanHard-v0 MathFile-v0)
 what=${1:-all}
 env_args=() heavy_args=()
 for e in "${ENVS[@]}"; do env_args+=(--env "$e"); done
@@ -25,6 +26,8 @@ for agent in random oracle; do
             --out "$OUT/$agent.json"
         agentgym eval "${heavy_args[@]}" --agent $agent --episodes 20 --seed 0 \
             --out "$OUT/$agent-heavy.json"
+        agentgym eval --env MathFile-v0 --agent $agent --episodes 20 --seed 0 \
+            --out "$OUT/$agent-mathfile.json"
     fi
 done
 if [[ $what == smollm2 || $what == all ]]; then
