@@ -63,6 +63,9 @@ from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.chat import ChatEpisode
 from agentgym.fileio import write_text_atomic
 
+#: The largest reset seed a bundle may hold (a signed 64-bit integer: SQLite, JSON readers).
+MAX_SEED = 2**63 - 1
+
 __all__ = [
     "BUNDLE_FORMAT",
     "BUNDLE_VERSION",
@@ -377,6 +380,13 @@ def evaluate(
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise EvalError(f"--episodes must be an int >= 1, got {episodes!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise EvalError(f"--seed must be an int >= 0, got {seed!r}")
+    if seed + episodes - 1 > MAX_SEED:
+        raise EvalError(
+            f"--seed {seed} with --episodes {episodes} goes past the largest seed a result bundle "
+            f"stores, 2**63 - 1 (SQLite's integer): use a smaller --seed"
+        )
     if not env_ids:
         raise EvalError("give at least one --env")
     if len(set(env_ids)) != len(env_ids):

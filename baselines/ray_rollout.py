@@ -33,7 +33,14 @@ import contextlib
 import os
 from typing import Any
 
-__all__ = ["EnvWorker", "RayEnvPool"]
+__all__ = ["EnvWorker", "RayEnvPool", "StepFailure"]
+
+
+class StepFailure:
+    """An episode's step that raised inside an actor: the episode index and the exception."""
+
+    def __init__(self, index: int, error: BaseException):
+        self.index, self.error = index, error
 
 
 class EnvWorker:
@@ -65,9 +72,17 @@ class EnvWorker:
             out.append(self.envs[index].reset(seed=seed))
         return out
 
-    def step(self, items: list[tuple[int, str]]) -> list[tuple]:
-        """Step episode ``index`` with ``action``; the 5-tuple of ``Env.step`` for each."""
-        return [self.envs[index].step(action) for index, action in items]
+    def step(self, items: list[tuple[int, str]]) -> list[Any]:
+        """Step episode ``index`` with ``action``; the 5-tuple of ``Env.step`` for each, or a
+        :class:`StepFailure` for an item whose step raised (the other items still run, so the
+        pool can record exactly the steps that happened)."""
+        out: list[Any] = []
+        for index, action in items:
+            try:
+                out.append(self.envs[index].step(action))
+            except Exception as err:  # noqa: BLE001  (returned, re-raised by the pool)
+                out.append(StepFailure(index, err))
+        return out
 
     def restore(self, items: list[tuple[int, int, list[str]]]) -> int:
         """Rebuild episodes from ``(index, seed, actions)``: reset, then replay; steps replayed."""
@@ -103,7 +118,7 @@ class RayEnvPool:
 
     Raises:
         ImportError: Ray is not installed (``pip install 'agentgym[ray]'``).
-        ValueError: ``num_workers < 1``.
+        ValueError: ``num_workers`` is not a whole number >= 1, or ``env_id`` is not registered.
     """
 
     def __init__(
@@ -116,8 +131,16 @@ class RayEnvPool:
         num_cpus_per_worker: float = 1.0,
         max_restarts: int = 3,
     ):
-        if num_workers < 1:
-            raise ValueError(f"num_workers: must be >= 1, got {num_workers}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers: must be a whole number >= 1, got {num_workers!r}")
+        import gymnasium as gym
+
+        import agentgym  # noqa: F401  (registers the ids)
+
+        try:
+            gym.spec(env_id)  # an unknown id fails here, not inside every actor
+        except gym.error.Error as err:
+            raise ValueError(f"env_id: {err}") from err
         try:
             import ray
         except ImportError as err:
@@ -150,6 +173,10 @@ class RayEnvPool:
     def __len__(self) -> int:
         """Any number of episodes: environments are made on demand."""
         return 2**31 - 1
+
+    def _check_open(self) -> None:
+        if not self.workers:
+            raise RuntimeError("this RayEnvPool is closed; make a new one")
 
     def worker_pids(self) -> list[int]:
         """The process id of each actor, in rank order."""
@@ -199,6 +226,7 @@ class RayEnvPool:
 
     def reset_many(self, seeds: list[int]) -> list[tuple[Any, dict[str, Any]]]:
         """Reset episodes ``0..len(seeds)-1`` with their seeds; ``(obs, info)`` in episode order."""
+        self._check_open()
         self.seeds = list(seeds)
         self.actions = [[] for _ in seeds]
         per_rank: dict[int, list[Any]] = {}
@@ -208,15 +236,32 @@ class RayEnvPool:
         return self._gather(per_rank, results, len(seeds), list(range(len(seeds))))
 
     def step_many(self, indices: list[int], actions: list[str]) -> list[tuple]:
-        """Step episode ``indices[k]`` with ``actions[k]``; the results in the order given."""
+        """Step episode ``indices[k]`` with ``actions[k]``; the results in the order given.
+
+        Raises:
+            ValueError: an index that :meth:`reset_many` did not reset.
+            Exception: the first step that raised inside an actor (re-raised here, after every
+                step that did happen was recorded for replay).
+        """
+        self._check_open()
+        bad = [i for i in indices if not 0 <= i < len(self.seeds)]
+        if bad:
+            raise ValueError(
+                f"step_many: episodes {bad} were not reset (reset_many gave {len(self.seeds)})"
+            )
         per_rank: dict[int, list[Any]] = {}
         for i, action in zip(indices, actions, strict=True):
             per_rank.setdefault(self._owner(i), []).append((i, action))
         results = self._call("step", per_rank)
-        for i, action in zip(indices, actions, strict=True):
-            self.actions[i].append(action)
-        self.stats["env_steps"] += len(indices)
-        return self._gather(per_rank, results, len(indices), indices)
+        out = self._gather(per_rank, results, len(indices), indices)
+        failures = [r for r in out if isinstance(r, StepFailure)]
+        for i, action, result in zip(indices, actions, out, strict=True):
+            if not isinstance(result, StepFailure):
+                self.actions[i].append(action)
+                self.stats["env_steps"] += 1
+        if failures:
+            raise failures[0].error
+        return out
 
     @staticmethod
     def _gather(per_rank, results, count, order) -> list[Any]:
@@ -237,15 +282,25 @@ class RayEnvPool:
         for worker in self.workers:
             with contextlib.suppress(Exception):
                 refs.append(worker.close.remote())
+        closed = 0
         if refs:
-            with contextlib.suppress(Exception):
-                self._ray.wait(refs, num_returns=len(refs), timeout=timeout)
+            try:
+                ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout)
+                for ref in ready:
+                    with contextlib.suppress(Exception):
+                        self._ray.get(ref)
+                        closed += 1
+            except Exception:  # noqa: BLE001
+                pass
+        left_behind = self.stats["restarts"] > 0 or closed < len(self.workers)
         for worker in self.workers:
             try:
                 self._ray.kill(worker, no_restart=True)
             except Exception:
                 pass
         self.workers = []
+        if left_behind:  # a killed actor could not close its sandboxes or browser
+            _reap_local()
         if self.owns_ray:
             self._ray.shutdown()
             self.owns_ray = False
@@ -255,3 +310,24 @@ class RayEnvPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reap_local() -> None:
+    """Remove, on this node, the Docker sandboxes and browsers of processes that died without
+    closing them (each carries its owner's pid: :func:`sandboxes.code.docker_backend.reap_orphans`,
+    :func:`sandboxes.web.browser.reap_orphaned_browsers`). Best effort: a missing Docker daemon,
+    SDK or Selenium is skipped."""
+    with contextlib.suppress(Exception):
+        from sandboxes.web.browser import reap_orphaned_browsers
+
+        reap_orphaned_browsers()
+    with contextlib.suppress(Exception):
+        import docker
+
+        from sandboxes.code.docker_backend import reap_orphans
+
+        client = docker.from_env(timeout=10)
+        try:
+            reap_orphans(client)
+        finally:
+            client.close()

@@ -8,13 +8,15 @@ Examples::
     python -m leaderboards rebuild            # a fresh database from leaderboards/baselines/
 
 Every subcommand takes ``--db PATH``, before or after it (default ``$AGENTGYM_LEADERBOARD`` or
-``./leaderboard.sqlite``). Exit status: 0 accepted/ok, 1 refused submission, 2 usage error (a
-missing output folder, a ``--db`` that is not a leaderboard database).
+``./leaderboard.sqlite``). Exit status: 0 accepted/ok, 1 refused submission, 2 usage error (no
+database to show, a ``--db`` that is not a leaderboard database or whose folder is missing, an
+output path that cannot be written).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import sys
@@ -144,6 +146,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
     db = Path(args.db) if args.db else default_db_path()
+    if args.command in ("show", "render") and not db.is_file():
+        print(
+            f"leaderboards {args.command}: no leaderboard database at {db}: submit a bundle "
+            "(`python -m leaderboards submit run.json --name NAME --db PATH`), `rebuild` one "
+            "from the baselines, or pass the right --db",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command in ("submit", "rebuild") and not db.resolve().parent.is_dir():
+        print(
+            f"leaderboards {args.command}: the folder of --db {db} does not exist; create it or "
+            "choose another path",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command == "submit" and not (math.isfinite(args.max_mb) and args.max_mb > 0):
+        print(
+            f"leaderboards submit: --max-mb must be a number > 0, got {args.max_mb}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if args.command == "submit":
             sid, store, replay_s, count = submit(
@@ -163,14 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "leaderboards render: give --html PATH and/or --markdown PATH", file=sys.stderr
                 )
                 return 2
-            for out in (args.html, args.markdown):
-                if out and out != "-" and not Path(out).resolve().parent.is_dir():
-                    print(
-                        f"leaderboards render: the folder of {out} does not exist; create it "
-                        "or write elsewhere",
-                        file=sys.stderr,
-                    )
-                    return 2
             boards = Store(db).entries(_env_filter(args.env))
             if args.html:
                 write_text_atomic(Path(args.html), html_page(boards))
@@ -191,6 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SubmissionError as err:
         print(f"refused: {err}", file=sys.stderr)
         return 1
+    except OSError as err:
+        print(
+            f"leaderboards {args.command}: cannot write {err.filename}: {err.strerror}",
+            file=sys.stderr,
+        )
+        return 2
     except sqlite3.DatabaseError as err:
         print(
             f"leaderboards {args.command}: {db} is not a usable leaderboard database ({err}); "

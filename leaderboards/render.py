@@ -90,6 +90,9 @@ def text_tables(boards: Boards) -> str:
 
 
 def _md(text: str) -> str:
+    """A table cell: ``|`` escaped, one line, and HTML markup made inert (Markdown renderers
+    pass raw HTML through)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ")
 
 

@@ -150,6 +150,14 @@ class Store:
         with closing(self._connect(write=True)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                others = conn.execute(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
+                ).fetchone()[0]
+                if others and not _has_tables(conn):
+                    raise SubmissionError(
+                        f"{self.path} is an SQLite database of something else (it has tables, "
+                        "none of them a leaderboard's): pass another --db"
+                    )
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)

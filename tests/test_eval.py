@@ -546,3 +546,18 @@ def test_file_py_callable_agent(tmp_path: Path) -> None:
         progress=False,
     )
     assert all(e["steps"][0]["valid"] for e in bundle["runs"][0]["episodes"])
+
+
+def test_seeds_must_fit_a_signed_64_bit_integer(tmp_path: Path) -> None:
+    # SQLite stores the leaderboard's seeds as INTEGER (signed 64-bit): the last seed of a run,
+    # seed + episodes - 1, must be at most 2**63 - 1.
+    out = tmp_path / "run.json"
+    with pytest.raises(EvalError, match=r"goes past the largest seed .* 2\*\*63 - 1"):
+        evaluate(["agentgym/Bandit-v0"], "random", episodes=2, seed=2**63 - 1, out=out)
+    with pytest.raises(EvalError, match="--seed must be an int >= 0"):
+        evaluate(["agentgym/Bandit-v0"], "random", episodes=1, seed=-1, out=out)
+    assert not out.exists()
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"], "random", episodes=1, seed=2**63 - 1, out=out, progress=False
+    )
+    assert bundle["runs"][0]["seeds"] == [2**63 - 1]

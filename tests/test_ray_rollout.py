@@ -114,6 +114,39 @@ def test_a_killed_worker_is_replaced_and_the_batch_is_complete_and_correct(tiny,
     assert got == in_process
 
 
+def test_a_step_that_raises_leaves_the_steps_that_happened_recorded():
+    """Episode 1 is over, so its step raises in its actor; episode 0's step (another actor) and
+    episode 2's (the same actor, listed before it) did happen: they are recorded, so a replay
+    after a worker dies rebuilds them."""
+    bandit = "agentgym/Bandit-v0"
+    pull = "<think>t</think><answer>1</answer>"
+    with RayEnvPool(bandit, {}, num_workers=2) as pool:
+        pool.reset_many([0, 1, 2])
+        pool.step_many([1], [pull])  # Bandit ends after one pull
+        with pytest.raises(RuntimeError, match="the episode is over"):
+            pool.step_many([0, 2, 1], [pull, pull, pull])
+        assert pool.actions == [[pull], [pull], [pull]]
+        assert pool.stats["env_steps"] == 3
+        with pytest.raises(ValueError, match=r"episodes \[7\] were not reset"):
+            pool.step_many([7], [pull])
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.reset_many([0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"num_workers": 0}, ValueError, "num_workers: must be a whole number >= 1, got 0"),
+        ({"num_workers": 1.5}, ValueError, "got 1.5"),
+        ({"env_id": "agentgym/Nope-v0"}, ValueError, "env_id: .*Nope"),
+    ],
+)
+def test_bad_pool_arguments_fail_before_any_actor_starts(kwargs, error, message):
+    args = {"env_id": "agentgym/Bandit-v0", "num_workers": 1, **kwargs}
+    with pytest.raises(error, match=message):
+        RayEnvPool(args.pop("env_id"), {}, **args)
+
+
 def test_trainer_with_ray_workers_logs_what_the_in_process_trainer_logs(tmp_path):
     common = [
         "model.path=tiny",
@@ -235,6 +268,17 @@ def test_browser_envs_under_ray_survive_a_killed_worker_and_leave_no_browser():
     for pid in actors:  # closed by the actors themselves: processes gone, profiles removed
         assert _processes_with(f"{PROFILE_PREFIX}{pid}-") == []
         assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{pid}-*"))
+    # An actor killed and never replaced: close() itself reaps what it left.
+    with RayEnvPool(WEB, {}, num_workers=1) as pool:
+        pool.reset_many([0])
+        pool.step_many([0], [scripts[0][0]])
+        (victim,) = pool.worker_pids()
+        assert _processes_with(f"{PROFILE_PREFIX}{victim}-")
+        proc = psutil.Process(victim)
+        proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs([proc], timeout=10)
+    assert _processes_with(f"{PROFILE_PREFIX}{victim}-") == []
+    assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{victim}-*"))
 
 
 def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_container():
@@ -283,4 +327,14 @@ def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_co
         assert pool.stats == {"env_steps": 8, "replayed_steps": 2, "restarts": 1}
     assert got == expected
     assert [owned_by(pid) for pid in actors] == [[], []]
+    # An actor killed and never replaced: close() itself removes its containers.
+    with RayEnvPool(CODE, kwargs, num_workers=1) as pool:
+        pool.reset_many([0])
+        pool.step_many([0], [scripts[0][0]])
+        (victim,) = pool.worker_pids()
+        assert owned_by(victim)
+        proc = psutil.Process(victim)
+        proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs([proc], timeout=10)
+    assert owned_by(victim) == []
     client.close()

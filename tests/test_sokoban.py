@@ -415,8 +415,8 @@ def test_parse_every_symbol() -> None:
     [
         ("####\n#$.#\n####", r"level 0: no player"),
         ("#####\n#@@$.#\n######", r"2 players at \[\(1, 1\), \(1, 2\)\]"),
-        ("#####\n#@$ #\n#####", r"1 boxes but 0 goals"),
-        ("######\n#@$..#\n######", r"1 boxes but 2 goals"),
+        ("#####\n#@$ #\n#####", r"1 box but 0 goals"),
+        ("######\n#@$..#\n######", r"1 box but 2 goals"),
         ("#####\n#@ .#\n#####", r"no boxes"),
         ("#####\n#@$.\n#####", r"not closed: the player can walk out of the walls at row 1, col 4"),
         ("#####\n#@$.#\n# ###\n# #", r"not closed"),
@@ -433,12 +433,23 @@ def test_malformed_levels_are_rejected_with_a_named_problem(text: str, message: 
 
 def test_errors_name_the_level_and_file() -> None:
     text = "; First\n####\n#@*#\n####\n\n; Broken one\n####\n#@$#\n####\n"
-    with pytest.raises(ValueError, match=r"level 1 \('Broken one'\) in my\.xsb: 1 boxes but 0"):
+    with pytest.raises(ValueError, match=r"level 1 \('Broken one'\) in my\.xsb: 1 box but 0"):
         parse_xsb(text, source="my.xsb")
     with pytest.raises(ValueError, match="no levels found in my.xsb"):
         parse_xsb("; nothing here\n\n", source="my.xsb")
     with pytest.raises(ValueError, match="expected one level, found 2"):
         parse_level("####\n#@*#\n####\n\n####\n#@*#\n####")
+
+
+def test_level_files_with_a_bom_load_and_other_encodings_are_named(tmp_path) -> None:
+    level = "#####\n#@$.#\n#####\n"
+    bom = tmp_path / "bom.xsb"
+    bom.write_bytes(b"\xef\xbb\xbf" + level.encode())  # UTF-8 with BOM (Notepad)
+    assert load_xsb(bom)[0] == parse_level(level)
+    utf16 = tmp_path / "utf16.xsb"
+    utf16.write_text(level, encoding="utf-16")
+    with pytest.raises(ValueError, match=r"utf16\.xsb is not UTF-8 text .*save it as UTF-8"):
+        load_xsb(utf16)
 
 
 def test_a_level_that_starts_solved_is_refused(tmp_path) -> None:

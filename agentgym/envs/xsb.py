@@ -185,7 +185,8 @@ def _parse_block(
         raise ValueError(f"{where}: no boxes ('$' or '*')")
     if num_boxes != num_goals:
         raise ValueError(
-            f"{where}: {num_boxes} boxes but {num_goals} goals; they must be equal in number"
+            f"{where}: {num_boxes} box{'es' * (num_boxes != 1)} but {num_goals} "
+            f"goal{'s' * (num_goals != 1)}; they must be equal in number"
         )
     # Flood fill from the player over every non-wall cell (boxes do not block: they can move).
     # Reaching the grid's edge means the player could walk out of the walls.
@@ -260,6 +261,17 @@ def parse_level(text: str, *, title: str | None = None) -> SokobanLevel:
 
 
 def load_xsb(path: str | PathLike[str]) -> list[SokobanLevel]:
-    """Read and parse an XSB file (UTF-8). Raises ``OSError`` or ``ValueError``."""
+    """Read and parse an XSB file (UTF-8, with or without a byte-order mark).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the file is not UTF-8 text, or a level is malformed (the message names it).
+    """
     path = Path(path)
-    return parse_xsb(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # -sig: drops a BOM (Windows editors)
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path} is not UTF-8 text ({err.reason} at byte {err.start}): save it as UTF-8"
+        ) from err
+    return parse_xsb(text, source=str(path))
