@@ -14,6 +14,7 @@ Schema is ``leaderboards/schema/bundle-v1.json``)::
       "runs": [{
         "env_id": "agentgym/Sokoban-v0", "env_version": 0,
         "env_kwargs": {},              # what was passed to gymnasium.make (replay uses these)
+        "env_files": {},               # SHA-256 of each file named by level_file/dataset_file
         "env_constructor_kwargs": {"dim_room": [6, 6], ...},   # everything the class received
         "seed": 0, "seeds": [0, 1, ...],
         "episodes": [{"seed": 0, "steps": [{"action": "...", "reward": -0.1,
@@ -46,6 +47,7 @@ SFT data.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -65,6 +67,27 @@ from agentgym.fileio import write_text_atomic
 
 #: The largest reset seed a bundle may hold (a signed 64-bit integer: SQLite, JSON readers).
 MAX_SEED = 2**63 - 1
+
+#: Constructor arguments that name a file whose contents are the task (Sokoban levels, math
+#: problems): a bundle records each such file's SHA-256 (``env_files``), so that a leaderboard
+#: tells two files at one path apart and refuses a replay against a changed file.
+FILE_KWARGS = ("level_file", "dataset_file")
+
+
+def file_digests(env_kwargs: Mapping[str, Any]) -> dict[str, str]:
+    """``{kwarg: SHA-256 hex of the file's bytes}`` for each of :data:`FILE_KWARGS` given.
+
+    Raises:
+        OSError: a named file cannot be read.
+    """
+    out = {}
+    for key in FILE_KWARGS:
+        value = env_kwargs.get(key)
+        if value is not None:
+            data = Path(os.fspath(value)).expanduser().read_bytes()
+            out[key] = hashlib.sha256(data).hexdigest()
+    return out
+
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -396,6 +419,10 @@ def evaluate(
         if env_id not in registered:
             raise EvalError(f"unknown environment id {env_id!r} (`agentgym list` shows them all)")
     json_env_kwargs = to_json_kwargs(env_kwargs or {})
+    try:
+        files = file_digests(json_env_kwargs)
+    except OSError as err:
+        raise EvalError(f"cannot read {err.filename}: {err.strerror}") from err
     spec = agent if isinstance(agent, str) else f"python:{type(agent).__name__}"
     config = {
         "envs": list(env_ids),
@@ -484,6 +511,7 @@ def evaluate(
                         "env_id": env_id,
                         "env_version": env_version(env_id),
                         "env_kwargs": json_env_kwargs,
+                        "env_files": files,
                         "env_constructor_kwargs": constructor,
                         "seed": seed,
                         "seeds": [seed + i for i in range(episodes)],

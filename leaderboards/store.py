@@ -269,7 +269,7 @@ def _result_rows(submission_id: int, verified: VerifiedBundle) -> Iterator[tuple
     """The ``results`` rows of a verified bundle (from the replayed summaries)."""
     for run in verified.runs:
         s = run.summary
-        _, kwargs_json = board_key(run.env_id, run.env_kwargs)
+        _, kwargs_json = board_key(run.env_id, run.env_kwargs, run.env_files)
         yield (
             submission_id,
             run.env_id,

@@ -27,13 +27,13 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import agentgym
-from agentgym.eval import env_version, make_env, replay_episode, summarize
+from agentgym.eval import env_version, file_digests, make_env, replay_episode, summarize
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
@@ -71,6 +71,7 @@ class VerifiedRun:
         env_kwargs: the constructor overrides (JSON form).
         seed: the first seed.
         summary: :func:`agentgym.eval.summarize` of the replayed episodes.
+        env_files: SHA-256 of each file the overrides name (checked against the files).
     """
 
     env_id: str
@@ -78,6 +79,7 @@ class VerifiedRun:
     env_kwargs: dict[str, Any]
     seed: int
     summary: dict[str, Any]
+    env_files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
             raise SubmissionError(
                 f"runs/{r}: env_version {run['env_version']} does not match the id {env_id!r}"
             )
-        key = board_key(env_id, run["env_kwargs"])
+        key = board_key(env_id, run["env_kwargs"], check_files(run))
         if key in seen:
             raise SubmissionError(f"runs/{r}: {env_id} appears twice with the same arguments")
         seen.add(key)
@@ -236,9 +238,48 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
                 )
 
 
-def board_key(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[str, str]:
-    """The leaderboard a run belongs to: its env id and its canonical constructor overrides."""
-    return env_id, json.dumps(dict(env_kwargs), sort_keys=True, separators=(",", ":"))
+def board_key(
+    env_id: str, env_kwargs: Mapping[str, Any], env_files: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """The leaderboard a run belongs to: its env id and its canonical constructor overrides,
+    with ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file named in them (two
+    level files at one path are two leaderboards)."""
+    key = dict(env_kwargs)
+    for name, digest in sorted((env_files or {}).items()):
+        key[f"{name}#sha256"] = digest[:16]
+    return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def check_files(run: Mapping[str, Any]) -> dict[str, str]:
+    """The run's recorded file digests, checked against the files as they are now.
+
+    Raises:
+        SubmissionError: a file the run names is not recorded, cannot be read, or changed.
+    """
+    recorded = dict(run.get("env_files") or {})
+    try:
+        current = file_digests(run["env_kwargs"])
+    except OSError as err:
+        raise SubmissionError(
+            f"{run['env_id']}: cannot read {err.filename} ({err.strerror}), which the run's "
+            "env_kwargs name: replay needs the same file at the same path"
+        ) from err
+    for name, digest in current.items():
+        if name not in recorded:
+            raise SubmissionError(
+                f"{run['env_id']}: the run names {name}={run['env_kwargs'][name]!r} but does "
+                "not record its SHA-256 (env_files): rerun agentgym eval to write it"
+            )
+        if recorded[name] != digest:
+            raise SubmissionError(
+                f"{run['env_id']}: {name}={run['env_kwargs'][name]!r} changed since the run "
+                f"(SHA-256 {recorded[name][:16]}... recorded, {digest[:16]}... now): the "
+                "episodes were played on another task; submit with the file the run used"
+            )
+    extra = sorted(set(recorded) - set(current))
+    if extra:
+        raise SubmissionError(f"{run['env_id']}: env_files names {extra}, which env_kwargs do not")
+    return current
 
 
 def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> VerifiedRun:
@@ -309,7 +350,14 @@ def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> Verified
                 f"{env_id}: summary {key} is {other!r} but the episodes give {value!r}; "
                 "submit the summary agentgym eval wrote"
             )
-    return VerifiedRun(env_id, env_version(env_id), dict(run["env_kwargs"]), run["seed"], summary)
+    return VerifiedRun(
+        env_id,
+        env_version(env_id),
+        dict(run["env_kwargs"]),
+        run["seed"],
+        summary,
+        dict(run.get("env_files") or {}),
+    )
 
 
 def bundle_digest(bundle: Mapping[str, Any]) -> str:
@@ -321,6 +369,7 @@ def bundle_digest(bundle: Mapping[str, Any]) -> str:
         {
             "env_id": run["env_id"],
             "env_kwargs": run["env_kwargs"],
+            **({"env_files": run["env_files"]} if run.get("env_files") else {}),
             "episodes": [[e["seed"], [s["action"] for s in e["steps"]]] for e in run["episodes"]],
         }
         for run in bundle["runs"]

@@ -142,6 +142,47 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
 
 
+def test_a_level_file_is_keyed_and_checked_by_its_contents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two level files at one path are two leaderboards; a file changed after the run is refused
+    (the episodes were played on another task)."""
+    level = tmp_path / "lvl.xsb"
+    easy, other = "#####\n#@$.#\n#####\n", "######\n#@$ .#\n######\n"
+    db = tmp_path / "lb.sqlite"
+    runs = []
+    for text, agent in ((easy, "oracle"), (other, "random")):
+        level.write_text(text)
+        out = tmp_path / f"{agent}.json"
+        bundle = evaluate(
+            ["agentgym/Sokoban-v0"],
+            agent,
+            episodes=2,
+            seed=0,
+            out=out,
+            env_kwargs={"level_file": str(level)},
+            progress=False,
+        )
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        assert bundle["runs"][0]["env_files"] == {"level_file": sha}
+        runs.append((out, sha))
+    # The file now holds `other`: the oracle's run (on `easy`) is refused, the database unchanged.
+    code, said = submit(runs[0][0], db, "oracle", capsys)
+    assert code == 1 and "changed since the run" in said and runs[0][1][:16] in said
+    assert not db.exists()
+    assert submit(runs[1][0], db, "random", capsys)[0] == 0
+    level.write_text(easy)
+    assert submit(runs[0][0], db, "oracle", capsys)[0] == 0
+    boards = Store(db).entries()
+    keys = sorted(json.loads(kwargs)["level_file#sha256"] for _, kwargs in boards)
+    assert keys == sorted(sha[:16] for _, sha in runs)  # one board per file content
+    # A bundle that names a file but does not record its digest (edited out) is refused.
+    stripped = json.loads(runs[0][0].read_text())
+    del stripped["runs"][0]["env_files"]
+    code, said = submit(save(tmp_path, stripped), db, "x", capsys)
+    assert code == 1 and "does not record its SHA-256" in said
+
+
 def test_stored_figures_come_from_the_replay(
     tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
