@@ -18,7 +18,9 @@ holds its own Docker sandbox pool or Chromium. :meth:`RayEnvPool.close` closes e
 environments before killing it. An actor killed outright cannot clean up; what it owned carries
 its process id (the containers' owner label, the browser's profile dir), and the next sandbox or
 browser started on that node (its replacement's, when Ray places it there) removes whatever
-belongs to a dead owner.
+belongs to a dead owner, as does :meth:`RayEnvPool.close` on the node it runs on. A step that
+raises in an actor is re-raised by :meth:`RayEnvPool.step_many` after the steps that did happen
+are recorded, so a later replay rebuilds exactly those.
 
 Example:
     >>> with RayEnvPool("agentgym/Bandit-v0", {}, num_workers=2) as pool:  # doctest: +SKIP
@@ -276,8 +278,9 @@ class RayEnvPool:
     def close(self, timeout: float = 60.0) -> None:
         """Close every actor's environments (their sandboxes and browsers), then kill the actors
         (and shut Ray down if this pool started it). An actor that is dead or does not answer
-        within ``timeout`` seconds is killed anyway; what it owned is reaped by the next sandbox
-        or browser started on its node (owner-pid labels, see :mod:`sandboxes`)."""
+        within ``timeout`` seconds is killed anyway, and then what it owned on this node is
+        removed here (owner-pid labels, see :func:`_reap_local`); on another node, by the next
+        sandbox or browser started there."""
         refs = []
         for worker in self.workers:
             with contextlib.suppress(Exception):
