@@ -21,6 +21,7 @@ from baselines.trainer import Trainer
 # before the tied output head was rebuilt after a reload, see baselines/vllm_worker.py); 2e-3
 # leaves room for other kernels and machines.
 LOGPROB_TOL = 2e-3
+RESTORE_TOL = 1e-4
 GREEDY = SamplingSettings(max_new_tokens=32, temperature=0.0)
 
 
@@ -99,8 +100,9 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
     assert [g.text for g in restored] == [g.text for g in before]
     back = _max_diff([g.logprobs for g in restored], [g.logprobs for g in before])
     print(f"restored: max |logprob diff| vs before the update = {back:.2e}")
-    # The same weights give the same kernels: bit-identical log-probs (observed 0.0).
-    assert back == 0.0
+    # The same text exactly; log-probs equal up to float32 rounding: the kernels are rebuilt
+    # from the same weights, but oneDNN may sum in another order (observed 0.0 and 1.2e-5).
+    assert back < RESTORE_TOL
 
 
 def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, float]]:
