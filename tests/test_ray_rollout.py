@@ -23,8 +23,8 @@ from baselines.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
 from baselines.rollout import SamplingSettings, collect_rollouts
 from baselines.trainer import Trainer, vocabulary_texts
-from sandboxes.code.docker_backend import OWNER_LABEL
 from sandboxes.web.browser import PROFILE_PREFIX
+from tests.test_sandbox_docker import _containers, _docker_or_fail
 
 ENV = "agentgym/Sokoban-v0"
 KWARGS = {"max_turns": 3}
@@ -285,19 +285,11 @@ def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_co
     """CodeExecGenerated-v0 on the Docker back end: the answers are graded identically with a
     worker killed between two attempts; the dead actor's containers are removed by its
     replacement's sandbox, and closing the pool removes every actor's containers."""
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as err:  # noqa: BLE001
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must provide Docker (.ci/setup_docker.sh): {err}")
-        pytest.skip(f"no Docker here: {err}")
+    # The Docker tests' probe: fails in CI without a daemon and image (skips only outside CI).
+    probe = _docker_or_fail(pool_size=1)
 
     def owned_by(pid: int) -> list[dict]:
-        label = f"{OWNER_LABEL}={socket.gethostname()}:{pid}"
-        return client.api.containers(all=True, filters={"label": label})
+        return _containers(probe, owner=f"{socket.gethostname()}:{pid}")
 
     kwargs = {"backend": "docker"}
     seeds = [0, 1, 2, 3]
@@ -337,4 +329,4 @@ def test_docker_sandboxed_envs_under_ray_survive_a_killed_worker_and_leave_no_co
         proc.send_signal(signal.SIGKILL)
         psutil.wait_procs([proc], timeout=10)
     assert owned_by(victim) == []
-    client.close()
+    probe.close()
