@@ -26,15 +26,27 @@ def grpo_advantages(rewards: Tensor, eps: float = 1e-6, normalize_std: bool = Tr
     """Group-relative advantages of GRPO (or Dr.GRPO with ``normalize_std=False``).
 
     ``A[g, i] = (r[g, i] - mean_g(r)) / (std_g(r) + eps)`` (GRPO, Shao et al. 2024), or
-    ``A[g, i] = r[g, i] - mean_g(r)`` (Dr.GRPO, Liu et al. 2025).
+    ``A[g, i] = r[g, i] - mean_g(r)`` (Dr.GRPO, Liu et al. 2025). Same formula as RAGEN's
+    ``compute_grpo_outcome_advantage`` (``ragen/trainer/core_algos.py:26-82``: unbiased
+    ``torch.std``, ``epsilon=1e-6`` added to the std).
 
     The std is the **unbiased** sample std (Bessel's correction, divisor N - 1), which is what
     ``torch.std`` computes by default and what verl (``compute_grpo_outcome_advantage``) and TRL
-    (``GRPOTrainer``) use. A group whose rewards are all equal gets advantage 0 for every member
-    (the numerator is exactly 0); this is why SNR-Aware Filtering drops such groups.
+    (``GRPOTrainer``) use.
+
+    **Equal-reward groups give exactly 0.** A group whose rewards are all equal (``max == min``,
+    decided exactly) gets advantage ``0.0`` for every member, in every dtype. Computed naively,
+    float32 rounding makes ``mean`` differ from the rewards by one ulp (eight rewards of 0.3 give
+    ``r - mean = 2.98e-8``) and the GRPO division by ``std + eps = 1e-6`` blows that up to
+    ``+0.029`` for every member, all of one sign; Adam then normalises it into a full-size step
+    (every weight moved by the learning rate with no task signal). Here the arithmetic runs in
+    float64 and equal groups are zeroed explicitly, so this cannot happen; RAGEN has the same
+    float32 arithmetic (``core_algos.py:72-79``) and keeps zero-spread groups in the main-table
+    filter, so it can show the artefact; we do not copy it.
 
     Args:
-        rewards: float tensor ``[G, N]``: the episode reward of sample i of group g.
+        rewards: float tensor ``[G, N]``: the episode reward of sample i of group g (any float
+            dtype: float16, bfloat16, float32, float64).
         eps: added to the std (not to the variance) to avoid division by zero.
         normalize_std: True for GRPO, False for Dr.GRPO.
 
@@ -43,23 +55,29 @@ def grpo_advantages(rewards: Tensor, eps: float = 1e-6, normalize_std: bool = Tr
         episode's policy tokens to get token-level advantages.
 
     Raises:
-        ValueError: ``rewards`` is not 2-D, or the group size N is below 2 (a group-relative
-            baseline needs at least two samples per group).
+        ValueError: ``rewards`` is not 2-D or not floating point, or the group size N is below 2
+            (a group-relative baseline needs at least two samples per group).
 
     Example:
         >>> grpo_advantages(torch.tensor([[1.0, 0.0]]), eps=0.0)
         tensor([[ 0.7071, -0.7071]])
+        >>> grpo_advantages(torch.full((1, 8), 0.3))
+        tensor([[0., 0., 0., 0., 0., 0., 0., 0.]])
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must have shape [G, N]; got shape {tuple(rewards.shape)}")
+    if not rewards.dtype.is_floating_point:
+        raise ValueError(f"rewards must be a float tensor; got {rewards.dtype} (call .float())")
     if rewards.shape[1] < 2:
         raise ValueError(
             f"group size N must be >= 2 for group-relative advantages; got N={rewards.shape[1]}"
         )
-    centered = rewards - rewards.mean(dim=1, keepdim=True)
-    if not normalize_std:
-        return centered
-    return centered / (rewards.std(dim=1, unbiased=True, keepdim=True) + eps)
+    r = rewards.to(torch.float64)
+    equal = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
+    centered = r - r.mean(dim=1, keepdim=True)
+    if normalize_std:
+        centered = centered / (r.std(dim=1, unbiased=True, keepdim=True) + eps)
+    return torch.where(equal, torch.zeros_like(centered), centered).to(rewards.dtype)
 
 
 def gae(

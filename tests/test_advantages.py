@@ -111,3 +111,29 @@ def test_whiten_masked():
     )
     with pytest.raises(ValueError, match="at least 2"):
         whiten(x, torch.tensor([1, 0, 0, 0]))
+
+
+# Issue 13, fault 1: a group of equal rewards must give advantage exactly 0. Naively in float32,
+# eight rewards of 0.3 give r - mean = 2.98e-8 and (r - mean) / (0 + 1e-6) = +0.0298 for all eight.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("normalize_std", [True, False])
+@pytest.mark.parametrize("value", [0.3, 0.1, 1.0 / 3.0, -7.7, 0.0, 1e6])
+def test_equal_reward_group_gives_exact_zero(dtype, normalize_std, value):
+    rewards = torch.tensor([[value] * 8, [1.0, 0.0] * 4], dtype=dtype)
+    adv = grpo_advantages(rewards, normalize_std=normalize_std)
+    assert adv.dtype == dtype
+    assert torch.equal(adv[0], torch.zeros(8, dtype=dtype))  # exactly 0, not 3e-8 or 0.03
+    assert (adv[1, 0::2] > 0).all() and (adv[1, 1::2] < 0).all()
+
+
+def test_equal_reward_group_float32_regression_value():
+    # The value the old code produced (hand: float32(0.3) * 8 / 8 rounds one ulp away).
+    r = torch.full((1, 8), 0.3)
+    naive = (r - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-6)
+    assert naive[0, 0].item() == pytest.approx(0.0298, abs=1e-3)  # the fault, reproduced
+    assert torch.equal(grpo_advantages(r), torch.zeros(1, 8))  # the fix
+
+
+def test_grpo_rejects_integer_rewards():
+    with pytest.raises(ValueError, match="float"):
+        grpo_advantages(torch.tensor([[1, 0]]))
