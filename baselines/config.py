@@ -153,8 +153,10 @@ class AlgorithmConfig:
         lam: GAE lambda (PPO only).
         clip_low: lower clip bound: ratio >= 1 - clip_low.
         clip_high: upper clip bound: ratio <= 1 + clip_high (DAPO's clip-higher).
-        entropy_coef: weight of the entropy bonus.
-        kl_coef: weight of the KL penalty to the frozen reference model (0: no reference).
+        entropy_coef: weight of the entropy bonus (RAGEN-2 main table and ``config/base.yaml:34``:
+            0.001).
+        kl_coef: weight of the KL penalty to the frozen reference model (0: no reference; the
+            main table runs with ``use_kl_loss=False``).
         kl_estimator: ``"k1"`` or ``"k3"`` (Schulman, 2020).
         value_coef: weight of the value loss (PPO only).
         value_clip: clip range of the value loss (PPO only).
@@ -164,6 +166,12 @@ class AlgorithmConfig:
         grad_clip: max global gradient norm.
         micro_batch_size: sequences per forward/backward (gradients accumulate over the batch).
         ppo_epochs: passes over each batch.
+        ppo_mini_batch_size: sequences per optimizer step; 0 takes the whole (filtered) batch
+            in one step. With a size, each pass splits the batch into mini-batches
+            (:func:`baselines.minibatches.minibatch_indices`), one AdamW step each, so the PPO
+            ratio moves off 1 and clipping can act, and filtering cuts the number of updates.
+            RAGEN: 32 of 128 sequences (``config/base.yaml:14,31``). The trainer does not split
+            batches yet, so only 0 is accepted for now.
     """
 
     name: str = "grpo"
@@ -171,7 +179,7 @@ class AlgorithmConfig:
     lam: float = 1.0
     clip_low: float = 0.2
     clip_high: float = 0.28
-    entropy_coef: float = 0.0
+    entropy_coef: float = 0.001
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     value_coef: float = 0.5
@@ -182,6 +190,7 @@ class AlgorithmConfig:
     grad_clip: float = 1.0
     micro_batch_size: int = 4
     ppo_epochs: int = 1
+    ppo_mini_batch_size: int = 0
 
     def validate(self) -> None:
         _one_of("algorithm.name", self.name, ("grpo", "drgrpo", "ppo"))
@@ -207,6 +216,13 @@ class AlgorithmConfig:
         _positive("algorithm.grad_clip", self.grad_clip)
         _at_least("algorithm.micro_batch_size", self.micro_batch_size, 1)
         _at_least("algorithm.ppo_epochs", self.ppo_epochs, 1)
+        _at_least("algorithm.ppo_mini_batch_size", self.ppo_mini_batch_size, 0)
+        if self.ppo_mini_batch_size != 0:
+            raise ValueError(
+                "algorithm.ppo_mini_batch_size: the trainer takes one optimizer step per pass for "
+                "now (RAGEN's mini-batch steps are not wired in yet); got "
+                f"{self.ppo_mini_batch_size}, set 0"
+            )
 
 
 @dataclass

@@ -104,3 +104,37 @@ def test_yaml_errors(tmp_path: Path) -> None:
     unknown.write_text("rollout:\n  groups: 4\n")
     with pytest.raises(ValueError, match="rollout.groups: unknown key"):
         load_config(unknown)
+
+
+def test_defaults_match_ragen2_main_table():
+    # run_main_table_diff_algo.sh:262-274: entropy 0.001, no KL loss, softmax top_p 0.9 on the
+    # reward std, largest, zero-spread groups included.
+    config = load_config(None, [])
+    assert (config.algorithm.entropy_coef, config.algorithm.kl_coef) == (0.001, 0.0)
+    f = config.filter
+    assert (f.strategy, f.p, f.mass_mode, f.metric, f.keep, f.include_zero) == (
+        "top_p",
+        0.9,
+        "softmax",
+        "std",
+        "largest",
+        True,
+    )
+
+
+@pytest.mark.parametrize("name", ["bandit", "frozen_lake", "countdown", "sokoban", "quick"])
+def test_shipped_configs_use_the_main_table_filter(name):
+    config = load_config(CONFIG_DIR / f"{name}.yaml", [])
+    assert (config.filter.mass_mode, config.filter.include_zero, config.filter.p) == (
+        "softmax",
+        True,
+        0.9,
+    )
+    assert config.algorithm.entropy_coef == 0.001
+
+
+def test_ragen_filter_names_and_no_filter_arm():
+    config = load_config(None, ["filter.metric=reward_variance", "filter.p=1.0"])
+    assert (config.filter.metric, config.filter.p) == ("std", 1.0)
+    with pytest.raises(ValueError, match="ppo_mini_batch_size"):
+        load_config(None, ["algorithm.ppo_mini_batch_size=32"])

@@ -1,0 +1,36 @@
+"""Tests of baselines.minibatches (RAGEN's several PPO mini-batch steps per rollout batch)."""
+
+import pytest
+import torch
+
+from baselines.minibatches import minibatch_indices
+
+
+def test_ragen_default_four_steps():
+    # RAGEN: 8 groups x 16 = 128 sequences, ppo_mini_batch_size 32 -> 4 optimizer steps.
+    batches = minibatch_indices(128, 32)
+    assert len(batches) == 4 and [len(b) for b in batches] == [32] * 4
+    assert batches[1][0] == 32
+
+
+def test_filtering_cuts_the_number_of_steps():
+    # Filtering keeps 5 of 8 groups of 16 = 80 sequences: ceil(80 / 32) = 3 steps (RAGEN copies
+    # 16 samples to reach 96 and also takes 3).
+    assert [len(b) for b in minibatch_indices(80, 32)] == [32, 32, 16]
+
+
+def test_zero_means_whole_batch_and_empty_batch():
+    assert minibatch_indices(7, 0) == [list(range(7))]
+    assert minibatch_indices(0, 4) == []
+
+
+def test_shuffled_is_a_seeded_permutation():
+    a = minibatch_indices(10, 4, generator=torch.Generator().manual_seed(3))
+    b = minibatch_indices(10, 4, generator=torch.Generator().manual_seed(3))
+    assert a == b and sorted(i for m in a for i in m) == list(range(10))
+    assert [len(m) for m in a] == [4, 4, 2]
+
+
+def test_negative_is_refused():
+    with pytest.raises(ValueError, match=">= 0"):
+        minibatch_indices(-1, 2)
