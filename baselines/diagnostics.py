@@ -18,7 +18,18 @@ pointwise MI of a sample (x, z) ~ p(x, z), so the mean is an unbiased Monte Carl
 when the weights are the true prompt distribution, and ``mi_estimate <= log K`` always holds for
 uniform weights (since l_{i(m)} <= logsumexp_j l_j).
 
-:class:`ZScoreTracker` follows the MI z-score over training and raises a template-collapse flag.
+:func:`reasoning_text` and :func:`mi_pairs` pick the reasonings z from the replies as RAGEN does
+(the stripped text between ``<think>`` and ``</think>``; empty or unclosed ones dropped).
+:class:`ZScoreTracker` follows the z-scores over training and raises a template-collapse flag with
+hysteresis, telling a policy that collapsed from one that never depended on its input.
+
+Names next to RAGEN's (mll-lab-nu/RAGEN ``ragen/trainer/collapse_metrics.py``):
+``mi_estimate`` (summed log-likelihoods, our headline: an MI estimate in nats) is RAGEN's
+``collapse/mi_seq_estimate`` (``:291``); ``mi_estimate_per_token`` is RAGEN's headline
+``collapse/mi_estimate`` (per-token means, ``:551-555,599-601``), which is not an estimate of
+I(X; Z) (a difference of per-token averages), kept for comparison. ``mi_zscore`` is our permutation
+z-score; RAGEN's MI-ZScore is ``ragen_mi_zscore`` (``:305-313``) and its moving form
+``ragen_mi_zscore_ema`` (:class:`ZScoreTracker`, ``:315-323,336-342``).
 """
 
 from __future__ import annotations
@@ -36,12 +47,139 @@ from torch import Tensor
 
 from baselines.losses import logprobs_from_logits
 
-__all__ = ["mi_metrics", "ZScoreTracker", "score_matrix", "score_matrix_naive"]
+__all__ = [
+    "mi_metrics",
+    "mi_pairs",
+    "reasoning_text",
+    "retrieval_chance",
+    "ZScoreTracker",
+    "score_matrix",
+    "score_matrix_naive",
+]
 
 # -inf log-likelihoods (impossible under a prompt) are replaced by this floor so the permutation
 # null stays finite; exp(-1e30) is 0 in float64, so logsumexp and the MI estimate are unchanged.
 _LOGLIK_FLOOR = -1e30
 RETRIEVAL_KS = (1, 2, 4)
+# RAGEN's MI-ZScore denominator constant (collapse_metrics.py:41 ``std_eps=1e-3``).
+RAGEN_STD_EPS = 1e-3
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def reasoning_text(response: str, special_tokens: Sequence[str] = ()) -> str:
+    """The reasoning z of a reply, as RAGEN takes it: the stripped text inside ``<think>...</think>``.
+
+    RAGEN (``ragen/llm_agent/ctx_manager.py:660-669,722-733``) matches
+    ``<think>(.*?)</think>`` (the first closed pair), removes the tokenizer's special tokens from
+    it and strips white space; a reply without a closed pair gives ``""``. Neither tag is part of
+    z, and no ``</think>`` that the policy never sampled is added.
+
+    Args:
+        response: the reply as the environment saw it (with the ``<think>`` prefix when the
+            prompt ended with one, see :func:`baselines.rollout.render_prompt`).
+        special_tokens: strings removed from z (e.g. ``tokenizer.all_special_tokens``).
+
+    Returns:
+        z, possibly ``""`` (no closed think block, or only white space in it): such a reply has
+        no reasoning to score, and :func:`mi_pairs` drops it.
+
+    Example:
+        >>> reasoning_text("<think> arm A paid 0.7 </think><answer>A</answer>")
+        'arm A paid 0.7'
+        >>> reasoning_text("<think>never closed"), reasoning_text("<think>  </think>")
+        ('', '')
+    """
+    start = response.find(THINK_OPEN)
+    if start < 0:
+        return ""
+    start += len(THINK_OPEN)
+    end = response.find(THINK_CLOSE, start)
+    if end < 0:
+        return ""
+    text = response[start:end]
+    for token in special_tokens:
+        if token:
+            text = text.replace(token, "")
+    return text.strip()
+
+
+def mi_pairs(
+    prompts: Sequence[str], responses: Sequence[str], special_tokens: Sequence[str] = ()
+) -> tuple[list[str], list[str], Tensor, dict[str, float]]:
+    """(prompt, reasoning) pairs for :func:`score_matrix`, empty reasonings dropped.
+
+    Args:
+        prompts: the generation prompt of each reply (everything before z, ``<think>`` included).
+        responses: the replies, same length.
+        special_tokens: passed to :func:`reasoning_text`.
+
+    Returns:
+        ``(distinct_prompts, reasonings, prompt_index, stats)``: the K distinct prompts of the kept
+        pairs in first-seen order, the M kept reasonings z (non-empty, stripped), int64 ``[M]``
+        index of each z's prompt, and ``{"num_pairs_total", "num_pairs_valid",
+        "valid_thinking_rate"}`` (RAGEN's ``first_turn_valid_rate``, ``collapse_metrics.py:199-205``).
+
+    Raises:
+        ValueError: the two lists differ in length.
+
+    Example:
+        >>> ps, zs, idx, st = mi_pairs(["x1", "x2", "x1"], ["<think>a</think>", "<think>", "<think>b</think>"])
+        >>> ps, zs, idx.tolist(), st["valid_thinking_rate"]
+        (['x1'], ['a', 'b'], [0, 0], 0.6666666666666666)
+    """
+    if len(prompts) != len(responses):
+        raise ValueError(
+            f"prompts and responses differ in length: {len(prompts)} vs {len(responses)}"
+        )
+    distinct: dict[str, int] = {}
+    reasonings: list[str] = []
+    index: list[int] = []
+    for prompt, response in zip(prompts, responses, strict=True):
+        z = reasoning_text(response, special_tokens)
+        if not z:
+            continue
+        reasonings.append(z)
+        index.append(distinct.setdefault(prompt, len(distinct)))
+    total = len(prompts)
+    stats = {
+        "num_pairs_total": float(total),
+        "num_pairs_valid": float(len(reasonings)),
+        "valid_thinking_rate": len(reasonings) / total if total else 0.0,
+    }
+    return list(distinct), reasonings, torch.tensor(index, dtype=torch.long), stats
+
+
+def retrieval_chance(prompt_index: Tensor, num_prompts: int, k: int = 1) -> tuple[float, float]:
+    """Chance levels of top-k retrieval when prompts repeat in the sample.
+
+    With w_j the share of reasonings sampled from prompt j, a predictor that ignores z can do no
+    better than always naming the k most frequent prompts: its accuracy is the sum of the k
+    largest w_j. That is our chance level; with every prompt equally frequent it is
+    ``min(k / K, 1)``. When prompts repeat (a prompt seen by two groups), ``k / K`` is too low:
+    an input-agnostic template whose log-likelihoods favour the frequent prompt beats it.
+
+    RAGEN's chance (``collapse_metrics.py:655-681``, columns = groups, columns with the same prompt
+    counted correct) is ``sum_j w_j * c_j / G`` with c_j the groups showing prompt j; with equal
+    reasonings per group ``c_j / G = w_j``, so it is ``min(k * sum_j w_j^2, 1)``, the accuracy of
+    a guess drawn at random from the prompt frequencies (lower than ours when frequencies differ).
+
+    Args:
+        prompt_index: int ``[M]``, in [0, K).
+        num_prompts: K.
+        k: >= 1.
+
+    Returns:
+        ``(ours, ragens)``, both in (0, 1].
+
+    Example:
+        >>> retrieval_chance(torch.tensor([0, 0, 1, 2]), 3)  # prompt 0 seen by 2 of 4 groups
+        (0.5, 0.375)
+    """
+    w = torch.bincount(prompt_index.to(torch.long), minlength=num_prompts).to(torch.float64)
+    w = w / w.sum()
+    ours = float(torch.sort(w, descending=True).values[:k].sum())
+    ragen = min(k * float((w * w).sum()), 1.0)
+    return min(ours, 1.0), ragen
 
 
 def _check_inputs(loglik: Tensor, prompt_index: Tensor) -> None:
@@ -93,7 +231,13 @@ def _mi_block(
         zscore = diff / null_std
     else:
         zscore = 0.0 if abs(diff) <= tol else math.copysign(math.inf, diff)
+    # RAGEN's MI-ZScore (collapse_metrics.py:305-313): the mean pointwise MI over the population
+    # std of log p(z) under the mixture, plus 1e-3. Not a z-score against a null.
+    marginal_std = float(marginal.std(unbiased=False)) if marginal.numel() > 1 else 0.0
+    ragen = "" if suffix else "_seq"
     return {
+        f"ragen_marginal_std{ragen}": marginal_std,
+        f"ragen_mi_zscore{ragen}": mi / (marginal_std + RAGEN_STD_EPS),
         f"mi_estimate{suffix}": mi,
         f"conditional_entropy_est{suffix}": float(-matched.mean()),
         f"reasoning_entropy_est{suffix}": float(-marginal.mean()),
@@ -138,7 +282,10 @@ def mi_metrics(
         ``retrieval_accuracy`` (and ``@2``, ``@4``): share of z whose own prompt is among the k
         highest ``l_j(z)``; ties are broken uniformly at random in expectation (fractional credit),
         so a z that scores the same under every prompt earns exactly k / K.
-        ``retrieval_chance`` (and ``@2``, ``@4``): ``min(k / K, 1)``.
+        ``retrieval_chance`` (and ``@2``, ``@4``): the sum of the k largest prompt shares w_j, the
+        best accuracy of any guess that ignores z (:func:`retrieval_chance`); ``min(k / K, 1)``
+        when every prompt has the same count. ``retrieval_chance_ragen`` (and ``@k``): RAGEN's
+        ``min(k * sum_j w_j^2, 1)``.
         ``retrieval_above_chance``: ``retrieval_accuracy - retrieval_chance``.
         ``mi_zscore``: ``(mi_estimate - mean(null)) / std(null)`` where null holds the MI estimate
         for B seeded random permutations of ``prompt_index`` (the marginal is unchanged by a
@@ -147,6 +294,10 @@ def mi_metrics(
         the log-likelihoods) the z-score is 0 when the estimate equals it, else +-inf. Also ``mi_null_mean``, ``mi_null_std`` and ``mi_pvalue``
         (``(1 + #{null >= mi}) / (B + 1)``).
         ``num_reasonings`` M, ``num_prompts`` K; and the ``*_per_token`` keys when ``lengths``.
+        ``ragen_mi_zscore_seq`` and ``ragen_marginal_std_seq``: RAGEN's MI-ZScore
+        ``mean_m[l_i(m)(z_m) - marginal(z_m)] / (std(marginal) + 1e-3)`` (population std) on the
+        summed log-likelihoods; with ``lengths``, ``ragen_mi_zscore`` and ``ragen_marginal_std``
+        on the per-token ones (RAGEN's ``collapse/mi_zscore``, ``collapse_metrics.py:305-313``).
 
     Raises:
         ValueError: bad shapes, prompt indices out of range, NaN or +inf in ``loglik``,
@@ -183,7 +334,9 @@ def mi_metrics(
     for k in RETRIEVAL_KS:
         key = "" if k == 1 else f"@{k}"
         out[f"retrieval_accuracy{key}"] = float(_retrieval_credit(ll, matched, k).mean())
-        out[f"retrieval_chance{key}"] = min(k / num_prompts, 1.0)
+        chance, chance_ragen = retrieval_chance(idx, num_prompts, k)
+        out[f"retrieval_chance{key}"] = chance
+        out[f"retrieval_chance_ragen{key}"] = chance_ragen
     out["retrieval_above_chance"] = out["retrieval_accuracy"] - out["retrieval_chance"]
 
     if lengths is not None:
@@ -208,31 +361,51 @@ class _Evaluation:
 
 @dataclass
 class ZScoreTracker:
-    """Moving average of the MI z-score and a template-collapse flag, over successive evaluations.
+    """Moving averages of the z-scores and a template-collapse flag with hysteresis.
 
-    Call :meth:`update` once per diagnostic evaluation with the dict of :func:`mi_metrics` and the
-    policy's mean token entropy at that point of training.
+    Call :meth:`update` once per diagnostic evaluation with the dict of :func:`mi_metrics`, and
+    optionally the policy's mean token entropy over the **whole** batch (every sampled episode,
+    before filtering). Without it the tracker reads ``conditional_entropy_est_per_token`` from the
+    metrics: ``-mean log p(z | x)`` per token over the diagnostic sample, which is drawn from the
+    whole batch. (The entropy of the kept groups alone moves with what the filter keeps, so a
+    flag that reads it flaps.)
 
-    ``template_collapse`` is raised when, over the last ``window`` evaluations (and only once that
-    many exist), both hold:
+    Each evaluation is classified:
 
-    1. entropy holding: ``min(entropy over the window) >= (1 - entropy_tol) * entropy at the
-       window's first evaluation`` (the policy still writes diverse text);
-    2. input dependence near chance at every evaluation of the window:
-       ``retrieval_accuracy - retrieval_chance < retrieval_margin`` and
-       ``mi_estimate < mi_fraction * mi_upper_bound``.
+    - **near chance**: ``retrieval_accuracy - retrieval_chance < retrieval_margin`` and
+      ``mi_estimate < mi_fraction * mi_upper_bound``;
+    - **input-dependent**: ``retrieval_accuracy - retrieval_chance >= exit_margin`` or
+      ``mi_estimate >= exit_fraction * mi_upper_bound`` (stricter than "not near chance": the
+      band between the two is the hysteresis).
 
-    An entropy that falls with the MI is a different failure (the policy collapsing to one
-    output), so it does not raise this flag; nor does a window holding a NaN entropy.
+    ``template_collapse`` is raised when the last ``window`` evaluations are all near chance,
+    their entropies are finite and holding (``min >= (1 - entropy_tol) * first``), and some earlier
+    evaluation was input-dependent: the policy **had** input dependence and lost it while still
+    writing diverse text. Once raised it stays raised until ``window`` consecutive evaluations are
+    input-dependent again, so a metric that wanders around one threshold does not flap.
+
+    ``never_dependent`` is raised instead when the last ``window`` evaluations are near chance and
+    no evaluation so far was input-dependent: a policy that never read its input (a random-init
+    model, say) did not collapse. An entropy that falls with the MI is a third failure (the policy
+    converging to one output) and raises neither.
+
     :meth:`state_dict` and :meth:`load_state_dict` save and restore it with a checkpoint.
 
+    RAGEN's MI-ZScore EMA (``collapse_metrics.py:315-323,336-342``): the population std of the
+    marginal log-likelihood is smoothed, ``ema <- decay * ema + (1 - decay) * std`` (the first
+    value initialises it; RAGEN's decay is 0.9), and
+    ``ragen_mi_zscore_ema = mi_estimate_per_token / (ema + 1e-3)`` (and ``_seq`` with the summed
+    ones), which equals RAGEN's ``mean((matched - marginal) / (ema + 1e-3))``.
+
     Attributes:
-        ema_decay: in [0, 1): ``ema <- ema_decay * ema + (1 - ema_decay) * z``; the first
-            z-score initialises the average.
-        window: >= 1, number of recent evaluations the flag looks at.
+        ema_decay: in [0, 1): decay of every moving average here; the z-score's is
+            ``ema <- ema_decay * ema + (1 - ema_decay) * z``, the first z initialising it.
+        window: >= 1, consecutive evaluations needed to raise or to clear a flag.
         entropy_tol: in [0, 1], largest relative entropy drop over the window still "holding".
         retrieval_margin: retrieval accuracy above chance below which retrieval counts as chance.
         mi_fraction: in [0, 1], MI below this share of its upper bound counts as near zero.
+        exit_margin: >= retrieval_margin, retrieval above chance that counts as input-dependent.
+        exit_fraction: in [mi_fraction, 1], MI share of its upper bound that counts as dependent.
     """
 
     ema_decay: float = 0.9
@@ -240,8 +413,13 @@ class ZScoreTracker:
     entropy_tol: float = 0.1
     retrieval_margin: float = 0.05
     mi_fraction: float = 0.1
+    exit_margin: float = 0.1
+    exit_fraction: float = 0.2
     zscore_ema: float | None = field(default=None, init=False)
     history: list[_Evaluation] = field(default_factory=list, init=False, repr=False)
+    _flag: bool = field(default=False, init=False, repr=False)
+    _ever_dependent: bool = field(default=False, init=False, repr=False)
+    _std_ema: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.ema_decay < 1.0:
@@ -252,71 +430,177 @@ class ZScoreTracker:
             raise ValueError(f"entropy_tol must be in [0, 1]; got {self.entropy_tol}")
         if not 0.0 <= self.mi_fraction <= 1.0:
             raise ValueError(f"mi_fraction must be in [0, 1]; got {self.mi_fraction}")
+        if not self.mi_fraction <= self.exit_fraction <= 1.0:
+            raise ValueError(
+                f"exit_fraction must be in [mi_fraction, 1] = [{self.mi_fraction}, 1]; "
+                f"got {self.exit_fraction}"
+            )
+        if self.exit_margin < self.retrieval_margin:
+            raise ValueError(
+                f"exit_margin must be >= retrieval_margin ({self.retrieval_margin}); "
+                f"got {self.exit_margin}"
+            )
+
+    def _near_chance(self, e: _Evaluation) -> bool:
+        return (
+            e.retrieval_above_chance < self.retrieval_margin
+            and e.mi_estimate < self.mi_fraction * e.mi_upper_bound
+        )
+
+    def _dependent(self, e: _Evaluation) -> bool:
+        return (
+            e.retrieval_above_chance >= self.exit_margin
+            or e.mi_estimate >= self.exit_fraction * e.mi_upper_bound
+        )
+
+    def _recent(self) -> list[_Evaluation] | None:
+        return self.history[-self.window :] if len(self.history) >= self.window else None
+
+    def _entropy_holding(self, recent: list[_Evaluation]) -> bool:
+        entropies = [e.entropy for e in recent]
+        if not all(math.isfinite(h) for h in entropies):
+            return False  # an evaluation without an entropy: no verdict
+        return min(entropies) >= (1.0 - self.entropy_tol) * entropies[0]
 
     @property
     def template_collapse(self) -> bool:
-        """The flag described in the class docstring, for the evaluations seen so far."""
-        if len(self.history) < self.window:
-            return False
-        recent = self.history[-self.window :]
-        entropies = [e.entropy for e in recent]
-        if not all(math.isfinite(h) for h in entropies):
-            return False  # an evaluation without an entropy (e.g. a skipped update): no verdict
-        entropy_holding = min(entropies) >= (1.0 - self.entropy_tol) * entropies[0]
-        near_chance = all(
-            e.retrieval_above_chance < self.retrieval_margin
-            and e.mi_estimate < self.mi_fraction * e.mi_upper_bound
-            for e in recent
+        """The collapse flag described in the class docstring."""
+        return self._flag
+
+    @property
+    def never_dependent(self) -> bool:
+        """Near chance over the window, and never input-dependent so far."""
+        recent = self._recent()
+        return (
+            recent is not None
+            and not self._ever_dependent
+            and all(self._near_chance(e) for e in recent)
         )
-        return entropy_holding and near_chance
+
+    def _step_flag(self) -> None:
+        recent = self._recent()
+        if recent is None:
+            return
+        if self._flag:
+            if all(self._dependent(e) for e in recent):
+                self._flag = False
+            return
+        # Input dependence seen before the near-chance window began.
+        before = self.history[: -self.window]
+        had_dependence = any(self._dependent(e) for e in before)
+        if (
+            had_dependence
+            and all(self._near_chance(e) for e in recent)
+            and self._entropy_holding(recent)
+        ):
+            self._flag = True
 
     def state_dict(self) -> dict[str, object]:
-        """The running state (EMA and history) as plain Python data, for a checkpoint."""
+        """The running state (averages, history, flag) as plain Python data, for a checkpoint."""
         return {
             "zscore_ema": self.zscore_ema,
             "history": [dataclasses.asdict(e) for e in self.history],
+            "flag": self._flag,
+            "ever_dependent": self._ever_dependent,
+            "std_ema": dict(self._std_ema),
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
-        """Restore what :meth:`state_dict` returned (settings stay those of this tracker)."""
+        """Restore what :meth:`state_dict` returned (settings stay those of this tracker).
+
+        A state saved before the flag had hysteresis (no ``flag`` key) is replayed from its
+        history.
+        """
         self.zscore_ema = state["zscore_ema"]
         self.history = [_Evaluation(**e) for e in state["history"]]
+        self._std_ema = dict(state.get("std_ema", {}))
+        if "flag" in state:
+            self._flag = bool(state["flag"])
+            self._ever_dependent = bool(state["ever_dependent"])
+            return
+        history, self.history, self._flag = self.history, [], False
+        for e in history:
+            self.history.append(e)
+            self._ever_dependent = self._ever_dependent or self._dependent(e)
+            self._step_flag()
 
-    def update(self, metrics: Mapping[str, float], entropy: float) -> dict[str, float]:
+    def _ema(self, key: str, value: float) -> float:
+        old = self._std_ema.get(key)
+        if old is None or not math.isfinite(old):
+            self._std_ema[key] = value
+        else:
+            self._std_ema[key] = self.ema_decay * old + (1.0 - self.ema_decay) * value
+        return self._std_ema[key]
+
+    def update(
+        self, metrics: Mapping[str, float], entropy: float | None = None
+    ) -> dict[str, float]:
         """Record one evaluation.
 
         Args:
             metrics: output of :func:`mi_metrics` (needs ``mi_zscore``, ``mi_estimate``,
-                ``mi_upper_bound``, ``retrieval_accuracy``, ``retrieval_chance``).
-            entropy: mean policy token entropy (nats) at this evaluation.
+                ``mi_upper_bound``, ``retrieval_accuracy``, ``retrieval_chance``; and
+                ``conditional_entropy_est_per_token`` when ``entropy`` is None). The RAGEN
+                moving averages are added when ``ragen_marginal_std`` (and ``_seq``) are present.
+            entropy: mean policy token entropy (nats) over the whole batch at this evaluation;
+                None reads the per-token conditional entropy estimate from ``metrics``.
 
         Returns:
-            ``collapse/mi_zscore``, ``collapse/mi_zscore_ema``, ``collapse/entropy`` and
-            ``collapse/template_collapse`` (1.0 or 0.0).
+            ``collapse/mi_zscore``, ``collapse/mi_zscore_ema``, ``collapse/entropy``,
+            ``collapse/mi_fraction`` (``mi_estimate / mi_upper_bound``),
+            ``collapse/template_collapse`` and ``collapse/never_dependent`` (1.0 or 0.0), and
+            when available ``collapse/ragen_marginal_std_ema``, ``collapse/ragen_mi_zscore_ema``
+            and their ``_seq`` forms.
 
         Raises:
-            KeyError: a required metric is missing.
+            KeyError: a required metric is missing (the message names it).
         """
+        missing = [
+            k
+            for k in ("mi_zscore", "mi_estimate", "mi_upper_bound", "retrieval_accuracy")
+            + ("retrieval_chance",)
+            if k not in metrics
+        ]
+        if entropy is None and "conditional_entropy_est_per_token" not in metrics:
+            missing.append("conditional_entropy_est_per_token (or pass entropy=...)")
+        if missing:
+            raise KeyError(f"ZScoreTracker.update: metrics lack {missing}")
+        if entropy is None:
+            entropy = float(metrics["conditional_entropy_est_per_token"])
         z = float(metrics["mi_zscore"])
         if self.zscore_ema is None or not math.isfinite(self.zscore_ema):
             self.zscore_ema = z
         else:
             self.zscore_ema = self.ema_decay * self.zscore_ema + (1.0 - self.ema_decay) * z
-        self.history.append(
-            _Evaluation(
-                entropy=float(entropy),
-                retrieval_above_chance=float(metrics["retrieval_accuracy"])
-                - float(metrics["retrieval_chance"]),
-                mi_estimate=float(metrics["mi_estimate"]),
-                mi_upper_bound=float(metrics["mi_upper_bound"]),
-            )
+        evaluation = _Evaluation(
+            entropy=float(entropy),
+            retrieval_above_chance=float(metrics["retrieval_accuracy"])
+            - float(metrics["retrieval_chance"]),
+            mi_estimate=float(metrics["mi_estimate"]),
+            mi_upper_bound=float(metrics["mi_upper_bound"]),
         )
-        return {
+        self.history.append(evaluation)
+        self._step_flag()
+        self._ever_dependent = self._ever_dependent or self._dependent(evaluation)
+        upper = evaluation.mi_upper_bound
+        out = {
             "collapse/mi_zscore": z,
             "collapse/mi_zscore_ema": self.zscore_ema,
             "collapse/entropy": float(entropy),
+            "collapse/mi_fraction": evaluation.mi_estimate / upper if upper > 0 else 0.0,
             "collapse/template_collapse": float(self.template_collapse),
+            "collapse/never_dependent": float(self.never_dependent),
         }
+        for suffix, mi_key in (("", "mi_estimate_per_token"), ("_seq", "mi_estimate")):
+            std = metrics.get(f"ragen_marginal_std{suffix}")
+            if std is None or mi_key not in metrics:
+                continue
+            ema = self._ema(suffix or "token", float(std))
+            out[f"collapse/ragen_marginal_std_ema{suffix}"] = ema
+            out[f"collapse/ragen_mi_zscore_ema{suffix}"] = float(metrics[mi_key]) / (
+                ema + RAGEN_STD_EPS
+            )
+        return out
 
 
 # ----------------------------------------------------------------------------------------------

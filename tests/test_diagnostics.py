@@ -194,12 +194,14 @@ def test_tracker_ema_and_template_collapse_flag():
 
 def test_tracker_no_flag_when_entropy_collapses_too():
     tracker = ZScoreTracker(window=3, entropy_tol=0.1)
+    tracker.update(HEALTHY, 1.0)
     for entropy in (1.0, 0.8, 0.6):  # the policy collapses to one output: not template collapse
         out = tracker.update(COLLAPSED, entropy)
     assert out["collapse/template_collapse"] == 0.0
     # A NaN entropy (update skipped) in the window gives no verdict, whatever its position.
     for entropies in ([float("nan"), 1.0, 1.0], [1.0, 1.0, float("nan")]):
         tracker = ZScoreTracker(window=3)
+        tracker.update(HEALTHY, 1.0)
         for entropy in entropies:
             out = tracker.update(COLLAPSED, entropy)
         assert out["collapse/template_collapse"] == 0.0
