@@ -168,6 +168,10 @@ def test_solver_hand_cases():
     assert solve([1, 1], 3) is None  # 1 + 1 = 2 is the most two ones can make
     assert solve([2, 3], 6) == "2 * 3"
     assert solve([5, 7, 9], 7) == "7"  # a subset (here one number) may suffice
+    every = solve([5, 7, 9], 7, use_all=True)  # RAGEN's rule: all three, e.g. 9 - 7 + 5
+    assert every is not None and sorted(parse_expression(every).numbers) == [5, 7, 9]
+    assert parse_expression(every).value == 7
+    assert solve([1, 1], 1) == "1" and solve([1, 1], 1, use_all=True) == "1 * 1"
 
 
 def test_solver_uses_fractions_when_needed():
@@ -233,8 +237,9 @@ def test_observation(env24):
         ("(100 - 4) / 8 * 2", 1.0, True, True),
         ("(100 - 4) / 8 * 2 = 24", 1.0, True, True),
         ("8 * (4 - 2) + 8 / 8", 0.0, True, False),  # 17, and 8 used three times
-        ("100 - 4 - 8 * 2", 0.1, True, False),  # 80: given numbers, wrong value
-        ("100", 0.1, True, False),  # a lone given number is a (wrong) expression
+        ("100 - 4 - 8 * 2", 0.1, True, False),  # 80: every given number once, wrong value
+        ("100", 0.0, True, False),  # a lone given number leaves three out (RAGEN: 0)
+        ("(8 - 2) * 4", 0.0, True, False),  # = 24 but 100 is left out (RAGEN/TinyZero: 0)
         ("100 / 4 - 1", 0.0, True, False),  # = 24, but 1 is not given
         ("4 * 4 + 8", 0.0, True, False),  # = 24, but 4 is given once and used twice
         ("hello", -0.1, False, False),
@@ -249,6 +254,32 @@ def test_rewards(env24, answer, reward, valid, success):
     assert terminated and not truncated  # a single attempt: the budget is the task's rule
     # A scored answer adds a third line saying how it was scored; an invalid one changes nothing.
     assert len(obs.splitlines()) == (3 if valid else 2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reward"),
+    [
+        ("(100 - 4) / 8 * 2", 1.0),
+        ("(8 - 2) * 4", 1.0),  # a subset is enough under the old rule
+        ("100", 0.1),  # a lone given number is a (wrong) expression
+        ("100 - 4 - 8", 0.1),  # 88
+        ("4 * 4 + 8", 0.0),  # 4 used twice
+    ],
+)
+def test_subset_rule_is_a_named_option(answer, reward):
+    env = CountdownEnv(number_rule="subset")
+    env.reset(seed=0, options={"numbers": [100, 4, 8, 2], "target": 24})
+    assert env.step(_answer(answer))[1] == pytest.approx(reward)
+    assert "need not use them all" in env.instructions_text
+
+
+def test_exact_rule_is_the_default_and_says_so(env24):
+    assert env24.number_rule == "exact"
+    assert "every given number exactly once" in env24.instructions_text
+    obs, reward, *_ = env24.step(_answer("(8 - 2) * 4"))
+    assert reward == 0.0 and obs.splitlines()[-1].startswith("Your expression must use every")
+    with pytest.raises(ValueError, match="number_rule"):
+        CountdownEnv(number_rule="any")
 
 
 def test_missing_answer_tags_is_invalid(env24):

@@ -60,7 +60,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry(
         id="agentgym/Countdown-v0",
         entry_point="agentgym.envs.countdown:CountdownEnv",
-        summary="Reach a target with the given numbers and + - * /, each number at most once.",
+        summary="Reach a target using every given number exactly once with + - * / (RAGEN's rule).",
         default_kwargs={"num_numbers": 4, "max_turns": 1, "max_actions_per_turn": 1},
     ),
     EnvEntry(

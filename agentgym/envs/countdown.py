@@ -10,7 +10,8 @@ kept as the reference solution (the oracle's answer).
 * Observation: ``Numbers: [86, 64, 52, 27]`` and ``Target: 3`` on two lines; after an attempt a
   third line says how it was scored (useful when ``max_turns > 1`` allows several attempts).
 * Action: one arithmetic expression using ``+ - * /``, parentheses and integers, each given number
-  at most once (a number given twice may be used twice), optionally followed by ``= <target>``;
+  exactly once (a number given twice is used twice; ``number_rule="subset"``: at most once),
+  optionally followed by ``= <target>``;
   e.g. ``<think>...</think><answer>(44 + 19 + 35) * 2 = 196</answer>``. Evaluation is exact
   (fractions) by the safe parser of :mod:`agentgym.solvers.countdown_expr`; the text after ``=``
   must be a whole number and is not scored (the left side is).
@@ -27,7 +28,8 @@ kept as the reference solution (the oracle's answer).
   So an answer that *is* arithmetic is a valid action and is scored by the task (1 / 0.1 / 0);
   one that is not is a malformed turn, like any unparsable action in every environment. Breaking
   the number rule scores 0 rather than RAGEN's format score 0.1, so that writing any number at all
-  does not earn reward.
+  does not earn reward. RAGEN counts every digit run of the answer, so a trailing ``= 24`` there
+  breaks the check; here the text after ``=`` is not scored.
 * Options: ``reset(options={"numbers": [100, 4, 8, 2], "target": 24})`` poses a given problem
   (2 to 6 positive numbers) instead of a random one, e.g. to evaluate on a fixed data set; its
   oracle answer comes from the brute-force solver.
@@ -71,6 +73,7 @@ __all__ = ["CountdownEnv", "generate_problem", "CountdownProblem"]
 
 MIN_NUMBERS, MAX_NUMBERS = 3, 6
 MIN_GIVEN = 2  # a problem given through reset options may hold as few as two numbers
+NUMBER_RULES = ("exact", "subset")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ class CountdownEnv(TextEnv):
         format_score: reward of a well-formed answer over the given numbers with the wrong value
             (default 0.1, RAGEN's and TinyZero's format score), in [0, 1).
         max_turns: attempts per episode (default 1).
+        number_rule: ``"exact"`` (default; RAGEN/TinyZero: every given number exactly once) or
+            ``"subset"`` (each given number at most once, a subset allowed).
         max_actions_per_turn: must be 1 (one answer per turn).
         **kwargs: the other :class:`~agentgym.text_env.TextEnv` arguments.
 
@@ -173,8 +178,11 @@ class CountdownEnv(TextEnv):
         format_score: float = 0.1,
         max_turns: int = 1,
         max_actions_per_turn: int = 1,
+        number_rule: str = "exact",
         **kwargs: Any,
     ):
+        if number_rule not in NUMBER_RULES:
+            raise ValueError(f"number_rule must be one of {NUMBER_RULES}, got {number_rule!r}")
         if isinstance(num_numbers, bool) or not isinstance(num_numbers, int):
             raise ValueError(f"num_numbers must be an int, got {num_numbers!r}")
         if not MIN_NUMBERS <= num_numbers <= MAX_NUMBERS:
@@ -196,6 +204,7 @@ class CountdownEnv(TextEnv):
         self.max_number = max_number
         self.max_target = max_target
         self.format_score = float(format_score)
+        self.number_rule = number_rule
         self.problem = CountdownProblem((), 0, None)
         self._solved = False
         self._feedback: str | None = None
@@ -206,11 +215,21 @@ class CountdownEnv(TextEnv):
     def instructions_text(self) -> str:
         return (
             "Countdown: using the given numbers, write an arithmetic expression that equals the "
-            "target. Use only + - * / and parentheses; each given number at most once (you need "
-            "not use them all); no other numbers. You may end with '= target', e.g. "
+            f"target. Use only + - * / and parentheses; {self._rule_text()}; no other numbers. "
+            "You may end with '= target', e.g. "
             "(100 - 4) / 8 * 2 = 24. A correct answer scores 1; an expression over the given "
-            f"numbers with another value {self.format_score:g}; an expression using other numbers 0."
+            f"numbers with another value {self.format_score:g}; any other expression 0."
         )
+
+    def _rule_text(self) -> str:
+        if self.number_rule == "exact":
+            return "use every given number exactly once"
+        return "each given number at most once (you need not use them all)"
+
+    def _numbers_ok(self, used: tuple[int, ...] | list[int]) -> bool:
+        if self.number_rule == "exact":
+            return sorted(used) == sorted(self.problem.numbers)
+        return uses_given_numbers(used, self.problem.numbers)
 
     def _reset_state(self, options: dict[str, Any]) -> dict[str, Any]:
         if "numbers" in options or "target" in options:
@@ -234,7 +253,7 @@ class CountdownEnv(TextEnv):
 
     def _apply_action(self, action: ExpressionResult) -> ActionOutcome:
         assert action.value is not None
-        numbers_ok = uses_given_numbers(action.numbers, self.problem.numbers)
+        numbers_ok = self._numbers_ok(action.numbers)
         correct = numbers_ok and action.value == self.problem.target
         if correct:
             reward, self._feedback = 1.0, "Your answer is correct."
@@ -243,7 +262,11 @@ class CountdownEnv(TextEnv):
             self._feedback = f"Your expression equals {action.value}, not {self.problem.target}."
         else:
             reward = 0.0
-            self._feedback = "Your expression uses numbers that were not given (or too often)."
+            self._feedback = (
+                "Your expression must use every given number exactly once, and no other numbers."
+                if self.number_rule == "exact"
+                else "Your expression uses numbers that were not given (or too often)."
+            )
         self._solved = self._solved or correct
         return ActionOutcome(
             reward=reward,
@@ -274,7 +297,9 @@ class CountdownEnv(TextEnv):
             RuntimeError: a problem given through options has no solution.
         """
         if self.problem.solution is None:
-            solution = solve(self.problem.numbers, self.problem.target)
+            solution = solve(
+                self.problem.numbers, self.problem.target, use_all=self.number_rule == "exact"
+            )
             if solution is None:
                 raise RuntimeError(f"{self.problem} has no solution: the oracle has no answer")
             self.problem = CountdownProblem(self.problem.numbers, self.problem.target, solution)

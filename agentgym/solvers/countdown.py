@@ -28,12 +28,13 @@ __all__ = ["solve"]
 _Item = tuple[Fraction, str, int]
 
 
-def solve(numbers: Sequence[int], target: int) -> str | None:
+def solve(numbers: Sequence[int], target: int, use_all: bool = False) -> str | None:
     """An expression using each of ``numbers`` at most once that equals ``target``.
 
     Args:
         numbers: the given numbers (a multiset; repeats may each be used once).
         target: the value to reach.
+        use_all: require every number exactly once (RAGEN's and TinyZero's rule), not a subset.
 
     Returns:
         The expression text (parseable by
@@ -43,7 +44,7 @@ def solve(numbers: Sequence[int], target: int) -> str | None:
     failed: set[tuple[Fraction, ...]] = set()
 
     def search(items: list[_Item]) -> str | None:
-        for value, text, _ in items:
+        for value, text, _ in items if not use_all or len(items) == 1 else ():
             if value == goal:
                 return text
         key = tuple(sorted(value for value, _, _ in items))
