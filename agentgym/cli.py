@@ -6,6 +6,7 @@ Examples::
     agentgym play agentgym/Bandit-v0 --seed 0
     agentgym play Sokoban-v0 --seed 3 --kw max_turns=8       # the namespace may be left out
     agentgym solve agentgym/Bandit-v0 --seed 0
+    agentgym export-sft --env agentgym/Bandit-v0 --episodes 256 --out runs/sft/bandit.jsonl
 
 ``play`` reads one line from stdin per turn and passes it to ``env.step`` as the action text. It
 builds the environment with ``action_format="raw"`` unless told otherwise, so a person types
@@ -344,6 +345,24 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_episodes_arguments(p: argparse.ArgumentParser, out_help: str) -> None:
+    """``--env`` (repeatable), ``--episodes``, ``--seed``, ``--out`` and ``--kw``: the arguments
+    of a command that plays episodes on seeds ``--seed, --seed + 1, ...`` of several ids."""
+    p.add_argument(
+        "--env", action="append", required=True, metavar="ID", help="environment id (repeatable)"
+    )
+    p.add_argument("--episodes", type=int, required=True, metavar="N", help="episodes per env")
+    p.add_argument("--seed", type=_seed, default=0, help="first reset seed (default 0)")
+    p.add_argument("--out", required=True, metavar="PATH", help=out_help)
+    p.add_argument(
+        "--kw",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment constructor argument for every --env (repeatable)",
+    )
+
+
 def _add_eval(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "eval",
@@ -355,20 +374,8 @@ def _add_eval(subparsers: Any) -> None:
         "writing one action per line), module:callable or file.py:callable. Rerunning the same "
         "command resumes an interrupted run.",
     )
-    p.add_argument(
-        "--env", action="append", required=True, metavar="ID", help="environment id (repeatable)"
-    )
     p.add_argument("--agent", required=True, metavar="SPEC", help="the agent (see above)")
-    p.add_argument("--episodes", type=int, required=True, metavar="N", help="episodes per env")
-    p.add_argument("--seed", type=_seed, default=0, help="first reset seed (default 0)")
-    p.add_argument("--out", required=True, metavar="PATH", help="result bundle to write (JSON)")
-    p.add_argument(
-        "--kw",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment constructor argument for every --env (repeatable)",
-    )
+    _add_episodes_arguments(p, out_help="result bundle to write (JSON)")
     p.add_argument(
         "--agent-kw",
         action="append",
@@ -389,6 +396,49 @@ def _add_eval(subparsers: Any) -> None:
     p.set_defaults(handler=_cmd_eval)
 
 
+# ----------------------------------------------------------------------------- export-sft
+
+
+def _cmd_export_sft(args: argparse.Namespace) -> int:
+    from agentgym.sft import export_sft
+
+    env_ids = [resolve_env_id(name) for name in args.env]
+    if args.episodes < 1:
+        raise CLIError(f"--episodes must be >= 1, got {args.episodes}")
+    try:
+        counts = export_sft(
+            env_ids,
+            range(args.seed, args.seed + args.episodes),
+            args.out,
+            parse_kwargs(args.kw),
+            only_success=not args.keep_failures,
+        )
+    except (ValueError, FileExistsError) as err:
+        raise CLIError(str(err)) from err
+    for env_id, count in counts.items():
+        print(f"{env_id:<32} {count:>6} episodes", file=sys.stdout)
+    print(f"wrote {args.out}", file=sys.stdout)
+    return 0
+
+
+def _add_export_sft(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "export-sft",
+        help="write oracle episodes as chat SFT data (JSONL)",
+        description="The oracle plays --episodes episodes (reset seeds --seed, --seed+1, ...) on "
+        "each --env; each episode is written as the chat the trainer's prompts are built from, "
+        "every assistant turn '<think>reasoning naming what the oracle saw</think>"
+        "<answer>actions</answer>'. Fine-tune on it with `python -m baselines.sft`.",
+    )
+    _add_episodes_arguments(p, out_help="JSONL file to write (new)")
+    p.add_argument(
+        "--keep-failures",
+        action="store_true",
+        help="also write episodes the oracle did not win (e.g. on slippery ice)",
+    )
+    p.set_defaults(handler=_cmd_export_sft)
+
+
 # ----------------------------------------------------------------------------- entry point
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets ``handler``.
@@ -397,6 +447,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_play,
     _add_solve,
     _add_eval,
+    _add_export_sft,
 )
 
 

@@ -1,0 +1,192 @@
+"""Supervised warm-start data: oracle episodes as chat transcripts (``agentgym export-sft``).
+
+A random-init or untuned model's reasoning does not depend on its input (MI 0), so RL from it
+cannot show template collapse: there is no input dependence to lose. Fine-tuning first on oracle
+episodes whose reasoning *names what the oracle saw* (the arms, the position, the plan) gives a
+policy that starts near the MI ceiling (``python -m baselines.sft``).
+
+Each episode is played by the environment's oracle (``env.unwrapped.oracle_actions()``) and
+recorded with :class:`agentgym.chat.ChatEpisode`, the chat layer the trainer and the eval harness
+build prompts from, so the SFT prompts are the RL prompts. Every assistant message is
+``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's ``think_answer`` format); the
+reasoning comes from :func:`oracle_reasoning`.
+
+One JSON object per line::
+
+    {"env_id": "agentgym/Bandit-v0", "env_kwargs": {}, "seed": 0, "return": 1.0,
+     "success": true, "messages": [{"role": "system", ...}, {"role": "user", ...},
+                                   {"role": "assistant", "content": "<think>...</think>..."}]}
+
+Example:
+    >>> records = list(oracle_episodes("agentgym/Bandit-v0", [0]))
+    >>> records[0]["messages"][-1]["content"].startswith("<think>The arms are")
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from agentgym.chat import ChatEpisode
+from agentgym.parsing import format_answer
+
+__all__ = ["oracle_reasoning", "oracle_episodes", "export_sft"]
+
+
+def _join(actions: list[str]) -> str:
+    return ", ".join(actions)
+
+
+def oracle_reasoning(env: Any, actions: list[str]) -> str:
+    """One or two sentences naming what the oracle saw and why it plays ``actions``.
+
+    Written from the environment's state before the move (public state and the observation's
+    facts only), e.g. Bandit: both arm names and which one the oracle pulls; FrozenLake: the
+    position, the goal and the planned moves; Sokoban: the player, boxes and targets and the plan;
+    Countdown: the numbers, the target and the expression. Other environments get the plan.
+
+    Args:
+        env: the unwrapped environment, after ``reset`` (and any earlier steps).
+        actions: what the oracle plays this turn (``env.oracle_actions()``).
+
+    Returns:
+        the reasoning text (no tags).
+    """
+    from agentgym.envs.bandit import BanditEnv
+    from agentgym.envs.countdown import CountdownEnv
+    from agentgym.envs.frozen_lake import FrozenLakeEnv
+    from agentgym.envs.sokoban import SokobanEnv
+
+    plan = _join(actions)
+    if isinstance(env, BanditEnv):
+        arms = env.valid_actions()
+        other = [a for a in arms if a not in actions]
+        return (
+            f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the arm with the higher "
+            f"expected reward, {other[0] if other else plan} like the safe small one, "
+            f"so I pull {plan}."
+        )
+    if isinstance(env, FrozenLakeEnv):
+        row, col = env.position
+        goal = next(
+            (r, c) for r, line in enumerate(env.desc) for c, tile in enumerate(line) if tile == "G"
+        )
+        return (
+            f"I am at row {row}, column {col}; the goal is at row {goal[0]}, column {goal[1]}. "
+            f"Avoiding the holes, I move {plan}."
+        )
+    if isinstance(env, SokobanEnv):
+        player = tuple(int(v) for v in env._player)
+        boxes = [tuple(int(v) for v in rc) for rc in np.argwhere(env._boxes)]
+        targets = [tuple(int(v) for v in rc) for rc in np.argwhere(env._targets)]
+        return (
+            f"I am at {player}; boxes at {boxes}, targets at {targets}. The shortest plan that "
+            f"pushes every box onto a target starts {plan}."
+        )
+    if isinstance(env, CountdownEnv):
+        numbers, target = list(env.problem.numbers), env.problem.target
+        return f"The numbers are {numbers} and the target is {target}. {plan} = {target}."
+    return f"The plan for this turn: {plan}."
+
+
+def oracle_episodes(
+    env_id: str,
+    seeds: Iterable[int],
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    only_success: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Play the oracle on each seed and yield one chat record per episode (module docstring).
+
+    Args:
+        env_id: a registered agentgym id whose envs have an oracle.
+        seeds: reset seeds, one episode each.
+        env_kwargs: constructor overrides (``action_format`` is forced to ``think_answer``).
+        only_success: skip episodes the oracle did not win (e.g. slippery ice).
+
+    Yields:
+        dicts with ``env_id``, ``env_kwargs``, ``seed``, ``return``, ``success``, ``messages``.
+
+    Raises:
+        ValueError: the environment has no oracle, or ``action_format`` is given and is not
+            ``think_answer``.
+    """
+    kwargs = dict(env_kwargs or {})
+    if kwargs.get("action_format", "think_answer") != "think_answer":
+        raise ValueError(
+            "SFT data needs reasoning: leave action_format unset or set it to think_answer, "
+            f"got {kwargs['action_format']!r}"
+        )
+    kwargs["action_format"] = "think_answer"
+    env = gymnasium.make(env_id, **kwargs)
+    base = env.unwrapped
+    if not callable(getattr(base, "oracle_actions", None)):
+        env.close()
+        raise ValueError(f"{env_id} has no oracle (oracle_actions); it cannot give SFT data")
+    try:
+        for seed in seeds:
+            observation, info = env.reset(seed=int(seed))
+            chat = ChatEpisode.from_reset(observation, info)
+            total, success = 0.0, False
+            while not chat.done:
+                actions = list(base.oracle_actions())
+                if not actions:
+                    break  # no move helps (e.g. a stuck box): the episode is not a demonstration
+                reply = format_answer(
+                    actions, "think_answer", think=oracle_reasoning(base, actions)
+                )
+                observation, reward, terminated, truncated, info = env.step(reply)
+                chat.record(reply, observation, reward, terminated, truncated, info)
+                total += float(reward)
+                success = bool(info.get("success", False))
+            if not chat.done or (only_success and not success):
+                continue
+            yield {
+                "env_id": env_id,
+                "env_kwargs": dict(env_kwargs or {}),
+                "seed": int(seed),
+                "return": total,
+                "success": success,
+                "messages": chat.messages(),
+            }
+    finally:
+        env.close()
+
+
+def export_sft(
+    env_ids: list[str],
+    seeds: Iterable[int],
+    out: str | Path,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    only_success: bool = True,
+) -> dict[str, int]:
+    """Write the oracle episodes of every id and seed to the JSONL file ``out``.
+
+    Returns:
+        ``{env_id: episodes written}``.
+
+    Raises:
+        ValueError: see :func:`oracle_episodes`; FileExistsError: ``out`` exists.
+    """
+    path = Path(out)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; remove it or choose another --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    seeds = list(seeds)
+    counts: dict[str, int] = {}
+    tmp = path.with_name(path.name + ".partial")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for env_id in env_ids:
+            counts[env_id] = 0
+            for record in oracle_episodes(env_id, seeds, env_kwargs, only_success=only_success):
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                counts[env_id] += 1
+    tmp.replace(path)
+    return counts

@@ -1,0 +1,238 @@
+"""Supervised warm start: export-sft data, the assistant-only loss mask, and a tiny-model run.
+
+The tiny run shows the point of the warm start (issue 13): under a random-init model the oracle's
+reasonings carry no information about their prompt (MI ~ 0), under the fine-tuned one nearly the
+ceiling H(prompt), and the RL trainer starts from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentgym.chat import render_generation_prompt
+from agentgym.cli import main as agentgym_main
+from agentgym.sft import oracle_episodes, oracle_reasoning
+from baselines.config import load_config
+from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
+from baselines.policy import build_tiny_policy, load_policy
+from baselines.sft import (
+    IGNORE,
+    build_examples,
+    collate,
+    load_sft_config,
+    read_chats,
+    target_loss,
+    train_sft,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------- export
+
+
+def test_bandit_reasoning_names_both_arms_and_the_choice():
+    (record,) = oracle_episodes("agentgym/Bandit-v0", [0])
+    roles = [m["role"] for m in record["messages"]]
+    assert roles == ["system", "user", "assistant"]
+    user, reply = record["messages"][1]["content"], record["messages"][2]["content"]
+    # Seed 0 shows "Arm 1: Nurse", "Arm 2: Stuntman"; the oracle pulls the risky Stuntman.
+    assert "Arm 1: Nurse" in user and "Arm 2: Stuntman" in user
+    assert reply == (
+        "<think>The arms are Nurse and Stuntman. Stuntman sounds like the arm with the higher "
+        "expected reward, Nurse like the safe small one, so I pull Stuntman.</think>"
+        "<answer>Stuntman</answer>"
+    )
+    assert record["success"] and record["return"] == 1.0
+
+
+def test_frozen_lake_reasoning_names_position_goal_and_plan():
+    (record,) = oracle_episodes("agentgym/FrozenLake-v0", [0])
+    first = record["messages"][2]["content"]
+    # The first observation says "Player position: row 0, column 1"; the goal G is row 3, col 1.
+    assert first.startswith("<think>I am at row 0, column 1; the goal is at row 3, column 1.")
+    assert first.endswith("</think><answer>Right || Down || Right</answer>")
+    assert record["success"]
+
+
+def test_other_envs_get_the_plan():
+    import gymnasium
+
+    env = gymnasium.make("agentgym/Countdown-v0")
+    env.reset(seed=0)
+    text = oracle_reasoning(env.unwrapped, env.unwrapped.oracle_actions())
+    assert text == "The numbers are [86, 64, 52, 27] and the target is 3. 52 - (86 + 27 - 64) = 3."
+    env.close()
+
+
+def test_export_sft_cli(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    args = ["export-sft", "--env", "Bandit-v0", "--env", "Countdown-v0", "--episodes", "3"]
+    assert agentgym_main([*args, "--out", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["env_id"], r["seed"]) for r in records] == [
+        ("agentgym/Bandit-v0", 0),
+        ("agentgym/Bandit-v0", 1),
+        ("agentgym/Bandit-v0", 2),
+        ("agentgym/Countdown-v0", 0),
+        ("agentgym/Countdown-v0", 1),
+        ("agentgym/Countdown-v0", 2),
+    ]
+    assert agentgym_main([*args, "--out", str(out)]) == 2  # never overwrites
+    assert "exists" in capsys.readouterr().err
+    bad = ["export-sft", "--env", "Bandit-v0", "--episodes", "1", "--kw", "action_format='raw'"]
+    assert agentgym_main([*bad, "--out", str(tmp_path / "e.jsonl")]) == 2
+
+
+# ---------------------------------------------------------------- examples and loss mask
+
+
+@pytest.fixture(scope="module")
+def frozen_chat():
+    (record,) = oracle_episodes("agentgym/FrozenLake-v0", [0])
+    return record["messages"]
+
+
+@pytest.fixture(scope="module")
+def tiny(frozen_chat):
+    texts = [m["content"] for m in frozen_chat] + ["Reward Turn State You have actions left"]
+    return build_tiny_policy(texts)
+
+
+def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
+    _, tokenizer = tiny
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    examples = build_examples(tokenizer, frozen_chat, eot)
+    assistant = [i for i, m in enumerate(frozen_chat) if m["role"] == "assistant"]
+    assert len(examples) == len(assistant) >= 2
+    for example, index in zip(examples, assistant, strict=True):
+        prompt = render_generation_prompt(tokenizer, frozen_chat[:index])
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        # The prompt is exactly the RL generation prompt (ending with "<think>"), all masked.
+        assert prompt.endswith("<|im_start|>assistant\n<think>")
+        assert example.input_ids[: len(prompt_ids)] == prompt_ids
+        assert example.labels[: len(prompt_ids)] == [IGNORE] * len(prompt_ids)
+        # Every token after it is a target: the reply without its "<think>", then end of turn.
+        target = example.labels[len(prompt_ids) :]
+        assert IGNORE not in target and target == example.input_ids[len(prompt_ids) :]
+        reply = frozen_chat[index]["content"][len("<think>") :]
+        assert target == tokenizer(reply, add_special_tokens=False)["input_ids"] + [eot]
+        # No system or user word is ever a target.
+        assert "Turn" not in tokenizer.decode(target) and "State" not in tokenizer.decode(target)
+
+
+def test_reply_without_think_is_refused(tiny):
+    _, tokenizer = tiny
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "<answer>Up"}]
+    with pytest.raises(ValueError, match="does not start with '<think>'"):
+        build_examples(tokenizer, chat, 2)
+    (plain,) = build_examples(tokenizer, chat, 2, think_prefix=False)
+    assert plain.labels[-1] == 2
+
+
+def test_collate_and_target_loss_hand_values():
+    a, b = [5, 6, 7], [8, 9]
+    from baselines.sft import SFTExample
+
+    batch = collate([SFTExample(a, [IGNORE, 6, 7]), SFTExample(b, [IGNORE, 9])], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 9, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [[IGNORE, 6, 7], [IGNORE, 9, IGNORE]]
+    # Uniform logits over V = 10: each of the 3 target tokens costs log 10.
+    loss, count = target_loss(torch.zeros(2, 3, 10), batch["labels"])
+    assert count == 3 and float(loss) == pytest.approx(math.log(10))
+
+
+def test_sft_config_errors_name_the_key(tmp_path):
+    with pytest.raises(ValueError, match="sft.data"):
+        load_sft_config(None, [])
+    with pytest.raises(ValueError, match="sft.epochs"):
+        load_sft_config(None, ["sft.data=x.jsonl", "sft.epochs=0"])
+    with pytest.raises(ValueError, match="unknown key"):
+        load_sft_config(None, ["sft.data=x.jsonl", "sft.epoch=1"])
+    config = load_sft_config(REPO / "baselines" / "configs" / "sft_bandit.yaml", [])
+    assert config.model.path == "embedded" and config.sft.think_prefix
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"no": "messages"}\n')
+    with pytest.raises(ValueError, match="not an export-sft record"):
+        read_chats(str(bad))
+
+
+# ---------------------------------------------------------------- the tiny warm start
+
+
+def _oracle_mi(model, tokenizer, records) -> dict[str, float]:
+    """MI of the oracle's reasonings under ``model``, as the trainer's diagnostics score them."""
+    prompts = [render_generation_prompt(tokenizer, r["messages"][:2]) for r in records]
+    replies = [r["messages"][2]["content"] for r in records]
+    distinct, zs, index, _ = mi_pairs(prompts, replies)
+    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in distinct]
+    z_ids = [tokenizer(z, add_special_tokens=False)["input_ids"] for z in zs]
+    loglik = score_matrix(model, prompt_ids, z_ids)
+    return mi_metrics(loglik, index, lengths=torch.tensor([len(z) for z in z_ids]))
+
+
+def test_tiny_warm_start_reaches_the_mi_ceiling_and_rl_loads_it(tmp_path):
+    data = tmp_path / "bandit.jsonl"
+    assert (
+        agentgym_main(["export-sft", "--env", "Bandit-v0", "--episodes", "32", "--out", str(data)])
+        == 0
+    )
+    config = load_sft_config(
+        None,
+        [
+            "model.path=tiny",
+            f"sft.data={data}",
+            f"sft.out_dir={tmp_path / 'sft'}",
+            "sft.lr=0.01",
+            "sft.epochs=60",
+            "sft.batch_size=16",
+            "sft.threads=1",
+        ],
+    )
+    final = train_sft(config, progress=False)
+    losses = [json.loads(x)["sft/loss"] for x in (tmp_path / "sft" / "metrics.jsonl").open()]
+    assert len(losses) == 120 and final["sft/examples"] == 32
+    # Observed: 4.7 at the first step, 0.007 at the last (lr 0.01, 120 steps of 16).
+    assert losses[-1] < 0.1 < 4.0 < losses[0]
+
+    records = [json.loads(x) for x in data.open()]
+    tuned, tokenizer = load_policy(str(tmp_path / "sft" / "checkpoint"), device="cpu")
+    after = _oracle_mi(tuned, tokenizer, records)
+    before = _oracle_mi(build_tiny_policy(_texts(records))[0], tokenizer, records)
+    # Random init: no dependence (observed -0.001 nats); tuned: observed 100 % of H(prompt).
+    assert abs(before["mi_estimate"]) < 0.05 * before["mi_upper_bound"]
+    assert after["mi_estimate"] > 0.9 * after["mi_upper_bound"]
+    assert after["retrieval_accuracy"] == 1.0
+
+    # The RL trainer starts from the checkpoint (one tiny step).
+    from baselines.trainer import Trainer
+
+    rl = load_config(
+        None,
+        [
+            f"model.path={tmp_path / 'sft' / 'checkpoint'}",
+            "rollout.env_id=agentgym/Bandit-v0",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.max_new_tokens=48",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+            "train.steps=1",
+            "train.threads=1",
+            f"train.out_dir={tmp_path / 'rl'}",
+        ],
+    )
+    (metrics,) = Trainer(rl, progress=False).run()
+    assert metrics["rollout/valid_action_rate"] > 0  # the tuned model answers in format
+
+
+def _texts(records):
+    from baselines.sft import _vocabulary
+
+    return _vocabulary([r["messages"] for r in records])
