@@ -131,7 +131,7 @@ def render_generation_prompt(
     """The text a policy continues: the chat template with the assistant header, plus ``<think>``.
 
     This is the prompt of every generation in RL rollouts (RAGEN appends ``<think>`` the same way,
-    ``ragen/llm_agent/ctx_manager.py:653-655``) and of every SFT example
+    ``ragen/llm_agent/ctx_manager.py:653-657,719-723``) and of every SFT example
     (:mod:`baselines.sft`), so a warm-started model is tuned on exactly the prompts RL shows it.
 
     Args:

@@ -69,7 +69,7 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 def reasoning_text(response: str, special_tokens: Sequence[str] = ()) -> str:
     """The reasoning z of a reply, as RAGEN takes it: the stripped text inside ``<think>...</think>``.
 
-    RAGEN (``ragen/llm_agent/ctx_manager.py:660-669,722-733``) matches
+    RAGEN (``ragen/llm_agent/ctx_manager.py:660-669,726-738``) matches
     ``<think>(.*?)</think>`` (the first closed pair), removes the tokenizer's special tokens from
     it and strips white space; a reply without a closed pair gives ``""``. Neither tag is part of
     z, and no ``</think>`` that the policy never sampled is added.

@@ -63,7 +63,7 @@ class FilterConfig:
     """Settings of SNR-Aware Filtering. Checked on construction (:meth:`validate`).
 
     The defaults are RAGEN-2's main-table filter (``scripts/runs/run_main_table_diff_algo.sh``
-    lines 253-274: ``top_p`` 0.9, ``softmax`` mass, ``largest``, ``reward_variance``,
+    lines 255-274: ``top_p`` 0.9, ``softmax`` mass, ``largest``, ``reward_variance``,
     ``include_zero=True``). Its no-filter baseline is ``strategy="top_p", p=1.0`` (or ``"none"``).
 
     Attributes:
