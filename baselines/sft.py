@@ -1,6 +1,6 @@
 """Supervised warm start: fine-tune the policy on oracle chats before RL.
 
-``python -m baselines.sft --config baselines/configs/sft_bandit.yaml [section.key=value ...]``
+``python -m baselines.sft --config baselines/configs/sft/bandit.yaml [section.key=value ...]``
 
 Data: the JSONL written by ``agentgym export-sft`` (:mod:`agentgym.sft`): oracle episodes as chat
 messages whose assistant turns are ``<think>reasoning naming what the oracle saw</think>

@@ -155,7 +155,7 @@ def test_sft_config_errors_name_the_key(tmp_path):
         load_sft_config(None, ["sft.data=x.jsonl", "sft.epochs=0"])
     with pytest.raises(ValueError, match="unknown key"):
         load_sft_config(None, ["sft.data=x.jsonl", "sft.epoch=1"])
-    config = load_sft_config(REPO / "baselines" / "configs" / "sft_bandit.yaml", [])
+    config = load_sft_config(REPO / "baselines" / "configs" / "sft" / "bandit.yaml", [])
     assert config.model.path == "embedded" and config.sft.think_prefix
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"no": "messages"}\n')
