@@ -1,0 +1,1 @@
+"""Studies that reproduce published claims with the baselines (one module per study)."""

@@ -1,0 +1,504 @@
+"""RAGEN-2's three claims at small scale: ``python -m baselines.studies.ragen2 [--quick]``.
+
+The study (configs in ``baselines/studies/ragen2.yaml``, seeds explicit) runs, in one results
+folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
+
+1. one supervised warm start per environment (``agentgym export-sft`` data, then
+   :func:`baselines.sft.train_sft`), so that every RL run starts input-dependent;
+2. every RL run of every claim in its own process (``python -m baselines.train``), skipped when
+   its ``done.json`` exists (the study resumes where it stopped);
+3. the statistics of each claim, written to ``results.json`` and ``--doc`` (default
+   ``docs/reproduction.md``) with PNG plots beside it.
+
+Claims and their tests (issue 13):
+
+(a) ``collapse``: the ``regularised`` arm reproduces template collapse when, for every seed, MI falls
+    below 0.1 of its ceiling with retrieval at chance (retrieval - chance < 0.05) for >= 3
+    evaluations while entropy does not fall (last >= 0.9 x first) and the flag fires; and the
+    ``control`` keeps MI >= 0.5 of its ceiling at the end and never fires.
+(b) ``filtering``: paired per-seed differences of final validation success, each arm minus the
+    ``baseline`` arm, mean with a 95 % t interval; reproduced when some filtered arm's interval
+    lies above 0 on every environment.
+(c) ``correlation``: Spearman correlation of final MI (summed), per-token MI, RAGEN's MI-ZScore and
+    the entropy with final validation success over every run of the study, 95 % bootstrap
+    intervals (2000 seeded resamples of runs) and the paired difference rho(MI) - rho(entropy);
+    reproduced when that difference's interval lies above 0.
+
+A claim that does not reproduce is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+__all__ = ["load_study", "run_study", "spearman", "paired_t", "main"]
+
+SPEC = Path(__file__).with_name("ragen2.yaml")
+# Two-sided 95 % Student t quantiles, df = 1..30 (beyond: 1.96).
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
+
+
+def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
+    """The study spec; with ``quick`` its ``quick`` section replaces the keys it names.
+
+    Raises:
+        ValueError: a claim is missing or has no seeds.
+    """
+    spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    quick_part = spec.pop("quick", {}) or {}
+    if quick:
+        spec.update(quick_part)
+    for claim in ("collapse", "filtering", "correlation"):
+        body = spec.get("claims", {}).get(claim)
+        if body is None or not body.get("seeds"):
+            raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
+    return spec
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman's rho: the Pearson correlation of average ranks (ties share their mean rank).
+
+    Returns NaN when either side is constant or fewer than 3 pairs are given.
+
+    Example:
+        >>> spearman([1, 2, 3, 4], [10, 20, 40, 30])
+        0.8
+    """
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(a) < 3 or len(a) != len(b):
+        return math.nan
+
+    def ranks(v: np.ndarray) -> np.ndarray:
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(1, len(v) + 1)
+        for value in np.unique(v):
+            tie = v == value
+            r[tie] = r[tie].mean()
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def paired_t(diffs: list[float]) -> dict[str, float]:
+    """Mean of paired differences with a 95 % Student t interval (n - 1 degrees of freedom).
+
+    Example:
+        >>> paired_t([0.1, 0.3])["mean"], round(paired_t([0.1, 0.3])["low"], 4)
+        (0.2, -1.0706)
+    """
+    d = np.asarray(diffs, dtype=float)
+    n = len(d)
+    mean = float(d.mean()) if n else math.nan
+    if n < 2:
+        return {"n": n, "mean": mean, "low": math.nan, "high": math.nan}
+    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * float(d.std(ddof=1)) / math.sqrt(n)
+    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
+
+
+def _bootstrap(x: list[float], y: list[float], z: list[float], seed: int = 0, n: int = 2000):
+    """Percentile 95 % intervals of rho(x, z), rho(y, z) and their difference, resampling runs."""
+    rng = np.random.default_rng(seed)
+    idx = np.arange(len(z))
+    rx, ry, rd = [], [], []
+    for _ in range(n):
+        pick = rng.choice(idx, size=len(idx), replace=True)
+        a = spearman([x[i] for i in pick], [z[i] for i in pick])
+        b = spearman([y[i] for i in pick], [z[i] for i in pick])
+        if math.isfinite(a) and math.isfinite(b):
+            rx.append(a)
+            ry.append(b)
+            rd.append(a - b)
+
+    def interval(v: list[float]) -> list[float]:
+        return (
+            [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))] if v else [math.nan] * 2
+        )
+
+    return interval(rx), interval(ry), interval(rd)
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def _short(env_id: str) -> str:
+    return env_id.split("/")[-1]
+
+
+def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
+    """SFT once per env (resumable): returns the checkpoint folder."""
+    from agentgym.sft import export_sft
+    from baselines.sft import load_sft_config, train_sft
+
+    folder = out / "sft" / _short(env_id)
+    checkpoint = folder / "checkpoint"
+    if (checkpoint / "config.json").is_file():
+        return checkpoint
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "data.jsonl"
+    if not data.exists():
+        export_sft([env_id], range(spec["sft"]["episodes"]), data)
+    s = spec["sft"]
+    config = load_sft_config(
+        None,
+        [
+            f"model.path={spec['model']}",
+            f"sft.data={data}",
+            f"sft.out_dir={folder}",
+            f"sft.lr={s['lr']}",
+            f"sft.epochs={s['epochs']}",
+            f"sft.batch_size={s['batch_size']}",
+            "sft.threads=1",
+        ],
+    )
+    train_sft(config, progress=False)
+    return checkpoint
+
+
+def _runs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    runs = []
+    for claim, body in spec["claims"].items():
+        for env_id in body["envs"]:
+            for arm, overrides in (body.get("arms") or {}).items():
+                for seed in body["seeds"]:
+                    runs.append(
+                        {
+                            "claim": claim,
+                            "env": env_id,
+                            "arm": arm,
+                            "seed": int(seed),
+                            "overrides": list(overrides),
+                        }  # fmt: skip
+                    )
+    return runs
+
+
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _last(rows: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return float(values[-1]) if values else math.nan
+
+
+def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder: Path) -> None:
+    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
+    done = folder / "done.json"
+    if done.is_file():
+        return
+    seed = run["seed"]
+    overrides = [
+        f"model.path={checkpoint}",
+        f"rollout.env_id={run['env']}",
+        *spec["common"],
+        *run["overrides"],
+        f"train.seed={seed}",
+        f"rollout.train_seed={100_000 * (seed + 1)}",
+        "rollout.val_seed=10000000",
+        f"train.out_dir={folder / 'train'}",
+    ]
+    resume = ["--resume"] if (folder / "train" / "checkpoint").is_dir() else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "log.txt").open("w") as log:
+        code = subprocess.call(
+            [sys.executable, "-m", "baselines.train", "--no-progress", *resume, *overrides],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    if code != 0:
+        raise RuntimeError(f"run {folder} failed (exit {code}); see {folder / 'log.txt'}")
+    rows = _read_metrics(folder / "train" / "metrics.jsonl")
+    done.write_text(json.dumps({**run, "final_val_success": _last(rows, "val/success_rate")}))
+
+
+def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
+    rows = _read_metrics(folder / "train" / "metrics.jsonl")
+    diag = [r for r in rows if r.get("collapse/mi_estimate") is not None]
+    near = [
+        r
+        for r in diag
+        if r["collapse/mi_estimate"] < 0.1 * r["collapse/mi_upper_bound"]
+        and r["collapse/retrieval_above_chance"] < 0.05
+    ]
+    entropies = [r["collapse/entropy"] for r in diag if r.get("collapse/entropy") is not None]
+    return {
+        **run,
+        "metrics_path": str(folder / "train" / "metrics.jsonl"),
+        "final_val_success": _last(rows, "val/success_rate"),
+        "final_mi": _last(diag, "collapse/mi_estimate"),
+        "final_mi_per_token": _last(diag, "collapse/mi_estimate_per_token"),
+        "final_ragen_mi_zscore": _last(diag, "collapse/ragen_mi_zscore"),
+        "final_entropy": _last(diag, "collapse/entropy"),
+        "mi_ceiling": _last(diag, "collapse/mi_upper_bound"),
+        "near_chance_evaluations": len(near),
+        "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
+        "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
+    }
+
+
+# ------------------------------------------------------------------------------ statistics
+
+
+def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    treated = [r for r in runs if r["arm"] == "regularised"]
+    control = [r for r in runs if r["arm"] == "control"]
+    treated_ok = bool(treated) and all(
+        r["near_chance_evaluations"] >= 3 and r["entropy_held"] and r["flag_fired"] for r in treated
+    )
+    control_ok = bool(control) and all(
+        not r["flag_fired"] and r["final_mi"] >= 0.5 * r["mi_ceiling"] for r in control
+    )
+    return {
+        "per_run": [
+            {
+                k: r[k]
+                for k in (
+                    "env",
+                    "arm",
+                    "seed",
+                    "near_chance_evaluations",
+                    "entropy_held",
+                    "flag_fired",
+                    "final_mi",
+                    "mi_ceiling",
+                )
+            }  # fmt: skip
+            for r in runs
+        ],
+        "regularised_collapses": treated_ok,
+        "control_holds": control_ok,
+        "reproduced": treated_ok and control_ok,
+    }
+
+
+def _claim_filtering(runs: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"baseline": baseline, "differences": {}}
+    helps_everywhere: dict[str, bool] = {}
+    for env_id in sorted({r["env"] for r in runs}):
+        base = {r["seed"]: r for r in runs if r["env"] == env_id and r["arm"] == baseline}
+        for arm in sorted({r["arm"] for r in runs} - {baseline}):
+            mine = {r["seed"]: r for r in runs if r["env"] == env_id and r["arm"] == arm}
+            seeds = sorted(set(base) & set(mine))
+            diffs = [mine[s]["final_val_success"] - base[s]["final_val_success"] for s in seeds]
+            stats = paired_t(diffs)
+            stats["mi_arm"] = float(np.nanmean([mine[s]["final_mi"] for s in seeds] or [math.nan]))
+            stats["mi_baseline"] = float(
+                np.nanmean([base[s]["final_mi"] for s in seeds] or [math.nan])
+            )
+            out["differences"][f"{_short(env_id)}/{arm}"] = stats
+            helps = math.isfinite(stats["low"]) and stats["low"] > 0
+            helps_everywhere[arm] = helps_everywhere.get(arm, True) and helps
+    out["reproduced"] = any(helps_everywhere.values())
+    return out
+
+
+def _claim_correlation(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    usable = [
+        r
+        for r in runs
+        if all(
+            math.isfinite(r[k])
+            for k in ("final_val_success", "final_mi", "final_mi_per_token", "final_entropy")
+        )
+    ]
+    success = [r["final_val_success"] for r in usable]
+    out: dict[str, Any] = {"runs": len(usable)}
+    for key, name in (
+        ("final_mi", "mi"),
+        ("final_mi_per_token", "mi_per_token"),
+        ("final_ragen_mi_zscore", "ragen_mi_zscore"),
+        ("final_entropy", "entropy"),
+    ):
+        out[f"spearman_{name}"] = spearman([r[key] for r in usable], success)
+    mi_ci, ent_ci, diff_ci = _bootstrap(
+        [r["final_mi"] for r in usable], [r["final_entropy"] for r in usable], success
+    )
+    out.update({"ci_mi": mi_ci, "ci_entropy": ent_ci, "ci_mi_minus_entropy": diff_ci})
+    out["mi_minus_entropy"] = out["spearman_mi"] - out["spearman_entropy"]
+    out["reproduced"] = bool(math.isfinite(diff_ci[0]) and diff_ci[0] > 0)
+    return out
+
+
+# ------------------------------------------------------------------------------ report
+
+
+def _plots(runs: list[dict[str, Any]], folder: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r in runs:
+        rows = [
+            x
+            for x in _read_metrics(Path(r["metrics_path"]))
+            if x.get("collapse/mi_estimate") is not None
+        ]
+        steps = [x["step"] for x in rows]
+        label = f"{r['claim']}/{_short(r['env'])}/{r['arm']}/s{r['seed']}"
+        axes[0].plot(steps, [x.get("collapse/entropy") for x in rows], label=label)
+        axes[1].plot(steps, [x["collapse/mi_estimate"] for x in rows], label=label)
+    axes[0].set(title="entropy over steps", xlabel="step", ylabel="nats")
+    axes[1].set(title="MI (summed) over steps", xlabel="step", ylabel="nats")
+    axes[1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(folder / "entropy_mi.png", dpi=90)
+    names.append("entropy_mi.png")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([r["final_mi"] for r in runs], [r["final_val_success"] for r in runs], label="MI")
+    ax.scatter(
+        [r["final_entropy"] for r in runs], [r["final_val_success"] for r in runs], label="entropy"
+    )
+    ax.set(title="final MI / entropy vs validation success", xlabel="nats", ylabel="success")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(folder / "correlation.png", dpi=90)
+    names.append("correlation.png")
+    plt.close(fig)
+    return names
+
+
+def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
+    rel = os.path.relpath(plot_dir, doc.parent)
+    c = results["claims"]
+    lines = [
+        "# RAGEN-2's claims at small scale",
+        "",
+        f"Command: `{results['command']}`  ",
+        f"Machine: {results['machine']}; wall time {results['wall_s']:.0f} s.",
+        "",
+        "| claim | reproduced |",
+        "| --- | --- |",
+        f"| (a) template collapse under strong regularisation | {c['collapse']['reproduced']} |",
+        f"| (b) SNR filtering helps | {c['filtering']['reproduced']} |",
+        f"| (c) MI predicts success better than entropy | {c['correlation']['reproduced']} |",
+        "",
+        "## (b) paired differences in final validation success (arm minus baseline)",
+        "",
+        "| env/arm | n | mean | 95% low | 95% high | MI arm | MI baseline |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, s in c["filtering"]["differences"].items():
+        lines.append(
+            f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
+            f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} |"
+        )
+    cc = c["correlation"]
+    lines += [
+        "",
+        f"## (c) Spearman with final validation success over {cc['runs']} runs",
+        "",
+        f"MI {cc['spearman_mi']:.3f} {cc['ci_mi']}, per-token MI {cc['spearman_mi_per_token']:.3f},"
+        f" RAGEN MI-ZScore {cc['spearman_ragen_mi_zscore']:.3f}, entropy "
+        f"{cc['spearman_entropy']:.3f} {cc['ci_entropy']}; MI minus entropy "
+        f"{cc['mi_minus_entropy']:.3f} {cc['ci_mi_minus_entropy']}.",
+        "",
+        "## (a) per run",
+        "",
+        "| env | arm | seed | near-chance evaluations | entropy held | flag | final MI | ceiling |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in c["collapse"]["per_run"]:
+        lines.append(
+            f"| {_short(r['env'])} | {r['arm']} | {r['seed']} | {r['near_chance_evaluations']} | "
+            f"{r['entropy_held']} | {r['flag_fired']} | {r['final_mi']:.3f} | "
+            f"{r['mi_ceiling']:.3f} |"
+        )
+    lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text("\n".join(lines), encoding="utf-8")
+
+
+def run_study(spec: dict[str, Any], out: Path, doc: Path, command: str) -> dict[str, Any]:
+    """Warm starts, every run (resumable), statistics; writes results.json and ``doc``."""
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    runs = _runs(spec)
+    checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
+    summaries = []
+    for run in runs:
+        folder = (
+            out / "runs" / run["claim"] / _short(run["env"]) / run["arm"] / f"seed{run['seed']}"
+        )
+        _execute(run, checkpoints[run["env"]], spec, folder)
+        summaries.append(_summary(run, folder))
+    by_claim = {name: [s for s in summaries if s["claim"] == name] for name in spec["claims"]}
+    results = {
+        "command": command,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "wall_s": time.perf_counter() - t0,
+        "runs": [
+            {
+                k: s[k]
+                for k in (
+                    "claim",
+                    "env",
+                    "arm",
+                    "seed",
+                    "overrides",
+                    "metrics_path",
+                    "final_val_success",
+                )
+            }  # fmt: skip
+            for s in summaries
+        ],
+        "claims": {
+            "collapse": _claim_collapse(by_claim["collapse"]),
+            "filtering": _claim_filtering(
+                by_claim["filtering"], spec["claims"]["filtering"].get("baseline", "none")
+            ),
+            "correlation": _claim_correlation(summaries),
+        },
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    plot_dir = doc.parent / (doc.stem)
+    plots = _plots(summaries, plot_dir)
+    _write_doc(doc, results, plots, plot_dir)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m baselines.studies.ragen2", description=__doc__)
+    parser.add_argument("--spec", default=str(SPEC), help="study YAML")
+    parser.add_argument("--quick", action="store_true", help="the reduced study (tests)")
+    parser.add_argument("--out", default=None, help="results folder")
+    parser.add_argument("--doc", default="docs/reproduction.md", help="report to write")
+    args = parser.parse_args(argv)
+    spec = load_study(args.spec, quick=args.quick)
+    out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
+    command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
+    results = run_study(spec, out, Path(args.doc), command.strip())
+    for name, claim in results["claims"].items():
+        print(f"{name}: reproduced={claim['reproduced']}")
+    print(f"wrote {out / 'results.json'} and {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

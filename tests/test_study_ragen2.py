@@ -1,0 +1,64 @@
+"""The RAGEN-2 study runner: its statistics on hand values, and ``--quick`` end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from baselines.studies.ragen2 import load_study, main, paired_t, spearman
+
+
+def test_spearman_hand_values():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
+    # ranks (1, 2, 3, 4) vs (1, 2, 4, 3): 1 - 6 * 2 / (4 * 15) = 0.8
+    assert spearman([1, 2, 3, 4], [10, 20, 40, 30]) == pytest.approx(0.8)
+    # ties share their mean rank: (1.5, 1.5, 3) vs (1, 2, 3): Pearson of ranks = 0.8660254
+    assert spearman([5, 5, 7], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3])) and math.isnan(spearman([1, 2], [1, 2]))
+
+
+def test_paired_t_hand_values():
+    # diffs 0.1, 0.3: mean 0.2, sd 0.141421, t(1) = 12.706: half-width 12.706 * 0.1 = 1.2706
+    s = paired_t([0.1, 0.3])
+    assert s["mean"] == pytest.approx(0.2) and s["low"] == pytest.approx(0.2 - 1.2706)
+    # diffs 0, .1, .2, .1, .1: mean 0.1, SS 0.02, sd sqrt(0.02 / 4) = 0.0707107;
+    # t(4) = 2.776: half-width 2.776 * 0.0707107 / sqrt(5) = 0.0877848
+    s = paired_t([0.0, 0.1, 0.2, 0.1, 0.1])
+    assert s["high"] == pytest.approx(0.1877848, abs=1e-6)
+    assert math.isnan(paired_t([0.5])["low"])
+
+
+def test_spec_quick_replaces_sections():
+    full, quick = load_study(), load_study(quick=True)
+    assert len(full["claims"]["filtering"]["seeds"]) == 5
+    assert quick["claims"]["filtering"]["seeds"] == [0, 1]
+    assert set(full["claims"]["filtering"]["arms"]) == {"none", "linear", "softmax"}
+
+
+def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
+    out, doc = tmp_path / "study", tmp_path / "docs" / "reproduction.md"
+    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    runs = results["runs"]
+    # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds on Bandit.
+    assert len(runs) == 6
+    for run in runs:
+        assert 0.0 <= run["final_val_success"] <= 1.0
+        assert (out / "runs" / run["claim"] / "Bandit-v0" / run["arm"] / f"seed{run['seed']}"
+                / "done.json").is_file()  # fmt: skip
+    claims = results["claims"]
+    assert set(claims) == {"collapse", "filtering", "correlation"}
+    assert all(isinstance(c["reproduced"], bool) for c in claims.values())
+    assert claims["filtering"]["differences"]["Bandit-v0/softmax"]["n"] == 2
+    text = doc.read_text()
+    assert "| (b) SNR filtering helps |" in text and "Command: `python -m baselines.studies" in text
+    assert (doc.parent / "reproduction" / "entropy_mi.png").is_file()
+    assert (doc.parent / "reproduction" / "correlation.png").is_file()
+    # Resume: every run is done, so the second call only recomputes the statistics.
+    before = {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")}
+    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
+    assert "reproduced=" in capsys.readouterr().out
