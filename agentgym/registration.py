@@ -389,7 +389,11 @@ def check_env_kwargs(
                 unknown=True,
             )
         if key in params:
-            params[key].check(key, value)
+            try:
+                params[key].check(key, value)
+            except EnvKwargsError as err:
+                err.key = key
+                raise
         elif source == "bundle":
             raise EnvKwargsError(
                 f"{key} is an execution setting of {env_id}, not part of its task: a result "
