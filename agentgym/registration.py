@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
@@ -104,14 +105,15 @@ class TaskParam:
         kind, low, high = self.kind, self.low, self.high
         if kind in ("int", "float"):
             ok_types = (int,) if kind == "int" else (int, float)
+            what = "an int" if kind == "int" else "a number"
             if isinstance(value, bool) or not isinstance(value, ok_types):
-                raise EnvKwargsError(f"{name} must be an {kind}, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what}, got {value!r}")
             if kind == "float" and not math.isfinite(value):
                 raise EnvKwargsError(f"{name} must be a finite number, got {value!r}")
             if low is not None and value < low:
-                raise EnvKwargsError(f"{name} must be an {kind} >= {_num(low)}, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what} >= {_num(low)}, got {value!r}")
             if high is not None and value > high:
-                raise EnvKwargsError(f"{name} must be an {kind} <= {_num(high)}, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what} <= {_num(high)}, got {value!r}")
         elif kind == "bool":
             if not isinstance(value, bool):
                 raise EnvKwargsError(f"{name} must be true or false, got {value!r}")
@@ -318,16 +320,17 @@ def _env_class(entry_point: str) -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def _class_defaults(entry_point: str) -> dict[str, Any]:
+@functools.cache
+def _class_defaults(entry_point: str) -> Mapping[str, Any]:
     """Every keyword the env class (and its bases) takes, with its default (``inspect._empty``
-    where there is none)."""
+    where there is none); read-only, computed once per class."""
     out: dict[str, Any] = {}
     for klass in reversed(_env_class(entry_point).__mro__):
         if "__init__" in vars(klass) and klass is not object:
             for name, param in inspect.signature(klass.__init__).parameters.items():
                 if name != "self" and param.kind is param.KEYWORD_ONLY:
                     out[name] = param.default
-    return out
+    return MappingProxyType(out)
 
 
 def _entry(env_id: str) -> EnvEntry:

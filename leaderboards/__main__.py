@@ -258,9 +258,11 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
 
 
 def _jsonschema_missing() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("jsonschema") is None
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        return True
+    return False
 
 
 def _usage(command: str, message: str) -> int:

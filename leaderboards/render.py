@@ -169,12 +169,12 @@ def markdown_tables(boards: Boards) -> str:
 
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; font-size: 15px; }
+body { font-family: system-ui, sans-serif; margin: 1em 1.5em; color: #222; font-size: 14px; }
 table { border-collapse: collapse; margin-bottom: 0.6em; }
-th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: left; }
+th, td { padding: 0.25em 0.5em; border-bottom: 1px solid #ddd; text-align: left; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.nowrap, th { white-space: nowrap; }
-td.name { max-width: 16em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.num, td.nowrap, th { white-space: nowrap; }
+td.name { max-width: 13em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 tr.unranked td { color: #888; }
 p.note { color: #555; font-size: 0.9em; margin: 0 0 2em 0; }
 th { cursor: pointer; user-select: none; background: #f4f4f4; }

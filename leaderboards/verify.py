@@ -673,6 +673,7 @@ def _child_main(fn: Callable[[], Any], conn: Any) -> None:
         result = ("stopped", "")
     except Exception as err:  # reported by type only: its text may quote a named file
         result = ("error", type(err).__name__)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # done: a late stop just ends the process
     conn.send(result)
     conn.close()
 
@@ -716,6 +717,8 @@ def run_within_budget(fn: Callable[[], Any], budget: ReplayBudget) -> Any:
                 over = f"memory: {budget.max_memory_mb} MiB resident"
                 break
     finally:
+        if result is not None:
+            child.join(timeout=5)  # it has sent its result and is exiting
         if child.is_alive():
             _stop_group(child)
         child.join(timeout=5)

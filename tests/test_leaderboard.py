@@ -474,17 +474,11 @@ def test_markdown_cells_make_markup_inert() -> None:
     )
 
 
-def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
+def _chromium(tmp_path: Path, width: int = 1280, height: int = 900) -> Any:
+    """Headless Chromium (Debian's, with its ChromeDriver) in a ``width`` x ``height`` window."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
 
-    page = tmp_path / "leaderboard.html"
-    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
-    text = page.read_text()
-    assert "<script src" not in text and "http" not in text.split("<body>")[1]  # no CDN
-    boards = Store(three_entries).entries()
-    bandit = boards[("agentgym/Bandit-v0", "{}")]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
@@ -498,10 +492,84 @@ def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Pat
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        f"--window-size={width},{height}",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+# Lines of text in each cell of the first table, counted from the text's client rectangles
+# (a wrapped text gives one rectangle per line).
+_LINES_PER_CELL = """
+return Array.from(document.querySelectorAll("table.board")[0].rows).map(function (row) {
+  return Array.from(row.cells).map(function (cell) {
+    var range = document.createRange();
+    range.selectNodeContents(cell);
+    var tops = {};
+    Array.from(range.getClientRects()).forEach(function (r) { tops[Math.round(r.top)] = 1; });
+    return Object.keys(tops).length;
+  });
+});
+"""
+
+
+def test_html_page_is_readable_at_a_normal_width(
+    three_entries: Path,
+    bundles: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16: at 1280 pixels no interval, seed range or date wraps and the page needs no
+    horizontal scrolling, even with a long name; the seeds and the agentgym version are shown.
+    The screenshot is kept in the test's folder (leaderboard-1280.png) for a person to look at."""
+    import agentgym
+
+    long_name = "a submission with a rather long name, " * 3
+    third = tmp_path / "long.json"
+    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=9, out=third, progress=False)
+    assert submit(third, three_entries, long_name, capsys)[0] == 0
+    page = tmp_path / "leaderboard.html"
+    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(page.as_uri())
+        lines = driver.execute_script(_LINES_PER_CELL)
+        assert lines and all(n == 1 for row in lines for n in row), lines
+        width = driver.execute_script("return document.documentElement.scrollWidth")
+        inner = driver.execute_script("return window.innerWidth")
+        assert width <= inner, (width, inner)
+        headers = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.board')[0].tHead.rows[0]"
+            ".cells).map(function (c) { return c.textContent; })"
+        )
+        assert headers[-3:] == ["seeds", "agentgym", "submitted"]
+        first = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.board')[0].tBodies[0].rows[0]"
+            ".cells).map(function (c) { return c.textContent; })"
+        )
+        assert first[-3] == "0-7" and first[-2] == agentgym.__version__
+        # The long name is cut with an ellipsis; the whole of it is in the tooltip.
+        cell = driver.execute_script(
+            "var t = document.querySelector('td[title^=\"a submission\"]');"
+            "return [t.scrollWidth > t.clientWidth, t.getAttribute('title')];"
+        )
+        assert cell == [True, long_name.strip()]
+        driver.save_screenshot(str(tmp_path / "leaderboard-1280.png"))
+    finally:
+        driver.quit()
+
+
+def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "leaderboard.html"
+    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
+    text = page.read_text()
+    assert "<script src" not in text and "http" not in text.split("<body>")[1]  # no CDN
+    boards = Store(three_entries).entries()
+    bandit = boards[("agentgym/Bandit-v0", "{}")]
+    driver = _chromium(tmp_path)
     try:
         driver.get(page.as_uri())
         tables = driver.find_elements(By.CSS_SELECTOR, "table.board")

@@ -411,3 +411,16 @@ def test_a_verifier_config_supplies_the_settings(runs: dict[str, Path]) -> None:
     config = VerifierConfig(env_settings={SOKOBAN: {"render_mode": "ansi"}})
     verified = verify_bundle(load(runs["oracle"]), config)
     assert verified.runs[0].summary["successes"] == 8
+
+
+def test_without_jsonschema_the_install_line_is_named(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: `leaderboards` without jsonschema names its extra. (A ``None`` entry in
+    ``sys.modules`` is how Python itself marks a module as not importable.)"""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    assert main(["show", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "needs jsonschema" in err and "pip install 'agentgym[leaderboard]'" in err
