@@ -98,8 +98,13 @@ class TaskParam:
     choices: tuple[Any, ...] = ()
     nullable: bool = False
 
-    def check(self, name: str, value: Any) -> None:
-        """Raise :class:`EnvKwargsError` unless ``value`` has this type and lies in the bounds."""
+    def check(self, name: str, value: Any, *, strict: bool = False) -> None:
+        """Raise :class:`EnvKwargsError` unless ``value`` has this type and lies in the bounds.
+
+        ``strict`` (a result bundle's arguments): a ``file`` must also be a regular file within
+        the size bound, checked with ``os.stat`` before anything opens it; otherwise the env
+        reports a missing or unreadable file itself, naming it.
+        """
         if value is None and (self.nullable or self.kind == "none"):
             return
         kind, low, high = self.kind, self.low, self.high
@@ -126,7 +131,7 @@ class TaskParam:
                     f"{name} must be a string of 1 to {_num(high or 256)} characters"
                 )
         elif kind == "file":
-            self._check_file(name, value)
+            self._check_file(name, value, strict)
         elif kind == "int_pair":
             if not isinstance(value, (list, tuple)) or len(value) != 2:
                 raise EnvKwargsError(f"{name} must be two ints, got {value!r}")
@@ -164,12 +169,14 @@ class TaskParam:
         else:  # pragma: no cover - a registration mistake
             raise AssertionError(f"unknown TaskParam kind {kind!r}")
 
-    def _check_file(self, name: str, value: Any) -> None:
+    def _check_file(self, name: str, value: Any, strict: bool) -> None:
         # The messages never quote the file: its bytes may be someone else's secret.
         import os
 
         if not isinstance(value, (str, os.PathLike)) or not str(value) or len(str(value)) > 4096:
             raise EnvKwargsError(f"{name} must be a path to a file")
+        if not strict:
+            return
         path = os.path.expanduser(os.fspath(value))
         try:
             st = os.stat(path)
@@ -393,7 +400,7 @@ def check_env_kwargs(
             )
         if key in params:
             try:
-                params[key].check(key, value)
+                params[key].check(key, value, strict=source == "bundle")
             except EnvKwargsError as err:
                 err.key = key
                 raise

@@ -90,7 +90,7 @@ def test_settings_are_the_users_locally_but_never_a_bundles() -> None:
         ({"max_turns": 1.5}, "max_turns must be an int, got 1.5"),
         ({"format_penalty": 0.5}, "format_penalty must be a number <= 0, got 0.5"),
         ({"action_format": "xml"}, "action_format must be one of ['think_answer', 'answer'"),
-        ({"level_file": "/nonexistent/levels.xsb"}, "level_file: no readable file at that path"),
+        ({"level_file": 7}, "level_file must be a path to a file"),
     ],
 )
 def test_task_parameters_are_checked_against_their_bounds(
@@ -124,3 +124,17 @@ def test_worst_returns_worked_by_hand() -> None:
     # Every id has one, and it is never above 0.
     for env_id in agentgym.registered_envs():
         assert worst_return(env_id) <= 0
+
+
+def test_a_bundles_file_is_stat_checked_before_anything_opens_it(tmp_path: Path) -> None:
+    """Locally the env names a missing file itself; from a bundle, the gate refuses a path that
+    is not a small regular file without opening it (``/dev/zero`` would never end)."""
+    with pytest.raises(FileNotFoundError):
+        gymnasium.make("agentgym/Sokoban-v0", level_file=str(tmp_path / "missing.xsb"))
+    for path, message in (
+        (tmp_path / "missing.xsb", "no readable file at that path"),
+        ("/dev/zero", "not a regular file"),
+        (tmp_path, "not a regular file"),
+    ):
+        with pytest.raises(EnvKwargsError, match=message):
+            check_env_kwargs("agentgym/Sokoban-v0", {"level_file": str(path)}, source="bundle")
