@@ -595,7 +595,7 @@ def write_chat_jsonl(bundle: Mapping[str, Any], path: str | os.PathLike[str]) ->
     """
     lines = []
     for run in bundle["runs"]:
-        env = make_env(run["env_id"], run["env_kwargs"])
+        env = make_env(run["env_id"], {**run["env_kwargs"], **run.get("env_settings", {})})
         try:
             for episode in run["episodes"]:
                 if episode["error"]:

@@ -424,3 +424,11 @@ def test_without_jsonschema_the_install_line_is_named(
     assert main(["show", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert "needs jsonschema" in err and "pip install 'agentgym[leaderboard]'" in err
+
+
+def test_the_nesting_scan_ignores_brackets_inside_strings() -> None:
+    from leaderboards.verify import _nesting_over
+
+    assert _nesting_over(json.dumps({"action": "[" * 100 + '\\"{' * 50}), 2) == 0
+    assert _nesting_over('{"a": [[1]]}', 3) == 0
+    assert _nesting_over('{"a": [[[1]]]}', 3) == 9  # the fourth bracket, 1-based
