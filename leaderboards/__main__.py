@@ -146,7 +146,7 @@ def rebuild(
         except SubmissionError as err:
             report.dropped.append((sid, name, str(err)))
     if report.dropped and not drop_unverified:
-        listed = "; ".join(f"#{sid} {inert(name)!r}: {why}" for sid, name, why in report.dropped)
+        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
         raise SubmissionError(
             f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
             f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
@@ -266,7 +266,7 @@ def _jsonschema_missing() -> bool:
 
 
 def _usage(command: str, message: str) -> int:
-    print(f"leaderboards {command}: {message}", file=sys.stderr)
+    print(f"leaderboards {command}: {inert(message)}", file=sys.stderr)
     return 2
 
 
@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if env_filter not in agentgym.registered_envs():
             return _usage(
                 args.command,
-                f"unknown environment id {inert(args.env)!r} (`agentgym list` shows them all)",
+                f"unknown environment id '{inert(args.env)}' (`agentgym list` shows them all)",
             )
     config = None
     if args.command in ("submit", "rebuild"):
@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bundle, args.name, db, int(args.max_mb * 2**20), config
             )
             print(
-                f"accepted {args.bundle} as entry #{sid} ({inert(args.name)!r}) in {db}: "
+                f"accepted {args.bundle} as entry #{sid} ('{inert(args.name)}') in {db}: "
                 f"{count} episodes replayed in {replay_s:.2f} s"
             )
             return 0
@@ -367,13 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"bundles from {args.folder}, {len(report.kept)} earlier entries kept"
                 + (
                     f", {len(report.dropped)} dropped (no longer verify): "
-                    + ", ".join(f"#{sid} {inert(n)!r}" for sid, n, _ in report.dropped)
+                    + ", ".join(f"#{sid} '{inert(n)}'" for sid, n, _ in report.dropped)
                     if report.dropped
                     else ""
                 )
             )
             for sid, name, why in report.dropped:
-                print(f"  dropped #{sid} {inert(name)!r}: {why}")
+                print(f"  dropped #{sid} '{inert(name)}': {inert(why)}")
             return 0
     except MalformedBundle as err:
         print(f"refused: {inert(str(err))}", file=sys.stderr)

@@ -174,7 +174,7 @@ table { border-collapse: collapse; margin-bottom: 0.6em; }
 th, td { padding: 0.25em 0.5em; border-bottom: 1px solid #ddd; text-align: left; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num, td.nowrap, th { white-space: nowrap; }
-td.name { max-width: 13em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.name { max-width: 11em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 tr.unranked td { color: #888; }
 p.note { color: #555; font-size: 0.9em; margin: 0 0 2em 0; }
 th { cursor: pointer; user-select: none; background: #f4f4f4; }
@@ -236,8 +236,8 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
 
     out.append(
         f"<p>Rendered by agentgym {e(agentgym.__version__)}. Seeds are the reset seeds of the "
-        "episodes; an errored episode counts as a failure with the environment's worst "
-        "return.</p>"
+        "episodes; turns: mean turns per episode; valid: the share of turns whose action was "
+        "valid. An errored episode counts as a failure with the environment's worst return.</p>"
     )
     columns = [
         ("#", "num"),
@@ -246,8 +246,8 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
         ("success", "num"),
         ("95% CI", "num"),
         ("mean return", "num"),
-        ("mean turns", "num"),
-        ("valid actions", "num"),
+        ("turns", "num"),
+        ("valid", "num"),
         ("episodes", "num"),
         ("seeds", "num"),
         ("agentgym", "nowrap"),

@@ -527,7 +527,15 @@ def test_html_page_is_readable_at_a_normal_width(
 
     long_name = "a submission with a rather long name, " * 3
     third = tmp_path / "long.json"
-    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=9, out=third, progress=False)
+    evaluate(
+        ["agentgym/Bandit-v0"],
+        "random",
+        episodes=8,
+        agent_seed=9,
+        agent_name="SmolLM2-135M-Instruct zero-shot (greedy)",
+        out=third,
+        progress=False,
+    )
     assert submit(third, three_entries, long_name, capsys)[0] == 0
     page = tmp_path / "leaderboard.html"
     assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
@@ -537,7 +545,7 @@ def test_html_page_is_readable_at_a_normal_width(
         lines = driver.execute_script(_LINES_PER_CELL)
         assert lines and all(n == 1 for row in lines for n in row), lines
         width = driver.execute_script("return document.documentElement.scrollWidth")
-        inner = driver.execute_script("return window.innerWidth")
+        inner = driver.execute_script("return document.documentElement.clientWidth")
         assert width <= inner, (width, inner)
         headers = driver.execute_script(
             "return Array.from(document.querySelectorAll('table.board')[0].tHead.rows[0]"
