@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
@@ -109,14 +108,17 @@ def _make_env(env_id: str, kwargs: dict[str, Any]) -> Any:
     """``gymnasium.make`` with the CLI's error messages."""
     import gymnasium
 
+    from agentgym.registration import EnvKwargsError
+
     try:
-        return gymnasium.make(env_id, **kwargs)
+        return gymnasium.make(env_id, **kwargs)  # runs the kwargs gate, check_env_kwargs
     except ModuleNotFoundError as err:
         raise CLIError(f"{env_id} is registered but cannot be imported: {err}", status=1) from err
+    except EnvKwargsError as err:
+        if err.unknown:
+            raise CLIError(f"{env_id} takes no argument {err.key!r} (bad --kw)") from err
+        raise CLIError(f"bad --kw for {env_id}: {err}") from err
     except TypeError as err:
-        match = re.search(r"unexpected keyword argument '(\w+)'", str(err))
-        if match:
-            raise CLIError(f"{env_id} takes no argument {match.group(1)!r} (bad --kw)") from err
         raise CLIError(f"bad --kw for {env_id}: {err}") from err
     except ValueError as err:
         raise CLIError(f"bad --kw for {env_id}: {err}") from err

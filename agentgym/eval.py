@@ -13,7 +13,8 @@ Schema is ``leaderboards/schema/bundle-v1.json``)::
       "eval_config": {...},            # the arguments of the run (used to resume it)
       "runs": [{
         "env_id": "agentgym/Sokoban-v0", "env_version": 0,
-        "env_kwargs": {},              # what was passed to gymnasium.make (replay uses these)
+        "env_kwargs": {},              # the task parameters given (a replay uses these)
+        "env_settings": {},            # execution settings given (back ends...; only if any)
         "env_files": {},               # SHA-256 of each file named by level_file/dataset_file
         "env_constructor_kwargs": {"dim_room": [6, 6], ...},   # everything the class received
         "seed": 0, "seeds": [0, 1, ...],
@@ -64,6 +65,7 @@ import agentgym
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.chat import ChatEpisode
 from agentgym.fileio import write_text_atomic
+from agentgym.registration import split_env_kwargs
 
 #: The largest reset seed a bundle may hold (a signed 64-bit integer: SQLite, JSON readers).
 MAX_SEED = 2**63 - 1
@@ -452,9 +454,13 @@ def evaluate(
         )
     done = _read_partial(partial, config) if partial.exists() else {}
 
-    # Check every env builds before the agent loads (a model load can take a while).
+    # The kwargs gate, then one build of every env, before the agent loads (a model load can
+    # take a while). A bundle records the task parameters (env_kwargs; what a replay uses) apart
+    # from the execution settings (env_settings; documentation: a verifier chooses its own).
+    split = {}
     for env_id in env_ids:
         try:
+            split[env_id] = split_env_kwargs(env_id, json_env_kwargs)
             make_env(env_id, json_env_kwargs).close()
         except (TypeError, ValueError) as err:
             raise EvalError(f"bad --kw for {env_id}: {err}") from err
@@ -510,7 +516,8 @@ def evaluate(
                     {
                         "env_id": env_id,
                         "env_version": env_version(env_id),
-                        "env_kwargs": json_env_kwargs,
+                        "env_kwargs": split[env_id][0],
+                        **({"env_settings": split[env_id][1]} if split[env_id][1] else {}),
                         "env_files": files,
                         "env_constructor_kwargs": constructor,
                         "seed": seed,
@@ -588,7 +595,7 @@ def write_chat_jsonl(bundle: Mapping[str, Any], path: str | os.PathLike[str]) ->
     """
     lines = []
     for run in bundle["runs"]:
-        env = make_env(run["env_id"], run["env_kwargs"])
+        env = make_env(run["env_id"], {**run["env_kwargs"], **run.get("env_settings", {})})
         try:
             for episode in run["episodes"]:
                 if episode["error"]:

@@ -8,6 +8,20 @@ Each id is described by one :class:`EnvEntry`, which keeps two kinds of construc
   id to use instead.
 * ``default_kwargs`` are defaults the user may override: ``gymnasium.make(id, max_turns=8)``.
 
+Every other constructor argument is one of two kinds, and :func:`check_env_kwargs` (the one gate
+that ``gymnasium.make``, the CLI, training configs, ``agentgym eval`` and the leaderboard all go
+through) tells them apart:
+
+* *task parameters* (:class:`TaskParam`, declared per id in ``task_params``; the common ones of
+  every text env in :data:`COMMON_TASK_PARAMS`): they change what the episodes are (a level file,
+  a dataset file, a room size, the turn budget). Each has a type and stated bounds; a value
+  outside them is refused everywhere. They are what a result bundle records and what keys a
+  leaderboard, after :func:`normalise_task_kwargs` (a value equal to its default is the default).
+* *execution settings*: every other argument the class takes (back ends, sandbox options, daemon
+  addresses, browser paths, timeouts, ``render_mode``). A user sets them freely on their own
+  machine; a result bundle never does (``source="bundle"`` refuses them): the verifier replays
+  with its own configuration.
+
 Example:
     >>> import gymnasium, agentgym
     >>> env = gymnasium.make("agentgym/Sokoban-v0", max_turns=3)
@@ -17,18 +31,189 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Mapping
+import inspect
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "register_env", "registered_envs", "NAMESPACE"]
+__all__ = [
+    "EnvEntry",
+    "TaskParam",
+    "EnvKwargsError",
+    "COMMON_TASK_PARAMS",
+    "register_env",
+    "registered_envs",
+    "check_env_kwargs",
+    "split_env_kwargs",
+    "normalise_task_kwargs",
+    "task_defaults",
+    "worst_return",
+    "NAMESPACE",
+]
 
 NAMESPACE = "agentgym"
 _ENTRIES: dict[str, EnvEntry] = {}
+
+
+class EnvKwargsError(ValueError):
+    """A constructor argument the gate refuses (unknown, fixed by the id, out of its bounds, or an
+    execution setting inside a result bundle). The message names the argument and the fix.
+
+    Attributes:
+        key: the argument refused (``None`` for an unknown id).
+        unknown: the env takes no such argument at all.
+    """
+
+    def __init__(self, message: str, key: str | None = None, unknown: bool = False):
+        super().__init__(message)
+        self.key = key
+        self.unknown = unknown
+
+
+@dataclass(frozen=True)
+class TaskParam:
+    """Type and bounds of one task-defining constructor argument.
+
+    Attributes:
+        kind: ``"int"``, ``"float"`` (ints accepted), ``"bool"``, ``"choice"`` (one of
+            ``choices``), ``"str"`` (at most ``high`` characters), ``"file"`` (a path string to a
+            regular file of at most ``high`` bytes; its contents are the task), ``"int_pair"``
+            (two ints, each in ``[low, high]``), ``"rows"`` (a list of at most ``high`` strings of
+            at most ``high`` characters each), ``"mapping"`` (string keys to JSON scalars, at most
+            ``high`` entries) or ``"none"`` (only ``None``, the default).
+        low, high: inclusive bounds (numbers; sizes for ``str``/``file``/``rows``/``mapping``).
+        choices: allowed values of a ``choice``.
+        nullable: ``None`` is also allowed (it means "the env's default behaviour").
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] = ()
+    nullable: bool = False
+
+    def check(self, name: str, value: Any, *, strict: bool = False) -> None:
+        """Raise :class:`EnvKwargsError` unless ``value`` has this type and lies in the bounds.
+
+        ``strict`` (a result bundle's arguments): a ``file`` must also be a regular file within
+        the size bound, checked with ``os.stat`` before anything opens it; otherwise the env
+        reports a missing or unreadable file itself, naming it.
+        """
+        if value is None and (self.nullable or self.kind == "none"):
+            return
+        kind, low, high = self.kind, self.low, self.high
+        if kind in ("int", "float"):
+            ok_types = (int,) if kind == "int" else (int, float)
+            what = "an int" if kind == "int" else "a number"
+            if isinstance(value, bool) or not isinstance(value, ok_types):
+                raise EnvKwargsError(f"{name} must be {what}, got {value!r}")
+            if kind == "float" and not math.isfinite(value):
+                raise EnvKwargsError(f"{name} must be a finite number, got {value!r}")
+            if low is not None and value < low:
+                raise EnvKwargsError(f"{name} must be {what} >= {_num(low)}, got {value!r}")
+            if high is not None and value > high:
+                raise EnvKwargsError(f"{name} must be {what} <= {_num(high)}, got {value!r}")
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise EnvKwargsError(f"{name} must be true or false, got {value!r}")
+        elif kind == "choice":
+            if not any(value == c and type(value) is type(c) for c in self.choices):
+                raise EnvKwargsError(f"{name} must be one of {list(self.choices)}, got {value!r}")
+        elif kind == "str":
+            if not isinstance(value, str) or not 0 < len(value) <= (high or 256):
+                raise EnvKwargsError(
+                    f"{name} must be a string of 1 to {_num(high or 256)} characters"
+                )
+        elif kind == "file":
+            self._check_file(name, value, strict)
+        elif kind == "int_pair":
+            if not isinstance(value, (list, tuple)) or len(value) != 2:
+                raise EnvKwargsError(f"{name} must be two ints, got {value!r}")
+            for v in value:
+                if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:  # type: ignore[operator]
+                    raise EnvKwargsError(
+                        f"{name} must be two ints in [{_num(low)}, {_num(high)}], got {value!r}"
+                    )
+        elif kind == "rows":
+            limit = int(high or 16)
+            if (
+                not isinstance(value, (list, tuple))
+                or not 0 < len(value) <= limit
+                or not all(isinstance(r, str) and 0 < len(r) <= limit for r in value)
+            ):
+                raise EnvKwargsError(
+                    f"{name} must be 1 to {limit} strings of 1 to {limit} characters each"
+                )
+        elif kind == "mapping":
+            limit = int(high or 32)
+            if (
+                not isinstance(value, Mapping)
+                or len(value) > limit
+                or not all(isinstance(k, str) and len(k) <= 64 for k in value)
+                or not all(
+                    v is None or (isinstance(v, (bool, int, float, str)) and len(str(v)) <= 64)
+                    for v in value.values()
+                )
+            ):
+                raise EnvKwargsError(
+                    f"{name} must map at most {limit} names to numbers, strings or booleans"
+                )
+        elif kind == "none":
+            raise EnvKwargsError(f"{name} can only be None here, got {value!r}")
+        else:  # pragma: no cover - a registration mistake
+            raise AssertionError(f"unknown TaskParam kind {kind!r}")
+
+    def _check_file(self, name: str, value: Any, strict: bool) -> None:
+        # The messages never quote the file: its bytes may be someone else's secret.
+        import os
+
+        if not isinstance(value, (str, os.PathLike)) or not str(value) or len(str(value)) > 4096:
+            raise EnvKwargsError(f"{name} must be a path to a file")
+        if not strict:
+            return
+        path = os.path.expanduser(os.fspath(value))
+        try:
+            st = os.stat(path)
+        except OSError:
+            raise EnvKwargsError(f"{name}: no readable file at that path") from None
+        import stat as _stat
+
+        if not _stat.S_ISREG(st.st_mode):
+            raise EnvKwargsError(f"{name}: not a regular file")
+        limit = int(self.high or 16 * 2**20)
+        if st.st_size > limit:
+            raise EnvKwargsError(
+                f"{name}: the file is over the {limit // 2**20} MiB limit of a task file"
+            )
+
+
+def _num(x: float | None) -> str:
+    return str(int(x)) if x is not None and float(x).is_integer() else str(x)
+
+
+#: Task parameters every :class:`~agentgym.text_env.TextEnv` takes (rules of the episode loop).
+COMMON_TASK_PARAMS: Mapping[str, TaskParam] = MappingProxyType(
+    {
+        "max_turns": TaskParam("int", 1, 100),
+        "max_actions_per_turn": TaskParam("int", 1, 20),
+        "max_steps": TaskParam("int", 1, 1000, nullable=True),
+        "action_format": TaskParam("choice", choices=("think_answer", "answer", "raw")),
+        "invalid_action": TaskParam("choice", choices=("penalize", "terminate", "noop")),
+        "format_penalty": TaskParam("float", -10.0, 0.0),
+        "max_observation_length": TaskParam("int", 256, 1_000_000),
+        "max_action_length": TaskParam("int", 1, 1_000_000),
+    }
+)
+
+
+def _no_extra_penalty(kwargs: Mapping[str, Any]) -> float:
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +227,14 @@ class EnvEntry:
         task_kwargs: arguments fixed by this id.
         default_kwargs: arguments a user may override.
         nondeterministic: whether the same seed and actions may give different episodes.
+        task_params: the id's own task parameters with their bounds (beside
+            :data:`COMMON_TASK_PARAMS`); every other constructor argument is an execution
+            setting.
+        step_worst: a lower bound of the return from the env's own rewards (not format
+            penalties) in one episode, given the resolved constructor arguments (``<= 0``);
+            :func:`worst_return` adds the worst format penalties.
+        min_ranked_episodes: the fewest episodes a leaderboard entry on this id needs to be
+            ranked (fewer are listed, unranked).
     """
 
     id: str
@@ -50,6 +243,9 @@ class EnvEntry:
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)
     default_kwargs: Mapping[str, Any] = field(default_factory=dict)
     nondeterministic: bool = False
+    task_params: Mapping[str, TaskParam] = field(default_factory=dict)
+    step_worst: Callable[[Mapping[str, Any]], float] = _no_extra_penalty
+    min_ranked_episodes: int = 8
 
 
 class _EnvFactory:
@@ -63,14 +259,8 @@ class _EnvFactory:
         self.task_kwargs = dict(task_kwargs)
 
     def __call__(self, **kwargs: Any) -> gym.Env:
-        for key, fixed in self.task_kwargs.items():
-            if key in kwargs and _normalise(kwargs[key]) != _normalise(fixed):
-                raise ValueError(
-                    f"{key}={fixed!r} is fixed by {self.env_id}; "
-                    f"{_alternative(self.entry_point, key, kwargs[key])}"
-                )
-        module_name, _, class_name = self.entry_point.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name)
+        check_env_kwargs(self.env_id, kwargs)
+        cls = _env_class(self.entry_point)
         return cls(**{**kwargs, **self.task_kwargs})
 
     def __repr__(self) -> str:
@@ -127,3 +317,180 @@ def register_env(entry: EnvEntry) -> None:
 def registered_envs() -> Mapping[str, EnvEntry]:
     """Every agentgym id and its :class:`EnvEntry`, in registration order."""
     return MappingProxyType(_ENTRIES)
+
+
+# ----------------------------------------------------------------------------- the kwargs gate
+
+
+def _env_class(entry_point: str) -> type:
+    module_name, _, class_name = entry_point.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@functools.cache
+def _class_defaults(entry_point: str) -> Mapping[str, Any]:
+    """Every keyword the env class (and its bases) takes, with its default (``inspect._empty``
+    where there is none); read-only, computed once per class."""
+    out: dict[str, Any] = {}
+    for klass in reversed(_env_class(entry_point).__mro__):
+        if "__init__" in vars(klass) and klass is not object:
+            for name, param in inspect.signature(klass.__init__).parameters.items():
+                if name != "self" and param.kind is param.KEYWORD_ONLY:
+                    out[name] = param.default
+    return MappingProxyType(out)
+
+
+def _entry(env_id: str) -> EnvEntry:
+    try:
+        return _ENTRIES[env_id]
+    except KeyError:
+        raise EnvKwargsError(
+            f"unknown environment id {env_id!r} (`agentgym list` shows them all)"
+        ) from None
+
+
+def _params(entry: EnvEntry) -> dict[str, TaskParam]:
+    return {**COMMON_TASK_PARAMS, **entry.task_params}
+
+
+def check_env_kwargs(
+    env_id: str, kwargs: Mapping[str, Any], *, source: str = "user"
+) -> dict[str, Any]:
+    """The one gate for constructor arguments (module docstring): ``gymnasium.make``, the CLI's
+    ``--kw``, ``rollout.env_kwargs`` of a training config, ``agentgym eval`` and the leaderboard's
+    replay all call it.
+
+    Args:
+        env_id: a registered id.
+        kwargs: the arguments (JSON lists stand for tuples).
+        source: ``"user"`` (the caller's own machine: execution settings allowed) or
+            ``"bundle"`` (a result bundle: only task parameters; the verifier chooses the rest).
+
+    Returns:
+        ``kwargs`` as a new dict, unchanged.
+
+    Raises:
+        EnvKwargsError: an unknown id or argument, a value different from one the id fixes, a
+            task parameter outside its stated type or bounds, or (``source="bundle"``) an
+            execution setting.
+
+    Example:
+        >>> check_env_kwargs("agentgym/Sokoban-v0", {"max_turns": 3})
+        {'max_turns': 3}
+    """
+    if source not in ("user", "bundle"):
+        raise ValueError(f"source must be 'user' or 'bundle', got {source!r}")
+    entry = _entry(env_id)
+    accepted = _class_defaults(entry.entry_point)
+    params = _params(entry)
+    for key, value in kwargs.items():
+        if key in entry.task_kwargs:
+            if _normalise(value) != _normalise(entry.task_kwargs[key]):
+                raise EnvKwargsError(
+                    f"{key}={entry.task_kwargs[key]!r} is fixed by {env_id}; "
+                    f"{_alternative(entry.entry_point, key, value)}",
+                    key,
+                )
+            continue
+        if key not in accepted:
+            raise EnvKwargsError(
+                f"{env_id} takes no argument {key!r}; its arguments: {sorted(accepted)}",
+                key,
+                unknown=True,
+            )
+        if key in params:
+            try:
+                params[key].check(key, value, strict=source == "bundle")
+            except EnvKwargsError as err:
+                err.key = key
+                raise
+        elif source == "bundle":
+            raise EnvKwargsError(
+                f"{key} is an execution setting of {env_id}, not part of its task: a result "
+                "bundle cannot choose it (the verifier replays with its own configuration); "
+                "remove it from env_kwargs",
+                key,
+            )
+    return dict(kwargs)
+
+
+def split_env_kwargs(
+    env_id: str, kwargs: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(task parameters, execution settings)`` of ``kwargs`` after :func:`check_env_kwargs`.
+
+    Arguments the id fixes (``task_kwargs``) go with the task parameters.
+    """
+    check_env_kwargs(env_id, kwargs)
+    entry = _entry(env_id)
+    params = _params(entry)
+    task = {k: v for k, v in kwargs.items() if k in params or k in entry.task_kwargs}
+    return task, {k: v for k, v in kwargs.items() if k not in task}
+
+
+def task_defaults(env_id: str) -> dict[str, Any]:
+    """The value each task parameter takes when not given (the id's defaults, then the class's;
+    a parameter without any default is left out)."""
+    entry = _entry(env_id)
+    accepted = _class_defaults(entry.entry_point)
+    out = {}
+    for key in _params(entry):
+        if key in entry.task_kwargs or key not in accepted:
+            continue
+        if key in entry.default_kwargs:
+            out[key] = entry.default_kwargs[key]
+        elif accepted[key] is not inspect.Parameter.empty:
+            out[key] = accepted[key]
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    a, b = _normalise(a), _normalise(b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Task parameters in canonical form: a value equal to its default (or to the value the id
+    fixes) is dropped, since it *is* the default; keys sorted. Two bundles that differ only in
+    spelling out a default land on one leaderboard.
+
+    Raises:
+        EnvKwargsError: as :func:`check_env_kwargs` with ``source="bundle"``.
+
+    Example:
+        >>> normalise_task_kwargs("agentgym/Sokoban-v0", {"max_turns": 5, "num_boxes": 2})
+        {'num_boxes': 2}
+    """
+    check_env_kwargs(env_id, kwargs, source="bundle")
+    entry = _entry(env_id)
+    defaults = task_defaults(env_id)
+    out = {}
+    for key in sorted(kwargs):
+        value = kwargs[key]
+        if key in entry.task_kwargs:
+            continue
+        if key in defaults and _same(value, defaults[key]):
+            continue
+        out[key] = value
+    return out
+
+
+def worst_return(env_id: str, kwargs: Mapping[str, Any] | None = None) -> float:
+    """A lower bound of any episode's return on ``env_id`` with these task parameters: every
+    turn pays the format penalty (``max_turns * min(format_penalty, 0)``) plus the env's own
+    worst (:attr:`EnvEntry.step_worst`). An errored episode is scored with it, so that an error
+    never scores better than playing.
+
+    Example:
+        >>> worst_return("agentgym/FrozenLake-v0")
+        -0.5
+        >>> round(worst_return("agentgym/Sokoban-v0"), 6)  # 5 x -0.1, 10 steps x -0.1, 1 box -1
+        -2.5
+    """
+    entry = _entry(env_id)
+    resolved = {**task_defaults(env_id), **(kwargs or {}), **entry.task_kwargs}
+    turns = int(resolved.get("max_turns", 1))
+    penalty = float(resolved.get("format_penalty", -0.1))
+    return turns * min(penalty, 0.0) + min(float(entry.step_worst(resolved)), 0.0)

@@ -425,28 +425,18 @@ def load_config(
 
 
 def _check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
-    """Build the environment once (cheap: sandboxes and browsers start lazily) so that a bad
-    constructor argument is reported against the config key, before any model is loaded."""
-    import inspect
-
+    """The kwargs gate (:func:`agentgym.registration.check_env_kwargs`), then one build of the
+    environment (cheap: sandboxes and browsers start lazily), so that a bad constructor argument
+    is reported against the config key before any model is loaded."""
     import gymnasium as gym
 
-    from agentgym.registration import registered_envs
+    from agentgym.registration import EnvKwargsError, check_env_kwargs
 
-    module_name, _, class_name = registered_envs()[env_id].entry_point.partition(":")
-    cls = getattr(__import__(module_name, fromlist=[class_name]), class_name)
-    allowed = set()
-    for klass in cls.__mro__:
-        if "__init__" in vars(klass):
-            allowed |= set(inspect.signature(klass.__init__).parameters) - {"self", "kwargs"}
-    unknown = sorted(set(env_kwargs) - allowed)
-    if unknown:
-        raise ValueError(
-            f"rollout.env_kwargs: {env_id} takes no argument {unknown[0]!r}; "
-            f"its arguments: {sorted(allowed)}"
-        )
     try:
+        check_env_kwargs(env_id, env_kwargs)
         gym.make(env_id, **env_kwargs).close()
+    except EnvKwargsError as err:
+        raise ValueError(f"rollout.env_kwargs: {err}") from None
     except (TypeError, ValueError) as err:
         raise ValueError(f"rollout.env_kwargs: {err}") from None
 

@@ -5,12 +5,15 @@ Examples::
     python -m leaderboards submit run.json --name "my agent"
     python -m leaderboards show --env Sokoban-v0
     python -m leaderboards render --html leaderboard.html --markdown leaderboard.md
-    python -m leaderboards rebuild            # a fresh database from leaderboards/baselines/
+    python -m leaderboards rebuild            # baselines replayed again, every entry kept
 
 Every subcommand takes ``--db PATH``, before or after it (default ``$AGENTGYM_LEADERBOARD`` or
-``./leaderboard.sqlite``). Exit status: 0 accepted/ok, 1 refused submission, 2 usage error (no
-database to show, a ``--db`` that is not a leaderboard database or whose folder is missing, an
-output path that cannot be written).
+``./leaderboard.sqlite``). Exit status: 0 accepted/ok; 1 a bundle refused by its checks (replay
+mismatch, budget, duplicate, arguments); 2 a malformed bundle (size, encoding, JSON, nesting,
+schema: one ``refused:`` line) or a usage error (no database to show, an unknown ``--env``, a
+``--db`` that is not a leaderboard database or whose folder is missing, an output path that
+cannot be written, jsonschema not installed, a rebuild that would drop entries without
+``--drop-unverified``).
 """
 
 from __future__ import annotations
@@ -23,30 +26,47 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.fileio import write_text_atomic
-from leaderboards.render import html_page, markdown_tables, text_tables
+from leaderboards.render import html_page, inert, markdown_tables, text_tables
 from leaderboards.store import Store, _duplicate_message, default_db_path
-from leaderboards.verify import MAX_BUNDLE_BYTES, SubmissionError, load_bundle, verify_bundle
+from leaderboards.verify import (
+    MAX_BUNDLE_BYTES,
+    MalformedBundle,
+    ReplayBudget,
+    SubmissionError,
+    VerifierConfig,
+    bundle_digest,
+    load_bundle,
+    verify_bundle,
+)
 
-__all__ = ["main", "submit", "rebuild", "BASELINES_DIR"]
+__all__ = ["main", "submit", "rebuild", "RebuildReport", "BASELINES_DIR", "MIN_MAX_MB"]
 
 BASELINES_DIR = Path(__file__).with_name("baselines")
+#: The smallest ``--max-mb`` (MiB): below it even a one-episode bundle may not fit.
+MIN_MAX_MB = 1.0
 
 
 def submit(
-    path: str | os.PathLike[str], name: str, db: str | os.PathLike[str], max_bytes: int
+    path: str | os.PathLike[str],
+    name: str,
+    db: str | os.PathLike[str],
+    max_bytes: int,
+    config: VerifierConfig | None = None,
 ) -> tuple[int, Store, float, int]:
     """Check, replay and store one bundle; return ``(id, store, replay seconds, episodes)``.
 
     Raises:
-        SubmissionError: any refusal (the database is unchanged).
+        MalformedBundle: not a well-formed bundle (the database is unchanged).
+        SubmissionError: any other refusal (the database is unchanged).
     """
     bundle = load_bundle(path, max_bytes)
     store = Store(db)
     t0 = time.perf_counter()
-    verified = verify_bundle(bundle)
+    verified = _verify(bundle, config)
     replay_s = time.perf_counter() - t0
     existing = store.find_digest(verified.digest)
     if existing is not None:
@@ -55,34 +75,94 @@ def submit(
     return sid, store, replay_s, verified.episodes_replayed
 
 
-def rebuild(db: str | os.PathLike[str], folder: str | os.PathLike[str] = BASELINES_DIR) -> int:
-    """Build a fresh database at ``db`` from every ``*.json`` bundle in ``folder``.
+def _verify(bundle: dict, config: VerifierConfig | None):
+    """:func:`verify_bundle`; a bundle whose structure breaks a check in a way the schema did
+    not foresee is refused as malformed, naming only the error's type."""
+    try:
+        return verify_bundle(bundle, config)
+    except SubmissionError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as err:
+        raise MalformedBundle(
+            f"the bundle's structure cannot be checked ({type(err).__name__}); submit the file "
+            "`agentgym eval --out` wrote, unedited"
+        ) from None
 
-    Each bundle is verified and stored under its agent's name; the new database replaces ``db``
-    only when all are accepted. Returns the number of bundles.
+
+@dataclass
+class RebuildReport:
+    """What :func:`rebuild` did.
+
+    Attributes:
+        baselines: the number of baseline bundles stored.
+        kept: ``(old id, name)`` of every earlier entry re-verified and kept.
+        dropped: ``(old id, name, reason)`` of every earlier entry that no longer verifies (only
+            dropped with ``drop_unverified=True``).
+    """
+
+    baselines: int
+    kept: list[tuple[int, str]] = field(default_factory=list)
+    dropped: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def rebuild(
+    db: str | os.PathLike[str],
+    folder: str | os.PathLike[str] = BASELINES_DIR,
+    *,
+    drop_unverified: bool = False,
+    config: VerifierConfig | None = None,
+) -> RebuildReport:
+    """Rebuild the database at ``db``: every ``*.json`` baseline bundle in ``folder`` replayed
+    and stored under its agent's name, and **every entry already in** ``db`` replayed again and
+    kept (under its name and original submission time).
+
+    An entry that no longer verifies (e.g. an env changed) is reported; the rebuild then refuses
+    and changes nothing, unless ``drop_unverified`` is set, which drops exactly the entries the
+    refusal named. The new database replaces ``db`` in one rename.
 
     Raises:
-        SubmissionError: a bundle is refused (``db`` is left as it was).
+        SubmissionError: a baseline is refused, or entries would be dropped without
+            ``drop_unverified`` (``db`` is left as it was).
     """
     paths = sorted(Path(folder).glob("*.json"))
     if not paths:
         raise SubmissionError(f"no *.json bundles in {folder}")
     db = Path(db)
+    report = RebuildReport(baselines=len(paths))
+    verified = []
+    for path in paths:
+        bundle = load_bundle(path, MAX_BUNDLE_BYTES)
+        try:
+            verified.append((_verify(bundle, config), bundle["agent"]["name"], None))
+        except SubmissionError as err:
+            raise SubmissionError(f"{path.name}: {err}") from err
+    baseline_digests = {v.digest for v, _, _ in verified}
+    for sid, name, submitted, bundle in list(Store(db).submissions()):
+        try:
+            if bundle_digest(bundle) in baseline_digests:
+                continue  # the baseline itself, stored again above
+            verified.append((_verify(bundle, config), name, submitted))
+            report.kept.append((sid, name))
+        except SubmissionError as err:
+            report.dropped.append((sid, name, str(err)))
+    if report.dropped and not drop_unverified:
+        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
+        raise SubmissionError(
+            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
+            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
+            "was changed. Rerun with --drop-unverified to rebuild without "
+            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent or ".")
     os.close(fd)
     os.unlink(tmp)  # SQLite creates it
     try:
-        for path in paths:
-            bundle = load_bundle(path, MAX_BUNDLE_BYTES)
-            try:
-                verified = verify_bundle(bundle)
-            except SubmissionError as err:
-                raise SubmissionError(f"{path.name}: {err}") from err
-            Store(tmp).add(verified, bundle["agent"]["name"])
+        for item, name, submitted in verified:
+            Store(tmp).add(item, name, submitted)
         os.replace(tmp, db)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    return len(paths)
+    return report
 
 
 def _env_filter(name: str | None) -> str | None:
@@ -119,8 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-mb",
         type=float,
         default=MAX_BUNDLE_BYTES / 2**20,
-        help=f"refuse bundles larger than this many MiB (default {MAX_BUNDLE_BYTES // 2**20})",
+        help=f"refuse bundles larger than this many MiB (default {MAX_BUNDLE_BYTES // 2**20}, "
+        f"at least {MIN_MAX_MB:g})",
     )
+    _add_budget(p)
     p = sub.add_parser("show", parents=[common], help="print the ranked tables")
     p.add_argument("--env", default=None, metavar="ID", help="only this environment")
     p = sub.add_parser("render", parents=[common], help="write static HTML and/or Markdown")
@@ -130,8 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "rebuild",
         parents=[common],
-        help="rebuild the database from the committed baseline bundles",
+        help="replay the baseline bundles and every stored entry into a fresh database",
+        description="Build a fresh database from the committed baseline bundles and every entry "
+        "already in --db, each replayed again. Entries that no longer verify are listed and "
+        "nothing changes, unless --drop-unverified is given.",
     )
+    p.add_argument(
+        "--drop-unverified",
+        action="store_true",
+        help="drop the stored entries that no longer verify (a plain rebuild lists them and "
+        "refuses)",
+    )
+    _add_budget(p)
     p.add_argument(
         "--from",
         dest="folder",
@@ -142,9 +234,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_budget(p: argparse.ArgumentParser) -> None:
+    b = ReplayBudget()
+    p.add_argument(
+        "--replay-seconds",
+        type=float,
+        default=b.max_seconds,
+        help=f"wall-time limit of one bundle's replay (default {b.max_seconds:g})",
+    )
+    p.add_argument(
+        "--replay-steps",
+        type=int,
+        default=b.max_steps,
+        help=f"most env steps and resets one bundle's replay may take (default {b.max_steps})",
+    )
+    p.add_argument(
+        "--replay-mb",
+        type=int,
+        default=b.max_memory_mb,
+        help="most resident memory (MiB) of the replay and what it starts (default "
+        f"{b.max_memory_mb})",
+    )
+
+
+def _jsonschema_missing() -> bool:
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def _usage(command: str, message: str) -> int:
+    print(f"leaderboards {command}: {inert(message)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if _jsonschema_missing():
+        return _usage(
+            args.command,
+            "needs jsonschema, which is not installed: pip install 'agentgym[leaderboard]' "
+            "(from a clone: pip install -e '.[leaderboard]')",
+        )
     db = Path(args.db) if args.db else default_db_path()
     if args.command in ("show", "render") and not db.is_file():
         print(
@@ -161,24 +295,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.command == "submit" and not (math.isfinite(args.max_mb) and args.max_mb > 0):
-        print(
-            f"leaderboards submit: --max-mb must be a number > 0, got {args.max_mb}",
-            file=sys.stderr,
+    if args.command == "submit" and not (math.isfinite(args.max_mb) and args.max_mb >= MIN_MAX_MB):
+        return _usage(
+            "submit",
+            f"--max-mb must be a number >= {MIN_MAX_MB:g} (MiB), got {args.max_mb:g}; "
+            f"the default is {MAX_BUNDLE_BYTES // 2**20}",
         )
-        return 2
+    env_filter = getattr(args, "env", None)
+    if env_filter is not None:
+        env_filter = _env_filter(env_filter)
+        import agentgym
+
+        if env_filter not in agentgym.registered_envs():
+            return _usage(
+                args.command,
+                f"unknown environment id '{inert(args.env)}' (`agentgym list` shows them all)",
+            )
+    config = None
+    if args.command in ("submit", "rebuild"):
+        try:
+            budget = ReplayBudget(args.replay_seconds, args.replay_steps, args.replay_mb)
+        except ValueError as err:
+            return _usage(args.command, f"bad replay budget: {err}")
+        config = VerifierConfig(budget=budget)
     try:
         if args.command == "submit":
             sid, store, replay_s, count = submit(
-                args.bundle, args.name, db, int(args.max_mb * 2**20)
+                args.bundle, args.name, db, int(args.max_mb * 2**20), config
             )
             print(
-                f"accepted {args.bundle} as entry #{sid} ({args.name!r}) in {db}: "
+                f"accepted {args.bundle} as entry #{sid} ('{inert(args.name)}') in {db}: "
                 f"{count} episodes replayed in {replay_s:.2f} s"
             )
             return 0
         if args.command == "show":
-            print(text_tables(Store(db).entries(_env_filter(args.env))), end="")
+            boards = Store(db).entries(env_filter)
+            if env_filter is not None and not boards:
+                print(f"no entries on {env_filter} yet")
+                return 0
+            print(text_tables(boards), end="")
             return 0
         if args.command == "render":
             if not args.html and not args.markdown:
@@ -186,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "leaderboards render: give --html PATH and/or --markdown PATH", file=sys.stderr
                 )
                 return 2
-            boards = Store(db).entries(_env_filter(args.env))
+            boards = Store(db).entries(env_filter)
             if args.html:
                 write_text_atomic(Path(args.html), html_page(boards))
                 print(f"wrote {args.html}")
@@ -198,13 +353,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "rebuild":
             t0 = time.perf_counter()
-            n = rebuild(db, args.folder)
+            try:
+                report = rebuild(
+                    db, args.folder, drop_unverified=args.drop_unverified, config=config
+                )
+            except MalformedBundle as err:
+                print(f"refused: {inert(str(err))}", file=sys.stderr)
+                return 2
+            except SubmissionError as err:
+                return _usage("rebuild", f"refused: {err}")
             print(
-                f"rebuilt {db} from {n} bundles in {args.folder} ({time.perf_counter() - t0:.1f} s)"
+                f"rebuilt {db} in {time.perf_counter() - t0:.1f} s: {report.baselines} baseline "
+                f"bundles from {args.folder}, {len(report.kept)} earlier entries kept"
+                + (
+                    f", {len(report.dropped)} dropped (no longer verify): "
+                    + ", ".join(f"#{sid} '{inert(n)}'" for sid, n, _ in report.dropped)
+                    if report.dropped
+                    else ""
+                )
             )
+            for sid, name, why in report.dropped:
+                print(f"  dropped #{sid} '{inert(name)}': {inert(why)}")
             return 0
+    except MalformedBundle as err:
+        print(f"refused: {inert(str(err))}", file=sys.stderr)
+        return 2
     except SubmissionError as err:
-        print(f"refused: {err}", file=sys.stderr)
+        print(f"refused: {inert(str(err))}", file=sys.stderr)
         return 1
     except OSError as err:
         print(

@@ -3,17 +3,46 @@
 The HTML page is one file: a sortable table per leaderboard, its style and a small inline script
 (no CDN, nothing fetched). Clicking a column header sorts by it (numbers numerically, by the
 ``data-value`` of each cell); clicking again reverses; the header's ``aria-sort`` says the order.
+Intervals, seeds and dates never wrap; the page fits a 1280-pixel window.
+
+Every text a submitter chose (names, descriptions, string arguments) is printed inert
+(:func:`inert`): control characters, which a terminal would obey (``ESC [ 2 J`` clears it), and
+bidirectional overrides are shown as ``\\x1b``-style escapes.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from leaderboards.store import Entry
 
-__all__ = ["board_title", "text_tables", "markdown_tables", "html_page"]
+__all__ = ["board_title", "inert", "text_tables", "markdown_tables", "html_page"]
+
+# C0 and C1 control characters, DEL, and the bidirectional embedding/override/isolate marks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def inert(text: str) -> str:
+    r"""``text`` with every control character escaped (``\x1b``, ``\n``, ``\u202e``), so that
+    printing it cannot move the cursor, recolour or clear a terminal, or reorder a line.
+
+    Example:
+        >>> inert("ok\x1b[2Jx\n")
+        'ok\\x1b[2Jx\\n'
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        ch = match.group()
+        special = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+        if ch in special:
+            return special[ch]
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+    return _CONTROL.sub(escape, text)
+
 
 Boards = Mapping[tuple[str, str], Sequence[Entry]]
 
@@ -22,8 +51,8 @@ def board_title(env_id: str, env_kwargs: str) -> str:
     """``agentgym/Sokoban-v0`` or ``agentgym/Sokoban-v0 (max_turns=8)`` for non-default args."""
     kwargs = json.loads(env_kwargs)
     if not kwargs:
-        return env_id
-    return f"{env_id} ({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})"
+        return inert(env_id)
+    return inert(f"{env_id} ({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})")
 
 
 def _pct(x: float) -> str:
@@ -38,11 +67,15 @@ def _seeds(e: Entry) -> str:
     return f"{e.seed}-{e.seed + e.episodes - 1}"
 
 
+def _rank(rank: int, e: Entry) -> str:
+    return str(rank) if e.ranked else "-"
+
+
 def _row(rank: int, e: Entry) -> list[str]:
     return [
-        str(rank),
-        e.name,
-        e.agent_name,
+        _rank(rank, e),
+        inert(e.name),
+        inert(e.agent_name),
         _pct(e.success_rate),
         _ci(e),
         f"{e.mean_return:.3f}",
@@ -50,8 +83,14 @@ def _row(rank: int, e: Entry) -> list[str]:
         _pct(e.valid_action_rate),
         str(e.episodes),
         _seeds(e),
+        inert(e.agentgym_version),
         e.submitted[:10],
     ]
+
+
+def _minimum_note(entries: Sequence[Entry]) -> str:
+    least = entries[0].min_episodes if entries else 1
+    return f"ranked entries need at least {least} episodes; '-': fewer, listed unranked"
 
 
 _HEADERS = [
@@ -65,6 +104,7 @@ _HEADERS = [
     "valid actions",
     "episodes",
     "seeds",
+    "agentgym",
     "submitted",
 ]
 
@@ -85,6 +125,8 @@ def text_tables(boards: Boards) -> str:
                 for c, cell in enumerate(r)
             ]
             lines.append("  ".join(cells).rstrip())
+        if not all(e.ranked for e in entries):
+            lines.append(f"({_minimum_note(entries)})")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
@@ -93,7 +135,7 @@ def _md(text: str) -> str:
     """A table cell: ``|`` escaped, one line, and HTML markup made inert (Markdown renderers
     pass raw HTML through)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\n", " ")
+    return inert(text.replace("|", "\\|").replace("\n", " "))
 
 
 def markdown_tables(boards: Boards) -> str:
@@ -102,16 +144,16 @@ def markdown_tables(boards: Boards) -> str:
         return "_The leaderboard is empty._\n"
     parts = []
     headers = ["#", "name", "agent", "success (95% CI)", "mean return", "mean turns", "valid"]
-    headers += ["episodes"]
+    headers += ["episodes", "seeds"]
     for (env_id, kwargs), entries in boards.items():
-        lines = [f"### {_md(board_title(env_id, kwargs))}", ""]
+        lines = [f"### {_md(board_title(env_id, kwargs))}", "", f"_{_minimum_note(entries)}._", ""]
         lines.append("| " + " | ".join(headers) + " |")
         lines.append(
             "|" + "|".join("---:" if h != "name" and h != "agent" else "---" for h in headers) + "|"
         )
         for i, e in enumerate(entries, 1):
             cells = [
-                str(i),
+                _rank(i, e),
                 _md(e.name),
                 _md(e.agent_name),
                 f"{_pct(e.success_rate)} {_ci(e)}",
@@ -119,6 +161,7 @@ def markdown_tables(boards: Boards) -> str:
                 f"{e.mean_turns:.2f}",
                 _pct(e.valid_action_rate),
                 str(e.episodes),
+                _seeds(e),
             ]
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
@@ -126,10 +169,14 @@ def markdown_tables(boards: Boards) -> str:
 
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin-bottom: 2.5em; }
-th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
-td.num, th.num { text-align: right; }
+body { font-family: system-ui, sans-serif; margin: 1em 1.5em; color: #222; font-size: 14px; }
+table { border-collapse: collapse; margin-bottom: 0.6em; }
+th, td { padding: 0.25em 0.5em; border-bottom: 1px solid #ddd; text-align: left; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, td.nowrap, th { white-space: nowrap; }
+td.name { max-width: 11em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+tr.unranked td { color: #888; }
+p.note { color: #555; font-size: 0.9em; margin: 0 0 2em 0; }
 th { cursor: pointer; user-select: none; background: #f4f4f4; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
@@ -159,10 +206,16 @@ document.querySelectorAll("table.board").forEach(function (table) {
 """
 
 
-def _td(value: object, text: str, numeric: bool, title: str | None) -> str:
-    cls = ' class="num"' if numeric else ""
-    tip = f' title="{html.escape(title)}"' if title else ""
-    return f'<td{cls} data-value="{html.escape(str(value))}"{tip}>{html.escape(text)}</td>'
+def _td(value: object, text: str, kind: str, title: str | None) -> str:
+    """A cell; ``kind`` is its CSS class: ``num`` (right-aligned, sorted numerically),
+    ``nowrap`` (text kept on one line) or ``name`` (one line, cut with an ellipsis, whole in
+    the tooltip)."""
+    cls = f' class="{kind}"' if kind else ""
+    if kind == "name" and title is None:
+        title = text
+    tip = f' title="{html.escape(inert(title))}"' if title else ""
+    value = inert(str(value))
+    return f'<td{cls} data-value="{html.escape(value)}"{tip}>{html.escape(inert(text))}</td>'
 
 
 def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
@@ -179,44 +232,62 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
     ]
     if not boards:
         out.append("<p>The leaderboard is empty.</p>")
+    import agentgym
+
+    out.append(
+        f"<p>Rendered by agentgym {e(agentgym.__version__)}. Seeds are the reset seeds of the "
+        "episodes; turns: mean turns per episode; valid: the share of turns whose action was "
+        "valid. An errored episode counts as a failure with the environment's worst return.</p>"
+    )
     columns = [
-        ("#", True),
-        ("name", False),
-        ("agent", False),
-        ("success", True),
-        ("95% CI", True),
-        ("mean return", True),
-        ("mean turns", True),
-        ("valid actions", True),
-        ("episodes", True),
-        ("submitted", False),
+        ("#", "num"),
+        ("name", "name"),
+        ("agent", "name"),
+        ("success", "num"),
+        ("95% CI", "num"),
+        ("mean return", "num"),
+        ("turns", "num"),
+        ("valid", "num"),
+        ("episodes", "num"),
+        ("seeds", "num"),
+        ("agentgym", "nowrap"),
+        ("submitted", "nowrap"),
     ]
     for (env_id, kwargs), entries in boards.items():
         out.append(f'<table class="board" data-env="{e(env_id)}" data-kwargs="{e(kwargs)}">')
         out.append(f"<caption>{e(board_title(env_id, kwargs))}</caption>")
         out.append("<thead><tr>")
-        for name, numeric in columns:
-            cls = ' class="num"' if numeric else ""
+        for name, kind in columns:
+            cls = ' class="num"' if kind == "num" else ""
             out.append(f"<th{cls}>{e(name)}</th>")
         out.append("</tr></thead><tbody>")
         for rank, entry in enumerate(entries, 1):
             cells = [
-                (rank, str(rank), True),
-                (entry.name, entry.name, False),
-                (entry.agent_name, entry.agent_name, False),
-                (entry.success_rate, _pct(entry.success_rate), True),
-                (entry.ci_low, _ci(entry), True),
-                (entry.mean_return, f"{entry.mean_return:.3f}", True),
-                (entry.mean_turns, f"{entry.mean_turns:.2f}", True),
-                (entry.valid_action_rate, _pct(entry.valid_action_rate), True),
-                (entry.episodes, str(entry.episodes), True),
-                (entry.submitted, entry.submitted[:10], False),
+                (rank if entry.ranked else 1e18, _rank(rank, entry)),
+                (entry.name, entry.name),
+                (entry.agent_name, entry.agent_name),
+                (entry.success_rate, _pct(entry.success_rate)),
+                (entry.ci_low, _ci(entry)),
+                (entry.mean_return, f"{entry.mean_return:.3f}"),
+                (entry.mean_turns, f"{entry.mean_turns:.2f}"),
+                (entry.valid_action_rate, _pct(entry.valid_action_rate)),
+                (entry.episodes, str(entry.episodes)),
+                (entry.seed, _seeds(entry)),
+                (entry.agentgym_version, entry.agentgym_version),
+                (entry.submitted, entry.submitted[:10]),
             ]
             tds = "".join(
-                _td(value, text, numeric, entry.agent_description if i == 2 else None)
-                for i, (value, text, numeric) in enumerate(cells)
+                _td(
+                    value,
+                    text,
+                    columns[i][1],
+                    entry.agent_description if i == 2 else entry.submitted if i == 11 else None,
+                )
+                for i, (value, text) in enumerate(cells)
             )
-            out.append(f"<tr>{tds}</tr>")
+            row_cls = "" if entry.ranked else ' class="unranked"'
+            out.append(f"<tr{row_cls}>{tds}</tr>")
         out.append("</tbody></table>")
+        out.append(f'<p class="note">{e(_minimum_note(entries))}.</p>')
     out.append(f"<script>{_SCRIPT}</script></body></html>")
     return "\n".join(out) + "\n"

@@ -7,9 +7,14 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
   (the bundle's time), ``submitted`` (UTC), ``digest`` (UNIQUE: see
   :func:`leaderboards.verify.bundle_digest`) and ``bundle`` (the zlib-compressed JSON, so an entry
   can be verified again later).
-* ``results``: one row per (submission, env, constructor overrides) with the figures recomputed by
-  the replay: episodes, errors, successes, success rate and its 95% Wilson interval, mean return,
-  mean turns and valid-action rate.
+* ``results``: one row per (submission, env, normalised task parameters) with the figures
+  recomputed by the replay: episodes, errors, successes, success rate and its 95% Wilson
+  interval, mean return (errored episodes at the env's worst return), mean turns and
+  valid-action rate.
+
+A board ranks only entries with at least the env's ``min_ranked_episodes`` episodes (declared in
+the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are listed after the
+ranked ones, unranked.
 
 A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
 point rolls it back, and the database is left as it was. Reads never create the file.
@@ -31,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.registration import registered_envs
 from leaderboards.verify import SubmissionError, VerifiedBundle, board_key
 
-__all__ = ["default_db_path", "Entry", "Store", "SCHEMA_VERSION"]
+__all__ = ["default_db_path", "Entry", "Store", "SCHEMA_VERSION", "min_ranked_episodes"]
 
 SCHEMA_VERSION = 1
 
@@ -82,6 +88,7 @@ class Entry:
 
     ``success_rate``, ``ci_low``, ``ci_high`` and ``valid_action_rate`` are fractions in [0, 1];
     ``mean_return`` is in the env's reward units; ``mean_turns`` in turns per episode.
+    ``ranked`` is False when ``episodes`` is below the board's minimum (``min_episodes``).
     """
 
     submission_id: int
@@ -102,6 +109,18 @@ class Entry:
     mean_return: float
     mean_turns: float
     valid_action_rate: float
+    min_episodes: int = 1
+    ranked: bool = True
+
+
+#: Minimum episodes of a ranked entry for an env id this agentgym does not register.
+DEFAULT_MIN_EPISODES = 8
+
+
+def min_ranked_episodes(env_id: str) -> int:
+    """The fewest episodes a ranked entry on ``env_id`` needs (from the registry)."""
+    entry = registered_envs().get(env_id)
+    return entry.min_ranked_episodes if entry is not None else DEFAULT_MIN_EPISODES
 
 
 class Store:
@@ -134,8 +153,11 @@ class Store:
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else None
 
-    def add(self, verified: VerifiedBundle, name: str) -> int:
+    def add(self, verified: VerifiedBundle, name: str, submitted: str | None = None) -> int:
         """Store a verified bundle under ``name`` in one transaction; return its id.
+
+        ``submitted`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``) defaults to now; a rebuild passes the
+        entry's original time.
 
         Raises:
             SubmissionError: the same submission (digest) is already stored, or ``name`` is empty.
@@ -146,7 +168,7 @@ class Store:
         bundle = verified.bundle
         agent = bundle["agent"]
         blob = zlib.compress(json.dumps(bundle, separators=(",", ":")).encode("utf-8"), 6)
-        now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = submitted or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with closing(self._connect(write=True)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -201,8 +223,10 @@ class Store:
     def entries(self, env_id: str | None = None) -> dict[tuple[str, str], list[Entry]]:
         """Ranked entries per leaderboard ``(env_id, env_kwargs JSON)``.
 
-        Within a board: by success rate, then mean return (both descending), then submission
-        order. Boards are ordered by env id, then arguments (``{}`` first).
+        Within a board: the ranked entries (at least :func:`min_ranked_episodes` episodes) by
+        success rate, then mean return (both descending), then submission order; then the
+        unranked ones in the same order. Boards are ordered by env id, then arguments (``{}``
+        first).
         """
         if not self.path.exists():
             return {}
@@ -226,8 +250,11 @@ class Store:
             rows = conn.execute(query, params).fetchall()
         boards: dict[tuple[str, str], list[Entry]] = {}
         for row in rows:
-            entry = Entry(*row)
+            least = min_ranked_episodes(row[6])
+            entry = Entry(*row, min_episodes=least, ranked=row[9] >= least)
             boards.setdefault((entry.env_id, entry.env_kwargs), []).append(entry)
+        for entries in boards.values():
+            entries.sort(key=lambda e: not e.ranked)  # stable: keeps the order within each
         return boards
 
     def count(self) -> int:
@@ -241,14 +268,26 @@ class Store:
 
     def bundles(self) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """``(id, name, bundle)`` of every stored submission, in id order."""
+        for sid, name, _, bundle in self.submissions():
+            yield sid, name, bundle
+
+    def submissions(self) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+        """``(id, name, submitted, bundle)`` of every stored submission, in id order."""
         if not self.path.exists():
             return
         with closing(self._connect(write=False)) as conn:
             if not _has_tables(conn):
                 return
-            rows = conn.execute("SELECT id, name, bundle FROM submissions ORDER BY id").fetchall()
-        for sid, name, blob in rows:
-            yield int(sid), str(name), json.loads(zlib.decompress(blob).decode("utf-8"))
+            rows = conn.execute(
+                "SELECT id, name, submitted, bundle FROM submissions ORDER BY id"
+            ).fetchall()
+        for sid, name, submitted, blob in rows:
+            yield (
+                int(sid),
+                str(name),
+                str(submitted),
+                json.loads(zlib.decompress(blob).decode("utf-8")),
+            )
 
 
 def _has_tables(conn: sqlite3.Connection) -> bool:

@@ -2,17 +2,30 @@
 
 1. Size: the file's size is read with ``os.stat`` before a byte of it is read; a bundle over
    ``max_bytes`` (default :data:`MAX_BUNDLE_BYTES`, 64 MiB) is refused.
-2. JSON: UTF-8 text holding one JSON object.
+2. JSON: UTF-8 text holding one JSON object nested at most :data:`MAX_DEPTH` deep.
 3. Schema: ``leaderboards/schema/bundle-v1.json`` (JSON Schema draft 2020-12, via ``jsonschema``).
-4. Consistency: each env id is registered in the installed agentgym at the bundle's version; the
-   seeds are ``seed, seed + 1, ...`` and each episode carries its seed, in order; each episode's
-   ``return``, ``turns`` and ``success`` agree with its steps; no env appears twice.
-5. Replay: every episode is played again from its seed with its recorded actions, and every
-   step's reward (to 1e-9), ``terminated``, ``truncated``, ``success`` and ``valid`` must equal
-   the bundle's; an episode without ``error`` must end exactly at its last step.
-6. Summary: the bundle's summary must equal the one recomputed from the verified episodes.
+   A bundle refused at steps 1-3 (or whose structure cannot be read) is *malformed*
+   (:class:`MalformedBundle`: ``python -m leaderboards`` exits 2).
+4. Consistency: each env id is registered in the installed agentgym at the bundle's version; its
+   ``env_kwargs`` pass the kwargs gate as a bundle (:func:`agentgym.registration.check_env_kwargs`
+   with ``source="bundle"``: task parameters within their bounds only, never an execution
+   setting such as a sandbox back end or a daemon address); the seeds are ``seed, seed + 1, ...``
+   and each episode carries its seed, in order; each episode's ``return``, ``turns`` and
+   ``success`` agree with its steps; no board appears twice.
+5. Budget: the replay's steps are counted before it starts, and the replay runs in a child
+   process under the verifier's :class:`ReplayBudget` (wall time, steps, resident memory of the
+   child and everything it starts); a bundle over a limit is refused with the limit named.
+6. Replay: every episode is played again from its seed with its recorded actions, with the task
+   parameters normalised (:func:`agentgym.registration.normalise_task_kwargs`) and the
+   verifier's own execution settings (:class:`VerifierConfig`), and every step's reward (to
+   1e-9), ``terminated``, ``truncated``, ``success`` and ``valid`` must equal the bundle's; an
+   episode without ``error`` must end exactly at its last step.
+7. Summary: the bundle's summary must equal the one recomputed from its episodes.
 
-What the leaderboard stores comes from the replayed episodes, never from the bundle's own claims.
+What the leaderboard stores comes from the replay, never from the bundle's claims: each
+episode's return is the sum of the replayed rewards, and an errored episode counts as a failure
+with the env's worst return (:func:`agentgym.registration.worst_return`), so an error never
+scores better than playing. No refusal quotes a file the bundle names, nor its digest.
 
 Example:
     >>> verified = verify_file("run.json")  # doctest: +SKIP
@@ -25,20 +38,39 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
 import os
-from collections.abc import Mapping
+import signal
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import agentgym
-from agentgym.eval import env_version, file_digests, make_env, replay_episode, summarize
+from agentgym.eval import (
+    FILE_KWARGS,
+    env_version,
+    file_digests,
+    make_env,
+    replay_episode,
+    summarize,
+)
+from agentgym.registration import (
+    EnvKwargsError,
+    normalise_task_kwargs,
+    worst_return,
+)
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "SCHEMA_PATH",
+    "MAX_DEPTH",
     "SubmissionError",
+    "MalformedBundle",
+    "ReplayBudget",
+    "VerifierConfig",
     "VerifiedRun",
     "VerifiedBundle",
     "load_bundle",
@@ -52,6 +84,8 @@ __all__ = [
 ]
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+#: The deepest nesting of JSON arrays/objects a bundle may have (a real one is 6 deep).
+MAX_DEPTH = 32
 SCHEMA_PATH = Path(__file__).with_name("schema") / "bundle-v1.json"
 _REWARD_TOL = 1e-9
 _STEP_FLAGS = ("terminated", "truncated", "success", "valid")
@@ -59,6 +93,53 @@ _STEP_FLAGS = ("terminated", "truncated", "success", "valid")
 
 class SubmissionError(Exception):
     """A refused submission; the message says what is wrong and what to do."""
+
+
+class MalformedBundle(SubmissionError):
+    """A bundle that is not a well-formed result bundle at all (size, encoding, JSON, nesting,
+    schema, structure): ``python -m leaderboards`` exits 2 on it."""
+
+
+@dataclass(frozen=True)
+class ReplayBudget:
+    """What one bundle's replay may cost the verifier; over any limit it is refused, naming it.
+
+    Attributes:
+        max_seconds: wall-clock seconds for the whole replay (all runs), > 0.
+        max_steps: env steps plus resets over all episodes, counted before the replay, >= 1.
+        max_memory_mb: resident memory (MiB) of the replay process and every process it
+            starts (browsers, sandboxes), sampled every 0.1 s, >= 64.
+    """
+
+    max_seconds: float = 1800.0
+    max_steps: int = 200_000
+    max_memory_mb: int = 4096
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_seconds, (int, float)) and 0 < self.max_seconds < math.inf):
+            raise ValueError(f"max_seconds must be a number > 0, got {self.max_seconds!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int):
+            raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
+        if not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 64:
+            raise ValueError(f"max_memory_mb must be an int >= 64, got {self.max_memory_mb!r}")
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """The verifier's own choices for a replay; a bundle never sets any of them.
+
+    Attributes:
+        budget: the :class:`ReplayBudget`.
+        env_settings: execution settings per env id (e.g. ``{"agentgym/CodeExec-v0":
+            {"backend": "docker"}}``), passed to ``gymnasium.make`` beside the bundle's task
+            parameters; an id not named runs with its registered defaults (CodeExec's ``auto``
+            back end refuses to run without isolation).
+    """
+
+    budget: ReplayBudget = field(default_factory=ReplayBudget)
+    env_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,36 +192,68 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
     try:
         size = os.stat(path).st_size
     except FileNotFoundError as err:
-        raise SubmissionError(f"{path}: no such file") from err
+        raise MalformedBundle(f"{path}: no such file") from err
     if not path.is_file():
-        raise SubmissionError(f"{path}: not a regular file")
+        raise MalformedBundle(f"{path}: not a regular file")
     if size > max_bytes:
-        raise SubmissionError(
+        raise MalformedBundle(
             f"{path} is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.1f} MiB limit; "
             "submit fewer episodes per bundle (or raise --max-mb)"
         )
     with open(path, "rb") as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:  # the file grew after the stat
-        raise SubmissionError(f"{path} grew past the {max_bytes / 2**20:.1f} MiB limit while read")
+        raise MalformedBundle(f"{path} grew past the {max_bytes / 2**20:.1f} MiB limit while read")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SubmissionError(
+        raise MalformedBundle(
             f"{path} is not UTF-8 text ({err}); write it with agentgym eval"
         ) from err
+    deep = _nesting_over(text, MAX_DEPTH)
+    if deep:
+        raise MalformedBundle(
+            f"{path} nests JSON arrays/objects more than {MAX_DEPTH} deep (at character "
+            f"{deep}); a result bundle is 6 deep: submit the file `agentgym eval --out` wrote"
+        )
     try:
         bundle = json.loads(text, parse_constant=_reject_constant)
     except SubmissionError as err:
-        raise SubmissionError(f"{path}: {err}") from None
+        raise MalformedBundle(f"{path}: {err}") from None
     except json.JSONDecodeError as err:
-        raise SubmissionError(
+        raise MalformedBundle(
             f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}; "
             "submit the file `agentgym eval --out` wrote, unedited"
         ) from err
+    except (RecursionError, MemoryError) as err:  # belt and braces: the scan above bounds depth
+        raise MalformedBundle(f"{path} cannot be parsed ({type(err).__name__})") from None
     if not isinstance(bundle, dict):
-        raise SubmissionError(f"{path} holds a JSON {type(bundle).__name__}, not a result bundle")
+        raise MalformedBundle(f"{path} holds a JSON {type(bundle).__name__}, not a result bundle")
     return bundle
+
+
+def _nesting_over(text: str, limit: int) -> int:
+    """The 1-based offset where ``[``/``{`` nesting first exceeds ``limit`` (outside strings), or
+    0. A linear scan without recursion, run before ``json.loads`` (whose C parser recurses)."""
+    depth = 0
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i + 1
+        elif ch in "]}":
+            depth -= 1
+    return 0
 
 
 @cache
@@ -164,15 +277,42 @@ def validate_schema(bundle: Any) -> None:
         SubmissionError: the first violation (by ``jsonschema.exceptions.best_match``), with the
             path to the offending value.
     """
+    validator = _validator()
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(bundle))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(bundle))
+    except RecursionError:
+        raise MalformedBundle(f"the bundle nests deeper than {MAX_DEPTH} levels") from None
     if error is None:
         return
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-    raise SubmissionError(
+    raise MalformedBundle(
         f"schema violation at {where}: {error.message} "
         f"(schema: leaderboards/schema/{SCHEMA_PATH.name})"
+    )
+
+
+def _gate(run: Mapping[str, Any], r: int) -> dict[str, Any]:
+    """The run's task parameters through the kwargs gate (as a bundle), normalised.
+
+    A refusal about a file a kwarg names says the same thing whether the path is missing,
+    unreadable, not a regular file or too large, and never quotes the file.
+    """
+    env_id = run["env_id"]
+    try:
+        return normalise_task_kwargs(env_id, run["env_kwargs"])
+    except EnvKwargsError as err:
+        if err.key in FILE_KWARGS:
+            raise SubmissionError(_file_refusal(env_id, err.key)) from None
+        raise SubmissionError(f"runs/{r} ({env_id}): env_kwargs refused: {err}") from None
+
+
+def _file_refusal(env_id: str, key: str) -> str:
+    return (
+        f"{env_id}: the file named by {key} is not the one the run recorded (missing, "
+        "unreadable, not a regular file, too large, or changed since the run): replay needs "
+        "the same file at the same path"
     )
 
 
@@ -201,7 +341,7 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
             raise SubmissionError(
                 f"runs/{r}: env_version {run['env_version']} does not match the id {env_id!r}"
             )
-        key = board_key(env_id, run["env_kwargs"], check_files(run))
+        key = board_key(env_id, _gate(run, r), check_files(run))
         if key in seen:
             raise SubmissionError(f"runs/{r}: {env_id} appears twice with the same arguments")
         seen.add(key)
@@ -241,9 +381,10 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
 def board_key(
     env_id: str, env_kwargs: Mapping[str, Any], env_files: Mapping[str, str] | None = None
 ) -> tuple[str, str]:
-    """The leaderboard a run belongs to: its env id and its canonical constructor overrides,
-    with ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file named in them (two
-    level files at one path are two leaderboards)."""
+    """The leaderboard a run belongs to: its env id and its canonical constructor overrides
+    (pass them normalised: :func:`agentgym.registration.normalise_task_kwargs`), with
+    ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file named in them (two level
+    files at one path are two leaderboards)."""
     key = dict(env_kwargs)
     for name, digest in sorted((env_files or {}).items()):
         key[f"{name}#sha256"] = digest[:16]
@@ -254,36 +395,68 @@ def check_files(run: Mapping[str, Any]) -> dict[str, str]:
     """The run's recorded file digests, checked against the files as they are now.
 
     Raises:
-        SubmissionError: a file the run names is not recorded, cannot be read, or changed.
+        SubmissionError: a file the run names is not recorded, cannot be read, or changed (one
+            message for all of these; it quotes neither the file nor a digest).
     """
     recorded = dict(run.get("env_files") or {})
-    try:
-        current = file_digests(run["env_kwargs"])
-    except OSError as err:
-        raise SubmissionError(
-            f"{run['env_id']}: cannot read {err.filename} ({err.strerror}), which the run's "
-            "env_kwargs name: replay needs the same file at the same path"
-        ) from err
-    for name, digest in current.items():
+    kwargs = run["env_kwargs"]
+    for name in FILE_KWARGS:
+        value = kwargs.get(name)
+        if value is not None and not isinstance(value, str):
+            raise SubmissionError(f"{run['env_id']}: {name} must be a path string")
+    named = [k for k in FILE_KWARGS if kwargs.get(k) is not None]
+    for name in named:
         if name not in recorded:
             raise SubmissionError(
-                f"{run['env_id']}: the run names {name}={run['env_kwargs'][name]!r} but does "
-                "not record its SHA-256 (env_files): rerun agentgym eval to write it"
+                f"{run['env_id']}: the run names a file in {name} but does not record its "
+                "SHA-256 (env_files): rerun agentgym eval to write it"
             )
-        if recorded[name] != digest:
-            raise SubmissionError(
-                f"{run['env_id']}: {name}={run['env_kwargs'][name]!r} changed since the run "
-                f"(SHA-256 {recorded[name][:16]}... recorded, {digest[:16]}... now): the "
-                "episodes were played on another task; submit with the file the run used"
-            )
-    extra = sorted(set(recorded) - set(current))
+    extra = sorted(set(recorded) - set(named))
     if extra:
         raise SubmissionError(f"{run['env_id']}: env_files names {extra}, which env_kwargs do not")
+    try:
+        # The gate first: a path that is not a small regular file is never opened.
+        normalise_task_kwargs(run["env_id"], {k: kwargs[k] for k in named})
+        current = file_digests(kwargs)
+    except (EnvKwargsError, OSError) as err:
+        key = getattr(err, "key", None) or named[0]
+        raise SubmissionError(_file_refusal(run["env_id"], key)) from None
+    for name, digest in current.items():
+        if recorded[name] != digest:
+            raise SubmissionError(_file_refusal(run["env_id"], name))
     return current
 
 
-def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> VerifiedRun:
+def _scored_episode(env_id: str, kwargs: Mapping[str, Any], episode: Mapping[str, Any], steps):
+    """The episode record the leaderboard scores: the replayed steps, the replayed return, and
+    for an errored episode a failure with the env's worst return."""
+    error = episode["error"]
+    total = math.fsum(s["reward"] for s in steps)
+    return {
+        "seed": episode["seed"],
+        "steps": steps,
+        "return": worst_return(env_id, kwargs) if error else total,
+        "success": bool(steps and steps[-1]["success"]) and not error,
+        "error": error,
+    }
+
+
+def replay_run(
+    run: Mapping[str, Any],
+    *,
+    bundle_version: str = "?",
+    settings: Mapping[str, Any] | None = None,
+) -> VerifiedRun:
     """Replay every episode of one run and compare it step by step.
+
+    Args:
+        run: a run of a bundle that passed :func:`check_consistency`.
+        bundle_version: the bundle's agentgym version (for messages).
+        settings: the verifier's execution settings for this env (never the bundle's).
+
+    Returns:
+        The :class:`VerifiedRun`; its summary comes from the replayed episodes (errored ones
+        scored with :func:`agentgym.registration.worst_return`).
 
     Raises:
         SubmissionError: the first mismatch, naming the episode, seed, step and values.
@@ -293,10 +466,22 @@ def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> Verified
         f"the bundle was altered, or made with another agentgym (bundle {bundle_version}, "
         f"installed {agentgym.__version__})"
     )
+    kwargs = normalise_task_kwargs(env_id, run["env_kwargs"])
+    names_file = any(k in kwargs for k in FILE_KWARGS)
+
+    def detail(err: BaseException) -> str:
+        # An error raised while reading a file the bundle names may quote that file: say less.
+        if names_file:
+            return f"{type(err).__name__} (details withheld: the run names a file)"
+        return f"{type(err).__name__}: {err}"
+
     try:
-        env = make_env(env_id, run["env_kwargs"])
-    except (TypeError, ValueError) as err:
-        raise SubmissionError(f"{env_id}: the environment refuses env_kwargs: {err}") from err
+        env = make_env(env_id, {**kwargs, **dict(settings or {})})
+    except Exception as err:
+        raise SubmissionError(
+            f"{env_id}: the environment cannot be built with these env_kwargs: {detail(err)}"
+        ) from None
+    scored = []
     try:
         for e, episode in enumerate(run["episodes"]):
             recorded = episode["steps"]
@@ -304,9 +489,7 @@ def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> Verified
             try:
                 _, replayed = replay_episode(env, episode["seed"], [s["action"] for s in recorded])
             except Exception as err:
-                raise SubmissionError(
-                    f"{where}: replay raised {type(err).__name__}: {err}"
-                ) from err
+                raise SubmissionError(f"{where}: replay raised {detail(err)}") from None
             for t, (want, got) in enumerate(zip(recorded, replayed, strict=False)):
                 if abs(float(want["reward"]) - got["reward"]) > _REWARD_TOL:
                     raise SubmissionError(
@@ -334,11 +517,11 @@ def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> Verified
                 episode["truncated"]
             ) != bool(recorded and recorded[-1]["truncated"]):
                 raise SubmissionError(f"{where}: terminated/truncated disagree with its last step")
+            scored.append(_scored_episode(env_id, kwargs, episode, replayed))
     finally:
         env.close()
-    summary = summarize(run["episodes"])
     claimed = run["summary"]
-    for key, value in summary.items():
+    for key, value in summarize(run["episodes"]).items():
         other = claimed[key]
         same = (
             all(abs(a - b) <= 1e-9 for a, b in zip(value, other, strict=True))
@@ -353,22 +536,24 @@ def replay_run(run: Mapping[str, Any], *, bundle_version: str = "?") -> Verified
     return VerifiedRun(
         env_id,
         env_version(env_id),
-        dict(run["env_kwargs"]),
+        kwargs,
         run["seed"],
-        summary,
+        summarize(scored),
         dict(run.get("env_files") or {}),
     )
 
 
 def bundle_digest(bundle: Mapping[str, Any]) -> str:
-    """SHA-256 of what makes a result: each run's env, arguments, seeds and actions.
+    """SHA-256 of what makes a result: each run's env, normalised task parameters, file
+    digests, seeds and actions.
 
-    Two bundles with the same digest are the same submission, whatever their names or times.
+    Two bundles with the same digest are the same submission, whatever their names, times or
+    spelled-out defaults.
     """
     core = [
         {
             "env_id": run["env_id"],
-            "env_kwargs": run["env_kwargs"],
+            "env_kwargs": normalise_task_kwargs(run["env_id"], run["env_kwargs"]),
             **({"env_files": run["env_files"]} if run.get("env_files") else {}),
             "episodes": [[e["seed"], [s["action"] for s in e["steps"]]] for e in run["episodes"]],
         }
@@ -378,20 +563,192 @@ def bundle_digest(bundle: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def verify_bundle(bundle: dict[str, Any]) -> VerifiedBundle:
-    """Schema, consistency and replay checks of a parsed bundle (steps 3-6).
+def replay_cost(bundle: Mapping[str, Any]) -> int:
+    """Env steps plus resets the replay of ``bundle`` takes (counted from the bundle)."""
+    return sum(len(e["steps"]) + 1 for run in bundle["runs"] for e in run["episodes"])
+
+
+def verify_bundle(bundle: dict[str, Any], config: VerifierConfig | None = None) -> VerifiedBundle:
+    """Schema, consistency, budget and replay checks of a parsed bundle (steps 3-7).
+
+    Args:
+        bundle: the parsed bundle.
+        config: the verifier's budget and execution settings (default :class:`VerifierConfig`).
 
     Raises:
-        SubmissionError: the first failed check.
+        MalformedBundle: the schema or the structure is wrong.
+        SubmissionError: the first failed check (a budget refusal names the limit).
     """
+    config = config or VerifierConfig()
     validate_schema(bundle)
     check_consistency(bundle)
+    budget = config.budget
+    cost = replay_cost(bundle)
+    if cost > budget.max_steps:
+        raise SubmissionError(
+            f"over the replay budget (limit: steps): the bundle needs {cost} env steps and "
+            f"resets, the verifier allows {budget.max_steps}; submit fewer episodes per bundle"
+        )
     version = bundle["agentgym_version"]
-    runs = tuple(replay_run(run, bundle_version=version) for run in bundle["runs"])
+
+    def replay_all() -> tuple[VerifiedRun, ...]:
+        return tuple(
+            replay_run(
+                run,
+                bundle_version=version,
+                settings=config.env_settings.get(run["env_id"], {}),
+            )
+            for run in bundle["runs"]
+        )
+
+    runs = run_within_budget(replay_all, budget)
     count = sum(len(run["episodes"]) for run in bundle["runs"])
     return VerifiedBundle(bundle, runs, bundle_digest(bundle), count)
 
 
-def verify_file(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES) -> VerifiedBundle:
+def verify_file(
+    path: str | os.PathLike[str],
+    max_bytes: int = MAX_BUNDLE_BYTES,
+    config: VerifierConfig | None = None,
+) -> VerifiedBundle:
     """:func:`load_bundle` then :func:`verify_bundle`."""
-    return verify_bundle(load_bundle(path, max_bytes))
+    return verify_bundle(load_bundle(path, max_bytes), config)
+
+
+# ----------------------------------------------------------------------------- the budget
+
+
+def _children(pid: int) -> list[int]:
+    """``pid`` and every descendant, from ``/proc`` (Linux)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, []))
+    return out
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and its descendants, bytes (``/proc/<pid>/statm``)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for p in _children(pid):
+        try:
+            with open(f"/proc/{p}/statm", "rb") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _child_main(fn: Callable[[], Any], conn: Any) -> None:
+    os.setpgid(0, 0)  # its own process group: the whole tree can be stopped at once
+    try:  # die with the verifier (Linux prctl PR_SET_PDEATHSIG = 1)
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # unwinds through the envs' close() (finally blocks)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        result: tuple[str, Any] = ("ok", fn())
+    except SubmissionError as err:
+        result = ("refused", str(err))
+    except KeyboardInterrupt:
+        result = ("stopped", "")
+    except Exception as err:  # reported by type only: its text may quote a named file
+        result = ("error", type(err).__name__)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # done: a late stop just ends the process
+    conn.send(result)
+    conn.close()
+
+
+def run_within_budget(fn: Callable[[], Any], budget: ReplayBudget) -> Any:
+    """Run ``fn()`` in a forked child process under ``budget``'s time and memory limits.
+
+    The child leads its own process group; over a limit the group gets SIGTERM (the envs close),
+    then SIGKILL after 5 s.
+
+    Returns:
+        What ``fn`` returned (it must pickle).
+
+    Raises:
+        SubmissionError: ``fn`` raised one (passed on), a limit was hit (the message names it),
+            or the child died.
+    """
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_main, args=(fn, send))
+    t0 = time.monotonic()
+    child.start()
+    send.close()
+    limit = budget.max_memory_mb * 2**20
+    over: str | None = None
+    result: tuple[str, Any] | None = None
+    try:
+        while True:
+            if receive.poll(0.1):
+                try:
+                    result = receive.recv()
+                except EOFError:
+                    result = None
+                break
+            if not child.is_alive():
+                break
+            if time.monotonic() - t0 > budget.max_seconds:
+                over = f"time: {budget.max_seconds:g} s of wall time"
+                break
+            if _tree_rss_bytes(child.pid) > limit:
+                over = f"memory: {budget.max_memory_mb} MiB resident"
+                break
+    finally:
+        if result is not None:
+            child.join(timeout=5)  # it has sent its result and is exiting
+        if child.is_alive():
+            _stop_group(child)
+        child.join(timeout=5)
+        receive.close()
+    if over is not None:
+        raise SubmissionError(
+            f"over the replay budget (limit: {over}); the replay was stopped and nothing was "
+            "stored: submit fewer or smaller episodes, or ask the verifier for a larger budget"
+        )
+    if result is None:
+        raise SubmissionError(
+            f"the replay process died (exit code {child.exitcode}) before it finished; "
+            "nothing was stored"
+        )
+    kind, value = result
+    if kind == "ok":
+        return value
+    if kind == "refused":
+        raise SubmissionError(value)
+    raise SubmissionError(f"the replay failed ({value}); nothing was stored")
+
+
+def _stop_group(child: Any) -> None:
+    """SIGTERM to the child's process group (the child itself if it has none yet), 5 s to
+    close its envs, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            if child.is_alive():
+                os.kill(child.pid, sig)
+        if sig == signal.SIGTERM:
+            child.join(timeout=5)

@@ -30,7 +30,8 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Real eval bundles: random and oracle on Bandit-v0 and Sokoban-v0, 6 episodes each."""
+    """Real eval bundles: random and oracle on Bandit-v0 and Sokoban-v0, 8 episodes each (the
+    fewest a ranked entry needs there)."""
     folder = tmp_path_factory.mktemp("bundles")
     out = {}
     for agent in ("random", "oracle"):
@@ -38,7 +39,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         evaluate(
             ["agentgym/Bandit-v0", "agentgym/Sokoban-v0"],
             agent,
-            episodes=6,
+            episodes=8,
             seed=0,
             out=out[agent],
             progress=False,
@@ -106,7 +107,7 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
             "--agent",
             agent,
             "--episodes",
-            "5",
+            "8",
             "--seed",
             "0",
             "--out",
@@ -117,14 +118,14 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
         result = run("-m", "leaderboards", "submit", str(out), "--name", f"{agent} baseline")
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith(f"accepted {out} as entry #")
-        assert "10 episodes replayed" in result.stdout
+        assert "16 episodes replayed" in result.stdout
     oracle = load(tmp_path / "oracle.json")
     result = run("-m", "leaderboards", "show", "--env", "Sokoban-v0")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "agentgym/Sokoban-v0"
     assert lines[1].split()[:4] == ["#", "name", "agent", "success"]
-    # The oracle solves all 5 (Wilson 5/5: [56.6%, 100.0%]) and ranks first; random is second.
+    # The oracle solves all 8 (Wilson 8/8: [67.6%, 100.0%]) and ranks first; random is second.
     s = oracle["runs"][1]["summary"]
     assert lines[2].split()[:7] == [
         "1",
@@ -132,7 +133,7 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
         "baseline",
         "oracle",
         "100.0%",
-        "[56.6%,",
+        "[67.6%,",
         "100.0%]",
     ]
     assert lines[2].split()[7] == f"{s['mean_return']:.3f}"
@@ -168,7 +169,9 @@ def test_a_level_file_is_keyed_and_checked_by_its_contents(
         runs.append((out, sha))
     # The file now holds `other`: the oracle's run (on `easy`) is refused, the database unchanged.
     code, said = submit(runs[0][0], db, "oracle", capsys)
-    assert code == 1 and "changed since the run" in said and runs[0][1][:16] in said
+    assert code == 1 and "is not the one the run recorded" in said
+    # Neither digest is echoed (a refusal must not leak anything about a file the bundle names).
+    assert runs[0][1][:8] not in said and runs[1][1][:8] not in said
     assert not db.exists()
     assert submit(runs[1][0], db, "random", capsys)[0] == 0
     level.write_text(easy)
@@ -194,10 +197,10 @@ def test_stored_figures_come_from_the_replay(
     for run, entries in zip(bundle["runs"], boards.values(), strict=True):
         (entry,) = entries
         wins = sum(e["success"] for e in run["episodes"])  # counted here, independently
-        assert entry.successes == wins and entry.episodes == 6
-        assert (entry.ci_low, entry.ci_high) == pytest.approx(wilson_interval(wins, 6))
+        assert entry.successes == wins and entry.episodes == 8
+        assert (entry.ci_low, entry.ci_high) == pytest.approx(wilson_interval(wins, 8))
         returns = [sum(s["reward"] for s in e["steps"]) for e in run["episodes"]]
-        assert entry.mean_return == pytest.approx(sum(returns) / 6)
+        assert entry.mean_return == pytest.approx(sum(returns) / 8)
     with sqlite3.connect(db) as conn:
         (blob,) = conn.execute("SELECT bundle FROM submissions").fetchone()
     assert blob[:1] == b"x"  # zlib
@@ -288,8 +291,8 @@ def test_tampered_bundles_are_refused_and_the_db_is_unchanged(
     edited = save(tmp_path, _edit(load(bundles["oracle"]), how))
     before = digest(populated_db)
     code, output = submit(edited, populated_db, "cheater", capsys)
-    assert code == 1
-    assert output.startswith("refused: ")
+    assert code == (2 if how.startswith("schema:") else 1)  # malformed: 2
+    assert output.startswith("refused: ") and output.count("\n") == 1
     assert REFUSALS[how] in output, output
     assert digest(populated_db) == before
     # The untouched bundle is still accepted: the refusal was about the edit.
@@ -326,7 +329,7 @@ def test_refusals_of_files(
     cases["100 MB"] = (big, "is 95.4 MiB, over the 64.0 MiB limit")
     for name, (path, message) in cases.items():
         code, output = submit(path, populated_db, "x", capsys)
-        assert code == 1, name
+        assert code == (1 if name == "duplicate" else 2), name  # all but one are malformed
         assert message in output, (name, output)
         assert digest(populated_db) == before, name
     # The same bundle under another name is still a duplicate (names do not change results).
@@ -382,7 +385,7 @@ def three_entries(
     evaluate(
         ["agentgym/Bandit-v0"],
         "random",
-        episodes=6,
+        episodes=8,
         seed=0,
         agent_seed=5,
         out=third,
@@ -397,15 +400,18 @@ def test_markdown_table(three_entries: Path) -> None:
     text = markdown_tables(boards)
     lines = text.splitlines()
     assert lines[0] == "### agentgym/Bandit-v0"
-    assert lines[2] == (
-        "| # | name | agent | success (95% CI) | mean return | mean turns | valid | episodes |"
-    )
-    assert lines[3] == "|---:|---|---|---:|---:|---:|---:|---:|"
-    bandit = boards[("agentgym/Bandit-v0", "{}")]
-    assert len([line for line in lines[4:] if line.startswith("| ")]) >= len(bandit)
-    e = bandit[0]
+    assert lines[2] == "_ranked entries need at least 8 episodes; '-': fewer, listed unranked._"
     assert lines[4] == (
-        f"| 1 | oracle | oracle | 100.0% [61.0%, 100.0%] | {e.mean_return:.3f} | 1.00 | 100.0% | 6 |"
+        "| # | name | agent | success (95% CI) | mean return | mean turns | valid | episodes "
+        "| seeds |"
+    )
+    assert lines[5] == "|---:|---|---|---:|---:|---:|---:|---:|---:|"
+    bandit = boards[("agentgym/Bandit-v0", "{}")]
+    assert len([line for line in lines[6:] if line.startswith("| ")]) >= len(bandit)
+    e = bandit[0]
+    assert lines[6] == (
+        f"| 1 | oracle | oracle | 100.0% [67.6%, 100.0%] | {e.mean_return:.3f} | 1.00 | 100.0% "
+        "| 8 | 0-7 |"
     )
 
 
@@ -452,9 +458,9 @@ def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
     with closing(sqlite3.connect(other)) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     assert tables == ["notes"]
-    for bad in ("nan", "0", "-1"):
+    for bad in ("nan", "0", "-1", "0.5"):
         assert main(["submit", str(bundles["oracle"]), "--name", "x", "--max-mb", bad]) == 2
-        assert "--max-mb must be a number > 0" in capsys.readouterr().err
+        assert "--max-mb must be a number >= 1 (MiB), got" in capsys.readouterr().err
     # A written page leaves no temp file next to it.
     assert main(["--db", str(three_entries), "render", "--markdown", str(tmp_path / "lb.md")]) == 0
     assert (tmp_path / "lb.md").read_text().startswith("### agentgym/")
@@ -468,17 +474,11 @@ def test_markdown_cells_make_markup_inert() -> None:
     )
 
 
-def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
+def _chromium(tmp_path: Path, width: int = 1280, height: int = 900) -> Any:
+    """Headless Chromium (Debian's, with its ChromeDriver) in a ``width`` x ``height`` window."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
 
-    page = tmp_path / "leaderboard.html"
-    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
-    text = page.read_text()
-    assert "<script src" not in text and "http" not in text.split("<body>")[1]  # no CDN
-    boards = Store(three_entries).entries()
-    bandit = boards[("agentgym/Bandit-v0", "{}")]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
@@ -492,10 +492,92 @@ def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Pat
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        f"--window-size={width},{height}",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+# Lines of text in each cell of the first table, counted from the text's client rectangles
+# (a wrapped text gives one rectangle per line).
+_LINES_PER_CELL = """
+return Array.from(document.querySelectorAll("table.board")[0].rows).map(function (row) {
+  return Array.from(row.cells).map(function (cell) {
+    var range = document.createRange();
+    range.selectNodeContents(cell);
+    var tops = {};
+    Array.from(range.getClientRects()).forEach(function (r) { tops[Math.round(r.top)] = 1; });
+    return Object.keys(tops).length;
+  });
+});
+"""
+
+
+def test_html_page_is_readable_at_a_normal_width(
+    three_entries: Path,
+    bundles: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16: at 1280 pixels no interval, seed range or date wraps and the page needs no
+    horizontal scrolling, even with a long name; the seeds and the agentgym version are shown.
+    The screenshot is kept in the test's folder (leaderboard-1280.png) for a person to look at."""
+    import agentgym
+
+    long_name = "a submission with a rather long name, " * 3
+    third = tmp_path / "long.json"
+    evaluate(
+        ["agentgym/Bandit-v0"],
+        "random",
+        episodes=8,
+        agent_seed=9,
+        agent_name="SmolLM2-135M-Instruct zero-shot (greedy)",
+        out=third,
+        progress=False,
+    )
+    assert submit(third, three_entries, long_name, capsys)[0] == 0
+    page = tmp_path / "leaderboard.html"
+    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(page.as_uri())
+        lines = driver.execute_script(_LINES_PER_CELL)
+        assert lines and all(n == 1 for row in lines for n in row), lines
+        width = driver.execute_script("return document.documentElement.scrollWidth")
+        inner = driver.execute_script("return document.documentElement.clientWidth")
+        assert width <= inner, (width, inner)
+        headers = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.board')[0].tHead.rows[0]"
+            ".cells).map(function (c) { return c.textContent; })"
+        )
+        assert headers[-3:] == ["seeds", "agentgym", "submitted"]
+        first = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.board')[0].tBodies[0].rows[0]"
+            ".cells).map(function (c) { return c.textContent; })"
+        )
+        assert first[-3] == "0-7" and first[-2] == agentgym.__version__
+        # The long name is cut with an ellipsis; the whole of it is in the tooltip.
+        cell = driver.execute_script(
+            "var t = document.querySelector('td[title^=\"a submission\"]');"
+            "return [t.scrollWidth > t.clientWidth, t.getAttribute('title')];"
+        )
+        assert cell == [True, long_name.strip()]
+        driver.save_screenshot(str(tmp_path / "leaderboard-1280.png"))
+    finally:
+        driver.quit()
+
+
+def test_html_page_sorts_in_headless_chromium(three_entries: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "leaderboard.html"
+    assert main(["render", "--html", str(page), "--db", str(three_entries)]) == 0
+    text = page.read_text()
+    assert "<script src" not in text and "http" not in text.split("<body>")[1]  # no CDN
+    boards = Store(three_entries).entries()
+    bandit = boards[("agentgym/Bandit-v0", "{}")]
+    driver = _chromium(tmp_path)
     try:
         driver.get(page.as_uri())
         tables = driver.find_elements(By.CSS_SELECTOR, "table.board")
@@ -558,15 +640,75 @@ def test_committed_baselines_replay(tmp_path: Path) -> None:
         assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {what}"
 
 
-def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
-    tmp_path: Path, bundles: dict[str, Path]
-) -> None:
+def _baseline_folder(tmp_path: Path, bundles: dict[str, Path]) -> Path:
     folder = tmp_path / "baselines"
     folder.mkdir()
     for name in ("random", "oracle"):
         (folder / f"{name}.json").write_bytes(bundles[name].read_bytes())
+    return folder
+
+
+def test_rebuild_keeps_every_entry_and_refuses_to_drop_without_the_flag(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: a rebuild deleted the user's own entries. Now every stored entry is replayed
+    again and kept (name and time); one that no longer verifies is named and nothing changes,
+    unless --drop-unverified is given."""
+    folder = _baseline_folder(tmp_path, bundles)
     db = tmp_path / "lb.sqlite"
-    assert rebuild(db, folder) == 2
+    assert rebuild(db, folder).baselines == 2
+    assert Store(db).count() == 2
+    # The user's own entries: one on a level file (made to stop verifying below), one plain.
+    level = tmp_path / "mine.xsb"
+    level.write_text("#####\n#@$.#\n#####\n")
+    mine = evaluate(
+        ["agentgym/Sokoban-v0"],
+        "oracle",
+        episodes=8,
+        seed=0,
+        out=tmp_path / "mine.json",
+        env_kwargs={"level_file": str(level)},
+        progress=False,
+    )
+    assert mine["runs"][0]["summary"]["successes"] == 8
+    assert submit(tmp_path / "mine.json", db, "my level", capsys)[0] == 0
+    third = tmp_path / "third.json"
+    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    assert submit(third, db, "my agent", capsys)[0] == 0
+    times = {name: t for _, name, t, _ in Store(db).submissions() if name.startswith("my ")}
+    # A plain rebuild keeps both, under their names and original times.
+    assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 0
+    said = capsys.readouterr().out
+    assert "2 baseline bundles" in said and "2 earlier entries kept" in said
+    kept = {name: t for _, name, t, _ in Store(db).submissions() if name.startswith("my ")}
+    assert kept == times and len(kept) == 2
+    # The level file changes: that entry no longer verifies. The rebuild names it, says how to
+    # drop it, and leaves the database byte for byte as it was.
+    level.write_text("######\n#@$ .#\n######\n")
+    before = digest(db)
+    assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 2
+    err = capsys.readouterr().err
+    ids = {name: sid for sid, name, _, _ in Store(db).submissions()}
+    assert f"#{ids['my level']} 'my level'" in err and "--drop-unverified" in err
+    assert "nothing was changed" in err and "my agent" not in err
+    assert digest(db) == before
+    # With the flag: exactly the named entry goes, the other stays; the output names it.
+    assert main(["rebuild", "--db", str(db), "--from", str(folder), "--drop-unverified"]) == 0
+    said = capsys.readouterr().out
+    assert f"1 dropped (no longer verify): #{ids['my level']} 'my level'" in said
+    assert sorted(name for _, name, _, _ in Store(db).submissions()) == [
+        "my agent",
+        "oracle",
+        "random",
+    ]
+
+
+def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    folder = _baseline_folder(tmp_path, bundles)
+    db = tmp_path / "lb.sqlite"
+    assert rebuild(db, folder).baselines == 2
     assert Store(db).count() == 2
     before = digest(db)
     bad = _edit(load(bundles["oracle"]), "reward changed by one step")

@@ -2,7 +2,71 @@
 
 from __future__ import annotations
 
-from agentgym.registration import EnvEntry, register_env
+from collections.abc import Mapping
+from typing import Any
+
+from agentgym.registration import EnvEntry, TaskParam, register_env
+
+# Task parameters per family (the common ones of every text env are in COMMON_TASK_PARAMS). The
+# bounds keep a replay's cost small: the leaderboard replays whatever a bundle names within them.
+_SOKOBAN = {
+    "dim_room": TaskParam("int_pair", 3, 10),
+    "num_boxes": TaskParam("int", 1, 3),
+    "level_file": TaskParam("file", high=16 * 2**20, nullable=True),
+    "min_solution_steps": TaskParam("int", 1, 100),
+}
+_FROZEN_LAKE = {
+    "size": TaskParam("int", 2, 12),
+    "p": TaskParam("float", 0.01, 1.0),
+    "is_slippery": TaskParam("bool"),
+    "desc": TaskParam("rows", high=12, nullable=True),
+}
+_BANDIT = {
+    "name_split": TaskParam("choice", choices=("train", "heldout")),
+    "low_arm_reward": TaskParam("float", -10.0, 10.0),
+    "high_arm_reward": TaskParam("float", -10.0, 10.0),
+    "high_arm_prob": TaskParam("float", 0.0, 1.0),
+}
+_COUNTDOWN = {
+    "num_numbers": TaskParam("int", 3, 6),
+    "max_number": TaskParam("int", 1, 10_000),
+    "max_target": TaskParam("int", 2, 100_000),
+    "format_score": TaskParam("float", 0.0, 0.999),
+}
+_MATH = {
+    "task": TaskParam("str", high=64),
+    "task_config": TaskParam("mapping", high=32, nullable=True),
+    "reward_decay": TaskParam("float", 1e-6, 1.0),
+}
+_MATH_FILE = {
+    "dataset_file": TaskParam("file", high=16 * 2**20, nullable=True),
+    "reward_decay": TaskParam("float", 1e-6, 1.0),
+}
+_WEBSHOP = {
+    "backend": TaskParam("choice", choices=("browser", "text")),
+    "catalog_seed": TaskParam("int", 0, 2**31 - 1),
+    "num_products": TaskParam("int", 1, 5000),
+    "max_query_length": TaskParam("int", 1, 5000),
+}
+_CODE_EXEC = {
+    "source": TaskParam("choice", choices=("humaneval", "generated")),
+    "feedback_chars": TaskParam("int", 0, 100_000),
+}
+
+
+def _sokoban_worst(kw: Mapping[str, Any]) -> float:
+    """Every action pays -0.1; a box pushed off a target pays -1, and pushing it back on first
+    paid +1, so at most one net -1 per box (a level file's box count is unknown: -1 per action)."""
+    steps = int(kw.get("max_steps") or 0)
+    if kw.get("level_file"):
+        return -1.1 * steps
+    return -0.1 * steps - int(kw.get("num_boxes", 1))
+
+
+def _bandit_worst(kw: Mapping[str, Any]) -> float:
+    low = min(0.0, float(kw.get("low_arm_reward", 0.15)), float(kw.get("high_arm_reward", 1.0)))
+    return int(kw.get("max_turns", 1)) * low
+
 
 ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry(
@@ -16,6 +80,8 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 5,
             "max_actions_per_turn": 5,
         },
+        task_params=_SOKOBAN,
+        step_worst=_sokoban_worst,
     ),
     EnvEntry(
         id="agentgym/SokobanHard-v0",
@@ -23,6 +89,8 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Sokoban, 8x8 room with 2 boxes; 30 actions over up to 10 turns.",
         task_kwargs={"dim_room": (8, 8), "num_boxes": 2},
         default_kwargs={"max_steps": 30, "max_turns": 10, "max_actions_per_turn": 5},
+        task_params=_SOKOBAN,
+        step_worst=_sokoban_worst,
     ),
     EnvEntry(
         id="agentgym/FrozenLake-v0",
@@ -35,6 +103,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 5,
             "max_actions_per_turn": 3,
         },
+        task_params=_FROZEN_LAKE,
     ),
     EnvEntry(
         id="agentgym/FrozenLakeSlippery-v0",
@@ -42,6 +111,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="FrozenLake on slippery ice: a move goes sideways with probability 2/3.",
         task_kwargs={"is_slippery": True},
         default_kwargs={"size": 4, "p": 0.8, "max_turns": 10, "max_actions_per_turn": 3},
+        task_params=_FROZEN_LAKE,
     ),
     EnvEntry(
         id="agentgym/Bandit-v0",
@@ -49,6 +119,8 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Two arms with semantic names, a safe low arm and a risky high arm; one pull.",
         task_kwargs={"name_split": "train"},
         default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
+        task_params=_BANDIT,
+        step_worst=_bandit_worst,
     ),
     EnvEntry(
         id="agentgym/BanditHeldOut-v0",
@@ -56,12 +128,15 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Bandit-v0 with held-out arm names, for testing generalisation.",
         task_kwargs={"name_split": "heldout"},
         default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
+        task_params=_BANDIT,
+        step_worst=_bandit_worst,
     ),
     EnvEntry(
         id="agentgym/Countdown-v0",
         entry_point="agentgym.envs.countdown:CountdownEnv",
         summary="Reach a target using every given number exactly once with + - * / (RAGEN's rule).",
         default_kwargs={"num_numbers": 4, "max_turns": 1, "max_actions_per_turn": 1},
+        task_params=_COUNTDOWN,
     ),
     EnvEntry(
         id="agentgym/Math-v0",
@@ -73,6 +148,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 3,
             "max_actions_per_turn": 1,
         },
+        task_params=_MATH,
     ),
     EnvEntry(
         id="agentgym/MathArithmetic-v0",
@@ -80,6 +156,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Arithmetic expressions (reasoning-gym basic_arithmetic); 3 attempts with feedback.",
         task_kwargs={"task": "basic_arithmetic"},
         default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+        task_params=_MATH,
     ),
     EnvEntry(
         id="agentgym/MathChainSum-v0",
@@ -87,12 +164,14 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Chains of additions and subtractions (reasoning-gym chain_sum); 3 attempts.",
         task_kwargs={"task": "chain_sum"},
         default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+        task_params=_MATH,
     ),
     EnvEntry(
         id="agentgym/MathFile-v0",
         entry_point="agentgym.envs.math_word:MathFileEnv",
         summary="Math problems from your JSONL file (dataset_file=; question/answer); 3 attempts.",
         default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+        task_params=_MATH_FILE,
     ),
     EnvEntry(
         id="agentgym/WebShop-v0",
@@ -105,6 +184,8 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 15,
             "max_actions_per_turn": 1,
         },
+        task_params=_WEBSHOP,
+        min_ranked_episodes=4,
     ),
     EnvEntry(
         id="agentgym/WebShopText-v0",
@@ -117,6 +198,8 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 15,
             "max_actions_per_turn": 1,
         },
+        task_params=_WEBSHOP,
+        min_ranked_episodes=4,
     ),
     EnvEntry(
         id="agentgym/CodeExec-v0",
@@ -124,6 +207,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts.",
         task_kwargs={"source": "humaneval"},
         default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+        task_params=_CODE_EXEC,
     ),
     EnvEntry(
         id="agentgym/CodeExecGenerated-v0",
@@ -131,6 +215,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts.",
         task_kwargs={"source": "generated"},
         default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+        task_params=_CODE_EXEC,
     ),
 )
 

@@ -1,0 +1,434 @@
+"""Attacks on the leaderboard (issue 14): bundles that try to choose how they are replayed, to
+cost the verifier unbounded work, or to game the ranking, and outputs that try to reach the
+terminal or leak files. Each test uses real envs, real replays and a real SQLite file, and
+asserts the database byte for byte unchanged and nothing left behind (child processes, temp
+files) where the bundle is refused."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgym.eval import evaluate, summarize
+from agentgym.registration import worst_return
+from leaderboards.__main__ import main
+from leaderboards.render import html_page, markdown_tables, text_tables
+from leaderboards.store import Store
+from leaderboards.verify import (
+    ReplayBudget,
+    SubmissionError,
+    VerifierConfig,
+    run_within_budget,
+    verify_bundle,
+)
+
+SOKOBAN = "agentgym/Sokoban-v0"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real bundles on Sokoban-v0: random (8 episodes), oracle (8), and oracle with one episode."""
+    folder = tmp_path_factory.mktemp("attack-bundles")
+    out = {}
+    for name, agent, episodes in (("random", "random", 8), ("oracle", "oracle", 8)):
+        out[name] = folder / f"{name}.json"
+        evaluate([SOKOBAN], agent, episodes=episodes, seed=0, out=out[name], progress=False)
+    out["lucky"] = folder / "lucky.json"
+    evaluate([SOKOBAN], "oracle", episodes=1, seed=100, out=out["lucky"], progress=False)
+    return out
+
+
+@pytest.fixture()
+def db(tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> Path:
+    """A leaderboard holding the random entry."""
+    path = tmp_path / "lb.sqlite"
+    assert main(["submit", str(runs["random"]), "--name", "random", "--db", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def submit(
+    bundle: Any, db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, str, str]:
+    """Write ``bundle`` (a dict or raw text), submit it; return (exit code, stdout, stderr)."""
+    path = tmp_path / "attack.json"
+    path.write_text(bundle if isinstance(bundle, str) else json.dumps(bundle))
+    code = main(["submit", str(path), "--name", "attacker", "--db", str(db), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_refused_cleanly(code: int, out: str, err: str, want_code: int, message: str) -> None:
+    assert code == want_code, (code, out, err)
+    assert out == ""
+    assert err.startswith("refused: ") and err.count("\n") == 1, err  # exactly one line
+    assert message in err, err
+    assert "Traceback" not in err
+    assert multiprocessing.active_children() == []  # no replay process left behind
+
+
+def leftovers(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name.endswith((".tmp", "-journal", "-wal"))]
+
+
+def codeexec_bundle(tmp_path: Path, env_kwargs: dict[str, Any], action: str) -> dict[str, Any]:
+    """A CodeExecGenerated-v0 bundle whose one step answers with ``action`` (code that would
+    leave a marker file on the host if it ever ran unsandboxed)."""
+    out = tmp_path / "codeexec.json"
+    bundle = evaluate(
+        ["agentgym/CodeExecGenerated-v0"], "random", episodes=1, seed=0, out=out, progress=False
+    )
+    bundle = copy.deepcopy(bundle)
+    run = bundle["runs"][0]
+    run["env_kwargs"] = env_kwargs
+    episode = run["episodes"][0]
+    episode["steps"] = episode["steps"][:1]
+    episode["steps"][0]["action"] = action
+    return bundle
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+@pytest.mark.parametrize(
+    ("env_kwargs", "setting"),
+    [
+        ({"sandbox_options": {"allow_unisolated": True}}, "sandbox_options"),  # no sandbox
+        ({"backend": "process"}, "backend"),  # the bundle picks the back end
+        ({"sandbox_options": {"base_url": "tcp://203.0.113.7:2375"}}, "sandbox_options"),
+        ({"timeout_s": 600.0}, "timeout_s"),
+    ],
+    ids=["unsandboxed", "backend", "foreign-daemon", "timeout"],
+)
+def test_a_bundle_cannot_choose_how_it_is_replayed(
+    env_kwargs: dict[str, Any],
+    setting: str,
+    tmp_path: Path,
+    db: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    marker = tmp_path / "ran-on-the-host"
+    code = f"<answer>open({str(marker)!r}, 'w').write('pwned')</answer>"
+    bundle = codeexec_bundle(tmp_path, env_kwargs, code)
+    before = sha(db)
+    code_, out, err = submit(bundle, db, tmp_path, capsys)
+    assert_refused_cleanly(code_, out, err, 1, f"{setting} is an execution setting")
+    assert "the verifier replays with its own configuration" in err
+    assert not marker.exists()  # refused before anything was built or run
+    assert sha(db) == before and not leftovers(tmp_path)
+
+
+def test_execution_settings_of_a_real_eval_are_recorded_apart_and_not_replayed(
+    tmp_path: Path,
+) -> None:
+    """`agentgym eval --kw backend=process` plays with the user's setting; the bundle keeps it
+    apart (env_settings, documentation) and the verifier replays with its own."""
+    bundle = evaluate(
+        ["agentgym/CodeExecGenerated-v0"],
+        "random",
+        episodes=1,
+        seed=0,
+        out=tmp_path / "run.json",
+        env_kwargs={"backend": "process", "feedback_chars": 1500},
+        progress=False,
+    )
+    run = bundle["runs"][0]
+    assert run["env_kwargs"] == {"feedback_chars": 1500}
+    assert run["env_settings"] == {"backend": "process"}
+    verified = verify_bundle(bundle)
+    assert verified.runs[0].env_kwargs == {}  # feedback_chars=1500 is the default
+
+
+# ----------------------------------------------------------------------------- budget
+
+
+def test_an_oversized_task_is_refused_by_the_gate(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A catalog of 10^9 products would take days to build: refused by the bound the registry
+    states, before anything is built."""
+    bundle = load(runs["random"])
+    bundle["runs"][0]["env_id"] = "agentgym/WebShopText-v0"
+    bundle["runs"][0]["env_kwargs"] = {"num_products": 10**9}
+    before = sha(db)
+    code, out, err = submit(bundle, db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 1, "num_products must be an int <= 5000")
+    assert sha(db) == before
+
+
+def test_a_replay_over_the_step_budget_is_refused_before_it_starts(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = load(runs["oracle"])
+    steps = sum(len(e["steps"]) + 1 for e in bundle["runs"][0]["episodes"])
+    before = sha(db)
+    code, out, err = submit(bundle, db, tmp_path, capsys, "--replay-steps", str(steps - 1))
+    assert_refused_cleanly(code, out, err, 1, "over the replay budget (limit: steps)")
+    assert f"needs {steps} env steps and resets, the verifier allows {steps - 1}" in err
+    assert sha(db) == before
+    # At exactly the budget it is accepted.
+    code, out, err = submit(bundle, db, tmp_path, capsys, "--replay-steps", str(steps))
+    assert code == 0, err
+
+
+def _sleep_forever() -> None:
+    time.sleep(3600)
+
+
+def _hold_memory() -> None:
+    block = b"x" * (400 * 2**20)  # 400 MiB, written, so resident
+    time.sleep(3600)
+    del block
+
+
+@pytest.mark.parametrize(
+    ("fn", "budget", "limit"),
+    [
+        (_sleep_forever, ReplayBudget(max_seconds=0.5), "limit: time: 0.5 s of wall time"),
+        (_hold_memory, ReplayBudget(max_memory_mb=128), "limit: memory: 128 MiB resident"),
+    ],
+    ids=["time", "memory"],
+)
+def test_a_replay_over_its_time_or_memory_budget_is_stopped(
+    fn: Any, budget: ReplayBudget, limit: str
+) -> None:
+    """The replay process (and its process group) is stopped and the refusal names the limit."""
+    with pytest.raises(SubmissionError) as err:
+        run_within_budget(fn, budget)
+    assert limit in str(err.value) and "nothing was stored" in str(err.value)
+    assert multiprocessing.active_children() == []
+
+
+def test_the_budget_passes_results_and_refusals_through() -> None:
+    assert run_within_budget(lambda: {"ok": [1, 2]}, ReplayBudget()) == {"ok": [1, 2]}
+
+    def refuse() -> None:
+        raise SubmissionError("replay mismatch (test)")
+
+    with pytest.raises(SubmissionError, match=r"^replay mismatch \(test\)$"):
+        run_within_budget(refuse, ReplayBudget())
+
+
+# ----------------------------------------------------------------------------- ranking
+
+
+def _errored(bundle: dict[str, Any]) -> dict[str, Any]:
+    """Every episode errored before its first step: return 0, which beat random's -0.5."""
+    bundle = copy.deepcopy(bundle)
+    run = bundle["runs"][0]
+    for episode in run["episodes"]:
+        episode.update(steps=[], turns=0, error="agent raised", success=False, terminated=False)
+        episode.update(truncated=False, **{"return": 0.0})
+    run["summary"] = summarize(run["episodes"])
+    bundle["agent"]["name"] = "errors"
+    return bundle
+
+
+def test_errored_episodes_score_the_envs_worst_return(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = _errored(load(runs["random"]))
+    assert bundle["runs"][0]["summary"]["mean_return"] == 0.0  # what the bundle claims
+    code, out, err = submit(bundle, db, tmp_path, capsys)
+    assert code == 0, err
+    # By hand: 5 turns x format penalty -0.1, 10 actions x -0.1, 1 box pushed off -1 = -2.5.
+    assert worst_return(SOKOBAN) == pytest.approx(-2.5)
+    (board,) = Store(db).entries(SOKOBAN).values()
+    assert [e.name for e in board] == ["random", "attacker"]  # errors rank last
+    assert board[1].mean_return == pytest.approx(-2.5) and board[1].errors == 8
+    assert board[0].mean_return > -2.5
+
+
+def test_stored_return_is_the_replays_not_the_bundles_claim(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The consistency check allows 1e-6 between a return and its rewards; what is stored is
+    the replayed sum, so the slack cannot be harvested."""
+    bundle = load(runs["oracle"])
+    run = bundle["runs"][0]
+    for episode in run["episodes"]:
+        episode["return"] += 9e-7
+    run["summary"] = summarize(run["episodes"])
+    db = tmp_path / "lb.sqlite"
+    assert submit(bundle, db, tmp_path, capsys)[0] == 0
+    (board,) = Store(db).entries().values()
+    replayed = [
+        sum(s["reward"] for s in e["steps"]) for e in load(runs["oracle"])["runs"][0]["episodes"]
+    ]
+    assert board[0].mean_return == pytest.approx(sum(replayed) / 8, abs=1e-12)
+
+
+def test_one_lucky_episode_is_listed_but_not_ranked(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = submit(load(runs["lucky"]), db, tmp_path, capsys)
+    assert code == 0, err
+    (board,) = Store(db).entries(SOKOBAN).values()
+    assert [(e.name, e.ranked, e.episodes) for e in board] == [
+        ("random", True, 8),
+        ("attacker", False, 1),  # 100% success on 1 episode, below the 8 a rank needs
+    ]
+    text = text_tables(Store(db).entries(SOKOBAN)).splitlines()
+    assert text[2].split()[:2] == ["1", "random"]
+    assert text[3].split()[:2] == ["-", "attacker"]
+    assert text[4] == "(ranked entries need at least 8 episodes; '-': fewer, listed unranked)"
+
+
+def test_a_kwarg_equal_to_its_default_is_the_default_board(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`max_turns=5` and `dim_room=(6, 6)` are Sokoban-v0's defaults: the same board, and the
+    same episodes as a stored entry are a duplicate, however the defaults are spelled."""
+    out = tmp_path / "spelled.json"
+    evaluate(
+        [SOKOBAN],
+        "random",
+        episodes=8,
+        seed=0,
+        out=out,
+        env_kwargs={"max_turns": 5, "dim_room": (6, 6), "format_penalty": -0.1},
+        progress=False,
+    )
+    before = sha(db)
+    code, _, err = submit(load(out), db, tmp_path, capsys)
+    assert_refused_cleanly(code, "", err, 1, "duplicate submission")
+    assert sha(db) == before
+    other = tmp_path / "other.json"
+    evaluate(
+        [SOKOBAN],
+        "random",
+        episodes=8,
+        agent_seed=3,
+        out=other,
+        progress=False,
+        env_kwargs={"max_turns": 5},
+    )
+    assert submit(load(other), db, tmp_path, capsys)[0] == 0
+    assert list(Store(db).entries()) == [(SOKOBAN, "{}")]  # one board, two entries
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def test_names_are_printed_inert(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "lb.sqlite"
+    bundle = load(runs["oracle"])
+    bundle["agent"]["name"] = "agent\x1b]0;owned\x07"
+    evil = "\x1b[2J\x1b[31mwin\rner\u202e"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(bundle))
+    assert main(["submit", str(path), "--name", evil, "--db", str(db)]) == 0
+    accepted = capsys.readouterr().out
+    assert main(["show", "--db", str(db)]) == 0
+    shown = capsys.readouterr().out
+    boards = Store(db).entries()
+    for text in (accepted, shown, markdown_tables(boards), html_page(boards)):
+        assert not any(ch in text for ch in "\x1b\x07\r\u202e"), repr(text)
+    assert "\\x1b[2J\\x1b[31mwin\\rner\\u202e" in shown
+    assert "agent\\x1b]0;owned\\x07" in shown
+
+
+def test_deep_json_is_one_refusal_line(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = sha(db)
+    text = runs["oracle"].read_text()
+    # 100,000 levels deep inside a free-form field, and 40 levels (over the 32 allowed).
+    for depth in (100_000, 40):
+        deep = "[" * depth + "]" * depth
+        bundle = text.replace('"eval_config": {', f'"deep": {deep}, "eval_config": {{', 1)
+        code, out, err = submit(bundle, db, tmp_path, capsys)
+        assert_refused_cleanly(code, out, err, 2, "nests JSON arrays/objects more than 32 deep")
+    # A structure the schema allows but a check does not expect is malformed too.
+    bad = load(runs["oracle"])
+    bad["runs"][0]["env_kwargs"] = {"dim_room": [[[6]], 6]}
+    code, out, err = submit(bad, db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 1, "dim_room must be two ints in [3, 10]")
+    assert sha(db) == before
+
+
+def test_no_refusal_reveals_a_file_the_bundle_names(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bundle names a file on the verifier's machine as its level file: whether the recorded
+    digest is right or wrong, the file missing or a folder, the refusal is one and the same and
+    quotes neither the file nor any digest."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("API_KEY=SECRET-TOKEN-123\n")
+    digest = sha(secret)
+    base = load(runs["random"])
+    before = sha(db)
+    refusals = set()
+    for path, recorded in (
+        (secret, digest),  # right digest: the env then fails to parse it
+        (secret, "0" * 64),  # wrong digest
+        (tmp_path / "missing.xsb", digest),
+        (tmp_path, digest),  # a folder
+    ):
+        bundle = copy.deepcopy(base)
+        bundle["runs"][0]["env_kwargs"] = {"level_file": str(path)}
+        bundle["runs"][0]["env_files"] = {"level_file": recorded}
+        code, out, err = submit(bundle, db, tmp_path, capsys)
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert "SECRET" not in err and "API_KEY" not in err
+        assert digest[:6] not in err
+        refusals.add(err.replace(str(path), "PATH"))
+    assert sha(db) == before
+    # The right digest gets past the file check; the parse error is withheld.
+    assert any("details withheld: the run names a file" in r for r in refusals)
+    assert len(refusals - {r for r in refusals if "details withheld" in r}) == 1  # one message
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_show_an_unknown_env_is_an_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "--env", "Nope-v0", "--db", str(db)]) == 2
+    assert "unknown environment id 'Nope-v0'" in capsys.readouterr().err
+    assert main(["show", "--env", "FrozenLake-v0", "--db", str(db)]) == 0
+    assert capsys.readouterr().out == "no entries on agentgym/FrozenLake-v0 yet\n"
+
+
+def test_a_verifier_config_supplies_the_settings(runs: dict[str, Path]) -> None:
+    """The verifier's own settings reach the environment; the bundle's never do."""
+    config = VerifierConfig(env_settings={SOKOBAN: {"render_mode": "ansi"}})
+    verified = verify_bundle(load(runs["oracle"]), config)
+    assert verified.runs[0].summary["successes"] == 8
+
+
+def test_without_jsonschema_the_install_line_is_named(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: `leaderboards` without jsonschema names its extra. (A ``None`` entry in
+    ``sys.modules`` is how Python itself marks a module as not importable.)"""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    assert main(["show", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "needs jsonschema" in err and "pip install 'agentgym[leaderboard]'" in err
+
+
+def test_the_nesting_scan_ignores_brackets_inside_strings() -> None:
+    from leaderboards.verify import _nesting_over
+
+    assert _nesting_over(json.dumps({"action": "[" * 100 + '\\"{' * 50}), 2) == 0
+    assert _nesting_over('{"a": [[1]]}', 3) == 0
+    assert _nesting_over('{"a": [[[1]]]}', 3) == 9  # the fourth bracket, 1-based
