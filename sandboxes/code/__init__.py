@@ -34,10 +34,10 @@ from typing import Any
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
+    LIMIT_KINDS,
     OUTPUT_LIMIT,
     CodeSandbox,
     ExecResult,
-    LIMIT_KINDS,
     IsolationUnavailable,
     LimitExceeded,
     SandboxError,

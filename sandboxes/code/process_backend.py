@@ -47,11 +47,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sandboxes.code import cgroups
-
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
-    MAIN_FILE,
     OUTPUT_LIMIT,
     CappedBuffer,
     CodeSandbox,
