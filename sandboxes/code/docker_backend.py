@@ -14,14 +14,23 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
 A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
 length-prefixed JSON message on its standard input, writes them to ``/work``, runs
 ``python3 -I main.py`` with the output going straight to the exec's streams, and afterwards kills
-every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left) and empties ``/work``,
-``/tmp`` and ``/dev/shm``. So the next run in the same container starts clean.
+every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left), empties ``/work``,
+``/tmp`` and ``/dev/shm``, and removes the IPC state of the run: System V shared memory segments,
+semaphore sets and message queues (``/proc/sysvipc``, ``IPC_RMID``; the container has its own IPC
+namespace) and POSIX message queues (``/dev/mqueue``). So the next run in the same container
+starts clean; when anything cannot be removed, the bootstrap kills itself and the container is
+discarded. Its last bytes on stderr are a report (a per-run nonce, then whether the container's
+OOM-kill and refused-fork counters rose and whether a writable mount filled), which the host
+strips from ``stderr`` and turns into ``ExecResult.limit``.
 
-The host enforces the timeout: at ``timeout_s`` it kills the container (``docker kill``: SIGKILL
-to every process in it, which no code can ignore). A run that timed out, was OOM-killed or died of a
-signal ("misbehaved") never leaves its container in the pool: the container is removed and a new
-one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode, which
-is removed when the lease ends (a fresh container for every episode).
+The host enforces the timeout: at ``timeout_s`` (or once the output passes ``output_kill_mb``)
+it stops reading, closes the exec's connection and returns the result at once; the container is
+killed and removed in the background (``docker rm -f``: SIGKILL to every process in it, which no
+code can ignore), so a run that floods its output still returns within ``timeout_s`` + 1 s, and
+:meth:`DockerSandbox.close` waits for those removals. A run that timed out, was OOM-killed or died
+of a signal ("misbehaved") never leaves its container in the pool: the container is removed and a
+new one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode,
+which is removed when the lease ends (a fresh container for every episode).
 
 Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
 :class:`DockerSandbox` removes containers whose owner process on this host is gone (left behind by

@@ -1,30 +1,53 @@
 """The ``process`` back end: a local child process, isolated by bubblewrap or ``unshare``.
 
-Each run gets a fresh temporary directory (mounted as ``/work``), a cleared environment, and these
-limits (``resource.setrlimit`` in the child before ``exec``): address space ``memory_mb`` MiB, CPU
-time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb`` (16 MiB), ``max_processes`` (64) processes
-of its user, 256 open files, no core dumps. When the caller is root, the child first drops to user
-``nobody`` (uid/gid 65534, no supplementary groups) so that the process limit binds and no root
-file is writable.
+One run is one isolation unit:
+
+* **Limits for the run as a whole** (:mod:`sandboxes.code.cgroups`): each run gets its own control
+  group (cgroup v2 where the machine has usable memory and pids controllers, else cgroup v1)
+  with ``memory_mb`` for all its processes together (tmpfs pages included, no swap),
+  ``max_processes`` processes at once, and a CPU quota of ``cpus`` cores. One run's fork bomb
+  or memory bomb cannot take another run's processes or memory: each run has its own budget.
+  Without usable control groups the back end refuses to start and says what the kernel lacks,
+  unless built with ``allow_per_process_limits=True``.
+* **Sized file systems**: ``/work`` (the files and ``main.py``, ``work_mb``), ``/tmp``
+  (``tmp_mb``) and, under bubblewrap, ``/dev/shm`` (``shm_mb``) are tmpfs mounts of fixed size
+  that live only as long as the run; ``/`` and ``/dev`` are read-only. Nothing is written on a
+  host disk (bubblewrap needs no host directory at all).
+* **Per-process rlimits** besides (``resource.setrlimit`` before ``exec``): address space
+  ``memory_mb``, CPU time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb``, 256 open files,
+  no core dumps. When the caller is root, the child first drops to user ``nobody`` (uid/gid
+  65534, no supplementary groups) so that no root file is writable.
+* **Nothing outlives its owner**: the sandbox gets ``PR_SET_PDEATHSIG`` (SIGKILL when the owner
+  dies; bwrap's ``--die-with-parent``, unshare's ``--kill-child``), the PID namespace's processes
+  die with its first process, and a new :class:`ProcessSandbox` kills the processes of, and
+  removes, the control groups and temporary directories of owners that are gone.
+* **A clear result**: a run that hits a limit returns within ``timeout_s`` + 1 s with
+  ``ExecResult.limit`` set (``memory``: the group's OOM kills or a ``MemoryError``;
+  ``processes``: forks refused by ``pids.max``; ``disk``: a full mount or a file at the size
+  limit; ``output``: output dropped past ``output_limit``, or the run killed once its output
+  passed ``output_kill_mb``; ``timeout``).
+
+Inside, a small launcher (``python3 -I -S``, the sandbox's first process) writes the files into
+``/work`` from a pipe, runs ``python3 -I main.py`` as its child, and reports the exit status and
+whether a writable mount filled up on a second pipe.
 
 Isolation, the first that works (``isolation="auto"``):
 
-* ``bwrap`` (``apt-get install bubblewrap``): ``--unshare-all`` (network, PID, IPC, UTS, cgroup and
-  user namespaces), a new root holding only a read-only ``/usr`` (plus the ``/bin``, ``/lib*``
-  links, ``/etc/ld.so.cache`` and the Python prefix when it lies outside ``/usr``), a fresh
-  ``/proc`` and ``/dev``, a 64 MiB tmpfs ``/tmp``, and the work directory; ``--die-with-parent``
-  and ``--new-session``.
+* ``bwrap`` (``apt-get install bubblewrap``, 0.8 or newer): ``--unshare-all --unshare-user
+  --disable-userns`` (network, PID, IPC, UTS, cgroup and user namespaces, and no nested user
+  namespaces), a new read-only root holding only a read-only ``/usr`` (plus the ``/bin``,
+  ``/lib*`` links, ``/etc/ld.so.cache`` and the Python prefix when it lies outside ``/usr``), a
+  fresh ``/proc``, a read-only ``/dev``, the sized tmpfs mounts above; ``--die-with-parent`` and
+  ``--new-session``.
 * ``unshare`` (util-linux): new network, PID, mount, IPC and UTS namespaces (plus a user namespace
-  when not root); inside, a shell builds a tmpfs root with the same read-only ``/usr`` bind, the
-  work directory, ``/tmp``, ``/proc`` and four device nodes, then ``chroot``\\ s into it and
-  ``setpriv`` drops every capability (and, as root, the uid) before running Python.
+  when not root); inside, a shell builds a read-only tmpfs root with the same read-only ``/usr``
+  bind, sized ``/work`` and ``/tmp`` (16,384 inodes each), ``/proc`` and four device nodes, then
+  ``chroot``\\ s into it and ``setpriv`` drops every capability (and, as root, the uid) before
+  running the launcher.
 
 With neither, :class:`ProcessSandbox` raises :class:`~sandboxes.code.base.IsolationUnavailable`
-saying what to install, unless built with ``allow_unisolated=True`` (rlimits and a temporary
-directory only: the code can read your files and use your network).
-
-The PID namespace means every process of a run dies with it: on timeout the whole process group is
-SIGKILLed, and the namespace's init takes the rest down.
+saying what to install, unless built with ``allow_unisolated=True`` (rlimits, a control group where
+there is one, and a temporary directory only: the code can read your files and use your network).
 """
 
 from __future__ import annotations
