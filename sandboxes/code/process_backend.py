@@ -27,13 +27,14 @@ One run is one isolation unit:
   limit; ``output``: output dropped past ``output_limit``, or the run killed once its output
   passed ``output_kill_mb``; ``timeout``).
 
-Inside, a small launcher (``python3 -I -S``, the sandbox's first process) writes the files into
-``/work`` from a pipe, runs ``python3 -I main.py`` as its child, and reports the exit status and
-whether a writable mount filled up on a second pipe.
+Under bubblewrap, bwrap itself copies the files into ``/work`` (from memory files, ``--file``) and
+a bash launcher runs ``python3 -I main.py`` and reports on a pipe whether a writable mount filled
+up; under ``unshare`` (and ``none``) a small Python launcher (``python3 -I -S``) receives the files
+on a pipe, writes them, runs the code as its child and reports the same.
 
 Isolation, the first that works (``isolation="auto"``):
 
-* ``bwrap`` (``apt-get install bubblewrap``, 0.8 or newer): ``--unshare-all --unshare-user
+* ``bwrap`` (``apt-get install bubblewrap``, 0.8 or newer; and ``bash``): ``--unshare-all --unshare-user
   --disable-userns`` (network, PID, IPC, UTS, cgroup and user namespaces, and no nested user
   namespaces), a new read-only root holding only a read-only ``/usr`` (plus the ``/bin``,
   ``/lib*`` links, ``/etc/ld.so.cache`` and the Python prefix when it lies outside ``/usr``), a
@@ -68,6 +69,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from sandboxes.code import cgroups
 from sandboxes.code.base import (
@@ -130,7 +132,9 @@ def _extra_ro_dirs(python: str) -> list[str]:
     return dirs
 
 
-def _bwrap_command(python: str, sizes: _Sizes, pipe_fds: tuple[int, int]) -> list[str]:
+def _bwrap_command(
+    python: str, sizes: _Sizes, file_fds: dict[str, int], report_fd: int, fsize: int
+) -> list[str]:
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
     cmd += ["--new-session", "--hostname", "sandbox"]
     cmd += ["--ro-bind", "/usr", "/usr"]
@@ -144,13 +148,39 @@ def _bwrap_command(python: str, sizes: _Sizes, pipe_fds: tuple[int, int]) -> lis
     cmd += ["--size", str(sizes.shm_mb * 2**20), "--tmpfs", "/dev/shm"]
     cmd += ["--size", str(sizes.tmp_mb * 2**20), "--tmpfs", "/tmp"]
     cmd += ["--size", str(sizes.work_mb * 2**20), "--tmpfs", "/work"]
+    # The files, copied by bwrap from memory files into /work (its parents made first).
+    dirs = {str(parent) for name in file_fds for parent in PurePosixPath(name).parents}
+    for d in sorted(dirs - {"."}, key=lambda d: d.count("/")):
+        cmd += ["--dir", f"/work/{d}"]
+    for name, fd in file_fds.items():
+        cmd += ["--perms", "0644", "--file", str(fd), f"/work/{name}"]
     cmd += ["--remount-ro", "/"]  # not recursive: the sized tmpfs mounts above stay writable
     cmd += ["--chdir", "/work", "--clearenv"]
     for key, value in _child_env().items():
         cmd += ["--setenv", key, value]
-    fds = [str(pipe_fds[0]), str(pipe_fds[1])]
-    return [*cmd, python, "-I", "-S", "-c", _LAUNCHER, *fds, python, _WATCHED]
+    launcher = [_BASH, "--noprofile", "--norc", "-c", _SH_LAUNCHER, "sh"]
+    return [*cmd, *launcher, str(report_fd), str(fsize), python]
 
+
+_BASH = os.path.realpath(shutil.which("bash") or "/bin/bash")
+
+# The first process inside a bubblewrap sandbox (bash: cheaper than a second Python; dash cannot
+# name a file descriptor above 9): runs ``python3 -I main.py``, then reports "<exit status> <1 if
+# /work, /tmp or /dev/shm is full>" on the report pipe, and after a failed run (exit status not 0)
+# also 1 if a file reached RLIMIT_FSIZE (Python ignores SIGXFSZ: it sees EFBIG).
+_SH_LAUNCHER = r"""
+rep=$1; fsize=$2; py=$3
+exec {err}>&2
+# bash's own stderr is /dev/null around the run: no "Killed" notice in the code's stderr.
+{ "$py" -I main.py 2>&"$err" {err}>&- {rep}>&- ; } 2>/dev/null
+rc=$?
+full=0
+for v in $(stat -f -c '%a %d' /work /tmp /dev/shm 2>/dev/null); do [ "$v" = 0 ] && full=1; done
+if [ "$rc" != 0 ] && [ "$full" = 0 ] && [ -n "$(find /work /tmp /dev/shm -xdev -type f \
+    -size +$((fsize - 1))c -print -quit 2>/dev/null)" ]; then full=1; fi
+echo "$rc $full" >&"$rep"
+exit "$rc"
+"""
 
 # Runs as root inside the new namespaces: build a root, chroot into it, drop privileges.
 _UNSHARE_SCRIPT = r"""
@@ -175,7 +205,7 @@ for n in null zero random urandom; do
 done
 mount -o remount,ro,bind "$R"
 if [ "$REUID" = "-" ]; then ids=""; else ids="--reuid=$REUID --regid=$REUID --clear-groups"; fi
-exec chroot "$R" /usr/bin/setpriv $ids --inh-caps=-all --bounding-set=-all --no-new-privs \
+exec chroot "$R" /usr/bin/setpriv $ids --pdeathsig SIGKILL --inh-caps=-all --bounding-set=-all --no-new-privs \
   /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/work LANG=C.UTF-8 \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/env -C /work "$PY" -I -S -c "$LAUNCHER" $FDS "$PY" /work:/tmp
 """
@@ -521,14 +551,26 @@ class ProcessSandbox(CodeSandbox):
         memory_mb: int,
     ) -> ExecResult:
         drop_to = NOBODY if os.geteuid() == 0 else None
-        payload_r, payload_w = os.pipe()
         report_r, report_w = os.pipe()
-        fds = (payload_r, report_w)
+        payload_r, payload_w = os.pipe()
+        payload = _payload(files)
+        fds: tuple[int, ...] = (payload_r, report_w)
         env: dict[str, str] = _child_env()
         cwd = None
         nproc = None if group is not None else self.max_processes
+        memfds: list[int] = []
         if self.isolation == "bwrap":
-            cmd = _bwrap_command(self.python, self.sizes, fds)
+            file_fds = {}
+            for name, content in files.items():
+                fd = os.memfd_create("sandbox-file")
+                memfds.append(fd)
+                _feed_fd(fd, content, close=False)
+                os.lseek(fd, 0, os.SEEK_SET)
+                file_fds[name] = fd
+            fsize = self.max_file_mb * 2**20
+            cmd = _bwrap_command(self.python, self.sizes, file_fds, report_w, fsize)
+            fds = (*memfds, report_w)
+            payload = b""
         elif self.isolation == "unshare":
             assert parent is not None
             root_dir = os.path.join(parent, "root")
@@ -562,11 +604,11 @@ class ProcessSandbox(CodeSandbox):
                 pass_fds=fds,
             )
         except (OSError, subprocess.SubprocessError) as error:
-            for fd in (payload_r, payload_w, report_r, report_w):
+            for fd in (payload_r, payload_w, report_r, report_w, *memfds):
                 os.close(fd)
             raise SandboxError(f"cannot start {cmd[0]}: {error}") from error
-        os.close(payload_r)
-        os.close(report_w)
+        for fd in (payload_r, report_w, *memfds):
+            os.close(fd)
 
         def stop() -> None:
             _kill_group(proc)
@@ -589,7 +631,7 @@ class ProcessSandbox(CodeSandbox):
         readers = [drain_in_thread(proc.stdout, out), drain_in_thread(proc.stderr, err)]  # type: ignore[arg-type]
         writers = [
             threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True),
-            threading.Thread(target=_feed_fd, args=(payload_w, _payload(files)), daemon=True),
+            threading.Thread(target=_feed_fd, args=(payload_w, payload), daemon=True),
         ]
         for thread in writers:
             thread.start()
@@ -628,6 +670,9 @@ class ProcessSandbox(CodeSandbox):
             hit.add("memory")
         if group is not None and group.pids_refused() > 0:
             hit.add("processes")
+        if report is None and stderr.startswith("bwrap: Can't write data to file"):
+            stderr = "sandbox: the files do not fit in /work: " + stderr
+            hit.add("disk")
         if (report is not None and report[1]) or exit_code == 128 + signal.SIGXFSZ:
             hit.add("disk")
         if flooded.is_set() or out.truncated or err.truncated:
@@ -716,7 +761,7 @@ def _feed(stream: object, data: bytes) -> None:
         stream.close()  # type: ignore[attr-defined]
 
 
-def _feed_fd(fd: int, data: bytes) -> None:
+def _feed_fd(fd: int, data: bytes, *, close: bool = True) -> None:
     try:
         view = memoryview(data)
         while view:
@@ -724,7 +769,8 @@ def _feed_fd(fd: int, data: bytes) -> None:
     except OSError:
         pass
     finally:
-        os.close(fd)
+        if close:
+            os.close(fd)
 
 
 def _read_report(fd: int) -> tuple[int, bool] | None:
