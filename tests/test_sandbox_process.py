@@ -240,3 +240,33 @@ def test_auto_prefers_bwrap() -> None:
 def test_unknown_isolation_is_an_error() -> None:
     with pytest.raises(ValueError, match="isolation must be one of"):
         pb.ProcessSandbox(isolation="chroot")
+
+
+def test_limit_kinds_and_errors() -> None:
+    from sandboxes.code import LIMIT_KINDS, LimitExceeded
+    from sandboxes.code.base import first_limit
+
+    assert LIMIT_KINDS == ("memory", "processes", "disk", "output", "timeout")
+    assert first_limit({"timeout", "processes"}) == "processes"  # the cause before the timeout
+    assert first_limit(set()) is None
+    result = ExecResult("", "", 137, True, False, 3.0, False, limit="timeout")
+    assert isinstance(result.error, LimitExceeded) and result.error.kind == "timeout"
+    assert "time limit" in str(result.error)
+    assert ExecResult("", "", 0, False, False, 0.1, False).error is None  # old call, same fields
+    with pytest.raises(ValueError, match="kind must be one of"):
+        LimitExceeded("cpu")
+
+
+def test_capped_buffer_cut_tail_is_exact() -> None:
+    from sandboxes.code.base import CappedBuffer
+
+    buffer = CappedBuffer(limit=10)
+    buffer.write(b"abcdefgh")
+    buffer.write(b"TRAILR")  # 14 bytes: 10 kept ("abcdefghTR"), 4 dropped
+    assert buffer.text() == "abcdefghTR" and buffer.dropped == 4 and buffer.total == 14
+    buffer.cut_tail(6)  # the 6-byte trailer goes, kept or dropped
+    assert buffer.text() == "abcdefgh" and buffer.dropped == 0 and not buffer.truncated
+    flood = CappedBuffer(limit=4)
+    flood.write(b"x" * 20 + b"END")
+    flood.cut_tail(3)
+    assert flood.text() == "xxxx" and flood.dropped == 16 and flood.truncated

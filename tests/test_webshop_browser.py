@@ -322,3 +322,72 @@ def test_async_vector_env_subprocess_browsers_are_closed() -> None:
     vec.step([_answer("search[green tea]")] * 2)
     vec.close()
     assert _alive(started) == []
+
+
+def test_restarts_leave_no_chromium_temp_dirs() -> None:
+    """Chromium's own temp dirs (org.chromium.Chromium.*, scoped_dir*) go to the browser's dir,
+    so a crash + restart and a close leave nothing behind in the system temp dir."""
+    env = gymnasium.make(BROWSER_ID)
+    env.reset(seed=0)
+    reader = env.unwrapped.reader
+    first = reader._state["profile"]
+    browser = psutil.Process(_chromium_main_pid(reader))
+    assert browser.environ()["TMPDIR"] == os.path.join(first, "tmp")
+    assert os.listdir(os.path.join(first, "tmp"))  # Chromium did make its temp dirs there
+    browser.kill()  # a crash: the browser cannot clean up
+    env.step(_answer("search[green tea]"))
+    assert reader.restarts == 1
+    second = reader._state["profile"]
+    assert second != first and not os.path.exists(first)  # the restart removed the old dir
+    restarted = psutil.Process(_chromium_main_pid(reader))
+    assert restarted.environ()["TMPDIR"] == os.path.join(second, "tmp")
+    env.close()
+    assert not os.path.exists(second)
+
+
+def test_page_races_are_retried_inside_the_driver() -> None:
+    """A stale element or "Node with given id does not belong to the document" (the inspector's
+    node of a replaced document) is retried from fresh lookups, without a browser restart."""
+    from selenium.common.exceptions import JavascriptException, StaleElementReferenceException
+
+    from sandboxes.web import browser as browser_module
+
+    calls = {"n": 0}
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise StaleElementReferenceException("stale element reference: element is not attached")
+        if calls["n"] == 2:
+            raise JavascriptException(
+                "javascript error: Node with given id does not belong to the document"
+            )
+        return "done"
+
+    assert browser_module._retry_races(flaky) == "done" and calls["n"] == 3
+    with pytest.raises(JavascriptException, match="undefined"):  # not a race: raised at once
+        browser_module._retry_races(lambda: (_ for _ in ()).throw(JavascriptException("undefined")))
+    env = gymnasium.make(BROWSER_ID)
+    env.reset(seed=0)
+    reader = env.unwrapped.reader
+    view = reader.search("green tea")
+    # Replace the document under a held element: the next lookup of that node races.
+    real_find = reader._state["driver"].find_elements
+    replaced = {"done": False, "lookups": 0}
+
+    def find_after_replace(*args: object, **kwargs: object) -> list:
+        replaced["lookups"] += 1
+        found = real_find(*args, **kwargs)
+        if not replaced["done"]:
+            replaced["done"] = True
+            reader._state["driver"].execute_script("location.reload()")
+            reader._state["driver"].execute_script("return 1")  # let the reload land
+        return found
+
+    reader._state["driver"].find_elements = find_after_replace
+    index = next(i for i, link in enumerate(view.links) if link.label)
+    after = reader.click(view, index)
+    assert replaced["done"] and after.url != view.url
+    assert replaced["lookups"] == 2  # the first lookup's elements went stale: looked up again
+    assert reader.restarts == 0  # retried inside the driver, not by a restart
+    env.close()

@@ -2,6 +2,10 @@
 
 * :class:`~sandboxes.code.base.CodeSandbox` / :class:`~sandboxes.code.base.ExecResult`: the
   interface, ``run(code, *, stdin="", files=None, timeout_s, memory_mb) -> ExecResult``.
+  One run is one isolation unit on both back ends: memory, processes and disk are limited for the
+  run as a whole, and a run that hits a limit says which in ``ExecResult.limit`` (one of
+  :data:`LIMIT_KINDS`; ``ExecResult.error`` gives it as a :class:`LimitExceeded`), within
+  ``timeout_s`` + 1 s.
 * ``docker``: :class:`~sandboxes.code.docker_backend.DockerSandbox`, a pool of warm, locked-down
   containers (``--network none``, memory/pids/cpu limits, read-only root, non-root user, no
   capabilities), one ``docker exec`` per run.
@@ -30,10 +34,12 @@ from typing import Any
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
+    LIMIT_KINDS,
     OUTPUT_LIMIT,
     CodeSandbox,
     ExecResult,
     IsolationUnavailable,
+    LimitExceeded,
     SandboxError,
 )
 
@@ -43,6 +49,8 @@ __all__ = [
     "ExecResult",
     "SandboxError",
     "IsolationUnavailable",
+    "LimitExceeded",
+    "LIMIT_KINDS",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_MEMORY_MB",
     "OUTPUT_LIMIT",

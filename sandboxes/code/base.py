@@ -24,6 +24,9 @@ __all__ = [
     "CodeSandbox",
     "SandboxError",
     "IsolationUnavailable",
+    "LimitExceeded",
+    "LIMIT_KINDS",
+    "first_limit",
     "OUTPUT_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_MEMORY_MB",
@@ -50,6 +53,32 @@ class IsolationUnavailable(SandboxError):
     """No isolation mechanism is available; the message says how to get one."""
 
 
+#: The limits a run can hit, in the order :attr:`ExecResult.limit` reports them when several were.
+LIMIT_KINDS = ("memory", "processes", "disk", "output", "timeout")
+
+_LIMIT_TEXT = {
+    "memory": "the run hit its memory limit (all its processes together)",
+    "processes": "the run hit its process limit (a fork was refused)",
+    "disk": "the run filled its writable space (/work, /tmp or /dev/shm) or its file-size limit",
+    "output": "the run's output passed the limit (the rest was dropped, or the run was killed)",
+    "timeout": "the run passed its time limit and was killed",
+}
+
+
+class LimitExceeded(SandboxError):
+    """A run hit one of its limits; :attr:`kind` is one of :data:`LIMIT_KINDS`.
+
+    Not raised by ``run`` (the code's behaviour is data): :attr:`ExecResult.error` returns one, for
+    callers that prefer an exception (``raise result.error``).
+    """
+
+    def __init__(self, kind: str, detail: str = ""):
+        if kind not in LIMIT_KINDS:
+            raise ValueError(f"kind must be one of {LIMIT_KINDS}, got {kind!r}")
+        self.kind = kind
+        super().__init__(_LIMIT_TEXT[kind] + (f": {detail}" if detail else ""))
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one run did.
@@ -66,6 +95,9 @@ class ExecResult:
             ``MemoryError``).
         duration_s: wall-clock seconds from start to the end of the run, as seen by the host.
         truncated: some output (either stream) was dropped past the limit.
+        limit: the limit the run hit, one of :data:`LIMIT_KINDS` (the first in that order when
+            it hit several), or ``None``. A run can hit one and still exit 0 (output dropped past
+            ``output_limit``, a fork refused and handled): ``ok`` says nothing about limits.
     """
 
     stdout: str
@@ -75,6 +107,12 @@ class ExecResult:
     oom_killed: bool
     duration_s: float
     truncated: bool
+    limit: str | None = None
+
+    @property
+    def error(self) -> LimitExceeded | None:
+        """A :class:`LimitExceeded` naming :attr:`limit`, or ``None`` when no limit was hit."""
+        return None if self.limit is None else LimitExceeded(self.limit)
 
     @property
     def ok(self) -> bool:
@@ -85,6 +123,11 @@ class ExecResult:
     def misbehaved(self) -> bool:
         """Timed out, OOM-killed or killed by a signal: the back end starts clean after it."""
         return self.timed_out or self.oom_killed or self.exit_code >= 128
+
+
+def first_limit(hit: set[str]) -> str | None:
+    """The first of :data:`LIMIT_KINDS` in ``hit`` (``None`` for an empty set)."""
+    return next((kind for kind in LIMIT_KINDS if kind in hit), None)
 
 
 def check_run_args(
@@ -152,6 +195,13 @@ class CappedBuffer:
         self._parts: list[bytes] = []
         self._kept = 0
         self.dropped = 0
+        #: Called after every write (e.g. to stop a run whose output floods).
+        self.on_write: Any = None
+
+    @property
+    def total(self) -> int:
+        """Bytes written so far, kept and dropped."""
+        return self._kept + self.dropped
 
     def write(self, data: bytes) -> None:
         room = self.limit - self._kept
@@ -160,6 +210,8 @@ class CappedBuffer:
             self._parts.append(piece)
             self._kept += len(piece)
         self.dropped += max(0, len(data) - max(room, 0))
+        if self.on_write is not None:
+            self.on_write()
 
     @property
     def truncated(self) -> bool:
@@ -167,6 +219,14 @@ class CappedBuffer:
 
     def text(self) -> str:
         return b"".join(self._parts).decode("utf-8", errors="replace")
+
+    def cut_tail(self, count: int) -> None:
+        """Forget the last ``count`` bytes written (a trailer the back end appended), kept or not."""
+        total = self.total - count
+        kept = min(self._kept, max(0, total))
+        data = b"".join(self._parts)[:kept]
+        self._parts, self._kept = [data], kept
+        self.dropped = max(0, total - kept)
 
     def drain(self, stream: IO[bytes]) -> None:
         """Read ``stream`` to its end into this buffer (run in a thread)."""

@@ -14,14 +14,23 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
 A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
 length-prefixed JSON message on its standard input, writes them to ``/work``, runs
 ``python3 -I main.py`` with the output going straight to the exec's streams, and afterwards kills
-every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left) and empties ``/work``,
-``/tmp`` and ``/dev/shm``. So the next run in the same container starts clean.
+every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left), empties ``/work``,
+``/tmp`` and ``/dev/shm``, and removes the IPC state of the run: System V shared memory segments,
+semaphore sets and message queues (``/proc/sysvipc``, ``IPC_RMID``; the container has its own IPC
+namespace) and POSIX message queues (``/dev/mqueue``). So the next run in the same container
+starts clean; when anything cannot be removed, the bootstrap kills itself and the container is
+discarded. Its last bytes on stderr are a report (a per-run nonce, then whether the container's
+OOM-kill and refused-fork counters rose and whether a writable mount filled), which the host
+strips from ``stderr`` and turns into ``ExecResult.limit``.
 
-The host enforces the timeout: at ``timeout_s`` it kills the container (``docker kill``: SIGKILL
-to every process in it, which no code can ignore). A run that timed out, was OOM-killed or died of a
-signal ("misbehaved") never leaves its container in the pool: the container is removed and a new
-one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode, which
-is removed when the lease ends (a fresh container for every episode).
+The host enforces the timeout: at ``timeout_s`` (or once the output passes ``output_kill_mb``)
+it stops reading, closes the exec's connection and returns the result at once; the container is
+killed and removed in the background (``docker rm -f``: SIGKILL to every process in it, which no
+code can ignore), so a run that floods its output still returns within ``timeout_s`` + 1 s, and
+:meth:`DockerSandbox.close` waits for those removals. A run that timed out, was OOM-killed or died
+of a signal ("misbehaved") never leaves its container in the pool: the container is removed and a
+new one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode,
+which is removed when the lease ends (a fresh container for every episode).
 
 Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
 :class:`DockerSandbox` removes containers whose owner process on this host is gone (left behind by
@@ -34,6 +43,8 @@ import base64
 import contextlib
 import json
 import os
+import re
+import secrets
 import socket
 import struct
 import threading
@@ -51,38 +62,60 @@ from sandboxes.code.base import (
     ExecResult,
     SandboxError,
     check_run_args,
+    first_limit,
 )
 from sandboxes.code.image import DEFAULT_IMAGE, KEEPER_UID, SANDBOX_UID
 
 __all__ = ["DockerSandbox", "DockerLease", "docker_available", "OWNER_LABEL"]
 
 OWNER_LABEL = "agentgym.sandbox.owner"
-#: Seconds the host waits past ``timeout_s`` for the exec to finish after killing the container.
-_KILL_GRACE_S = 10.0
 
 # Runs as uid 1000 inside the container. Reads "<length>\n<json>" from stdin, writes the files,
 # runs main.py, then kills every other process of its user and empties the writable directories.
 _BOOTSTRAP = r"""
-import base64, json, os, shutil, signal, subprocess, sys, threading, time
+import base64, ctypes, json, os, shutil, signal, subprocess, sys, threading, time
 n = int(sys.stdin.buffer.readline())
 msg = json.loads(sys.stdin.buffer.read(n))
-for name, data in msg["files"].items():
-    path = os.path.join("/work", name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(base64.b64decode(data))
+def counter(path, key):
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+def counters():
+    return (counter("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill")
+            + counter("/sys/fs/cgroup/memory.events", "oom_kill"),
+            counter("/sys/fs/cgroup/pids/pids.events", "max")
+            + counter("/sys/fs/cgroup/pids.events", "max"))
+before = counters()
+disk = False
+try:
+    for name, data in msg["files"].items():
+        path = os.path.join("/work", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+except OSError as error:
+    sys.stderr.write("sandbox: the files do not fit in /work: %s\n" % error)
+    disk = True
 env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1"}
-p = subprocess.Popen([sys.executable, "-I", "main.py"], cwd="/work", env=env,
-                     stdin=subprocess.PIPE, start_new_session=True)
-def feed():
-    try:
-        p.stdin.write(base64.b64decode(msg["stdin"]))
-        p.stdin.close()
-    except OSError:
-        pass
-threading.Thread(target=feed, daemon=True).start()
-code = p.wait()
+code = 1
+if not disk:
+    p = subprocess.Popen([sys.executable, "-I", "main.py"], cwd="/work", env=env,
+                         stdin=subprocess.PIPE, start_new_session=True)
+    def feed():
+        try:
+            p.stdin.write(base64.b64decode(msg["stdin"]))
+            p.stdin.close()
+        except OSError:
+            pass
+    threading.Thread(target=feed, daemon=True).start()
+    code = p.wait()
 def others():
     # live (non-zombie) processes of this user other than this one
     me, uid, found = os.getpid(), os.getuid(), []
@@ -107,7 +140,23 @@ for _ in range(200):
     except ProcessLookupError:
         pass
     time.sleep(0.01)
+fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
 for d in ("/work", "/tmp", "/dev/shm"):
+    try:
+        st = os.statvfs(d)
+        disk = disk or st.f_bavail == 0 or st.f_favail == 0
+    except OSError:
+        pass
+    budget = 4096
+    for top, _, names in os.walk(d):
+        for name in names[:budget]:
+            try:
+                disk = disk or 0 < fsize <= os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+        budget -= len(names)
+        if budget <= 0:
+            break
     for name in os.listdir(d):
         path = os.path.join(d, name)
         try:
@@ -117,11 +166,40 @@ for d in ("/work", "/tmp", "/dev/shm"):
                 os.unlink(path)
         except OSError:
             clean = False
+# IPC state: System V shared memory, semaphores and message queues of this container's IPC
+# namespace, and POSIX message queues, so that the next run starts without them.
+libc = ctypes.CDLL(None, use_errno=True)
+def sysv_ids():
+    out = []
+    for kind, fn in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+        try:
+            with open("/proc/sysvipc/" + kind) as f:
+                out += [(fn, int(line.split()[1])) for line in f.read().splitlines()[1:]]
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+for fn, ident in sysv_ids():
+    fn(ident, 0, 0)  # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+try:
+    for name in os.listdir("/dev/mqueue"):
+        try:
+            os.unlink(os.path.join("/dev/mqueue", name))
+        except OSError:
+            clean = False
+except FileNotFoundError:
+    pass
+if sysv_ids():
+    clean = False
+after = counters()
+code = 128 - code if code < 0 else code
+disk = disk or code == 128 + signal.SIGXFSZ
 sys.stdout.flush()
 sys.stderr.flush()
+os.write(2, ("\x1eagentgym:%s:%d:%d:%d:%d:%d\x1e" % (
+    msg["nonce"], after[0] > before[0], after[1] > before[1], disk, after[0], after[1])).encode())
 if not clean:
     os.kill(os.getpid(), signal.SIGKILL)
-os._exit(128 - code if code < 0 else code)
+os._exit(code)
 """
 
 
@@ -150,6 +228,9 @@ class _Box:
     id: str
     memory_mb: int
     runs: int = 0
+    dead: bool = False  # killed mid-run: never reused
+    oom_seen: int = 0  # the container's OOM-kill and refused-fork counts after its last run
+    pids_seen: int = 0
 
 
 class DockerSandbox(CodeSandbox):
@@ -167,6 +248,8 @@ class DockerSandbox(CodeSandbox):
         tmpfs_mb: size of the ``/work`` and ``/tmp`` tmpfs mounts, MiB.
         max_file_mb: largest file the code may write, MiB.
         output_limit: bytes kept per output stream.
+        output_kill_mb: a run whose output (both streams) passes this many MiB is killed
+            (``limit="output"``); below it, output past ``output_limit`` is read and dropped.
         base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
 
     Raises:
@@ -190,6 +273,7 @@ class DockerSandbox(CodeSandbox):
         tmpfs_mb: int = 64,
         max_file_mb: int = 16,
         output_limit: int = OUTPUT_LIMIT,
+        output_kill_mb: int = 32,
         base_url: str | None = None,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
@@ -224,11 +308,13 @@ class DockerSandbox(CodeSandbox):
         self.tmpfs_mb = tmpfs_mb
         self.max_file_mb = max_file_mb
         self.output_limit = output_limit
+        self.output_kill_bytes = output_kill_mb * 2**20
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._cond = threading.Condition()
         self._idle: list[_Box] = []
         self._all: dict[str, _Box] = {}
         self._starting = 0
+        self._removing: list[threading.Thread] = []
         self._closed = False
         self.containers_started = 0
         reap_orphans(self._client)
@@ -268,8 +354,28 @@ class DockerSandbox(CodeSandbox):
         return _Box(container.id, memory_mb)
 
     def _remove(self, box: _Box) -> None:
-        with contextlib.suppress(Exception):
-            self._client.api.remove_container(box.id, force=True, v=True)
+        """Remove ``box``'s container: at once, or in the background for one killed mid-run
+        (whose removal may wait on the daemon; ``close`` waits for those)."""
+
+        def remove() -> None:
+            with contextlib.suppress(Exception):
+                self._client.api.remove_container(box.id, force=True, v=True)
+
+        if not box.dead:
+            remove()
+            return
+        thread = threading.Thread(target=remove, daemon=True)
+        with self._cond:
+            self._removing = [t for t in self._removing if t.is_alive()] + [thread]
+        thread.start()
+
+    def wait_removed(self, timeout_s: float = 60.0) -> None:
+        """Wait until the containers being removed are gone."""
+        with self._cond:
+            threads = list(self._removing)
+        deadline = time.monotonic() + timeout_s
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def warm(self, count: int | None = None, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
         """Start containers (in parallel) until ``count`` (default ``pool_size``) are idle."""
@@ -365,7 +471,7 @@ class DockerSandbox(CodeSandbox):
         try:
             result = self._exec(box, all_files, stdin, float(timeout_s))
         finally:
-            self._release(box, discard=result is None or result.misbehaved)
+            self._release(box, discard=result is None or result.misbehaved or box.dead)
         return result
 
     def lease(self) -> DockerLease:
@@ -374,10 +480,12 @@ class DockerSandbox(CodeSandbox):
 
     def _exec(self, box: _Box, files: dict[str, bytes], stdin: str, timeout_s: float) -> ExecResult:
         api = self._client.api
+        nonce = secrets.token_hex(8)
         message = json.dumps(
             {
                 "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
                 "stdin": base64.b64encode(stdin.encode()).decode(),
+                "nonce": nonce,
             }
         ).encode()
         start = time.monotonic()
@@ -395,37 +503,70 @@ class DockerSandbox(CodeSandbox):
             raise SandboxError(f"docker exec failed: {err}") from err
         raw: socket.socket = getattr(sock, "_sock", sock)
         out, err_buf = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
-        timed_out = False
+        tail = bytearray()
+        ended = "eof"
         try:
             raw.sendall(str(len(message)).encode() + b"\n" + message)
-            timed_out = not _read_frames(raw, out, err_buf, start + timeout_s)
+            ended = _read_frames(raw, out, err_buf, tail, start + timeout_s, self.output_kill_bytes)
         except OSError:
             pass  # the exec's connection broke: judged by exec_inspect below
-        if timed_out:
-            with contextlib.suppress(Exception):
-                api.kill(box.id)
-            _read_frames(raw, out, err_buf, time.monotonic() + _KILL_GRACE_S)
         with contextlib.suppress(OSError):
             raw.close()
         with contextlib.suppress(Exception):
             sock.close()
+        box.runs += 1
+        hit: set[str] = set()
+        if ended != "eof":
+            # Timed out or flooding: the container is killed and removed in the background (the
+            # run never returns to the pool), so the result comes back at once, whatever the
+            # daemon is still doing with the output.
+            box.dead = True
+            hit.add("timeout" if ended == "deadline" else "output")
+            oom_now, pids_now = _host_counters(box.id)
+            if oom_now > box.oom_seen:
+                hit.add("memory")
+            if pids_now > box.pids_seen:
+                hit.add("processes")
+            return ExecResult(
+                stdout=out.text(),
+                stderr=err_buf.text(),
+                exit_code=137,
+                timed_out=ended == "deadline",
+                oom_killed=False,
+                duration_s=time.monotonic() - start,
+                truncated=out.truncated or err_buf.truncated,
+                limit=first_limit(hit),
+            )
         duration = time.monotonic() - start
+        report = _REPORT.search(bytes(tail))
+        if report is not None and report.group(1).decode() == nonce:
+            err_buf.cut_tail(len(tail) - report.start())
+            for kind, flag in zip(
+                ("memory", "processes", "disk"), report.groups()[1:4], strict=True
+            ):
+                if flag == b"1":
+                    hit.add(kind)
+            box.oom_seen, box.pids_seen = int(report.group(5)), int(report.group(6))
         info = _exec_inspect(api, exec_id)
         exit_code = info.get("ExitCode")
-        if timed_out or exit_code is None or info.get("Running"):
+        if exit_code is None or info.get("Running"):
             exit_code = 137
-        oom = False
-        if not timed_out and exit_code == 137:
+        oom = "memory" in hit
+        if not oom and exit_code == 137:
             oom = self._oom_killed(box)
-        box.runs += 1
+        if oom:
+            hit.add("memory")
+        if out.truncated or err_buf.truncated:
+            hit.add("output")
         return ExecResult(
             stdout=out.text(),
             stderr=err_buf.text(),
             exit_code=int(exit_code),
-            timed_out=timed_out,
+            timed_out=False,
             oom_killed=oom,
             duration_s=duration,
             truncated=out.truncated or err_buf.truncated,
+            limit=first_limit(hit),
         )
 
     def _oom_killed(self, box: _Box) -> bool:
@@ -462,6 +603,7 @@ class DockerSandbox(CodeSandbox):
             self._cond.notify_all()
         for box in boxes:
             self._remove(box)
+        self.wait_removed()
         with contextlib.suppress(Exception):
             self._client.close()
 
@@ -507,7 +649,7 @@ class DockerLease:
         try:
             result = self.sandbox._exec(self._box, all_files, stdin, float(timeout_s))
         finally:
-            if result is None or result.misbehaved:
+            if result is None or result.misbehaved or self._box.dead:
                 box, self._box = self._box, None
                 self.sandbox._release(box, discard=True)
         return result
@@ -519,29 +661,81 @@ class DockerLease:
             self.sandbox._release(box, discard=True)
 
 
-def _read_frames(raw: socket.socket, out: CappedBuffer, err: CappedBuffer, deadline: float) -> bool:
-    """Read Docker's multiplexed stream (8-byte headers) until EOF; ``False`` at the deadline."""
+#: The bootstrap's last bytes on stderr: nonce, then 0/1 for memory, processes, disk.
+_REPORT = re.compile(rb"\x1eagentgym:([0-9a-f]+):([01]):([01]):([01]):(\d+):(\d+)\x1e$")
+_TAIL = 256
+
+
+def _read_frames(
+    raw: socket.socket,
+    out: CappedBuffer,
+    err: CappedBuffer,
+    tail: bytearray,
+    deadline: float,
+    kill_bytes: int,
+) -> str:
+    """Read Docker's multiplexed stream (8-byte headers) until EOF.
+
+    Returns ``"eof"``; ``"deadline"`` when ``deadline`` passed first; ``"flood"`` when more than
+    ``kill_bytes`` of output came. ``tail`` keeps the last bytes of stderr (the report).
+    """
     buffer = b""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return False
+            return "deadline"
         raw.settimeout(min(remaining, 1.0))
         try:
             chunk = raw.recv(65536)
         except TimeoutError:
             continue
         except OSError:
-            return True
+            return "eof"
         if not chunk:
-            return True
+            return "eof"
         buffer += chunk
         while len(buffer) >= 8:
             stream, size = buffer[0], struct.unpack(">I", buffer[4:8])[0]
             if len(buffer) < 8 + size:
                 break
             payload, buffer = buffer[8 : 8 + size], buffer[8 + size :]
-            (err if stream == 2 else out).write(payload)
+            if stream == 2:
+                err.write(payload)
+                tail += payload
+                del tail[:-_TAIL]
+            else:
+                out.write(payload)
+        if out.total + err.total > kill_bytes:
+            return "flood"
+
+
+def _host_counters(container_id: str) -> tuple[int, int]:
+    """The container's OOM-kill and refused-fork counts from this host's cgroup files (cgroupfs
+    or systemd driver, v1 or v2); ``(-1, -1)`` when the daemon is not local or they are elsewhere.
+    """
+    found = [-1, -1]
+    roots = {
+        "memory": (f"/sys/fs/cgroup/memory/docker/{container_id}", "memory.oom_control"),
+        "pids": (f"/sys/fs/cgroup/pids/docker/{container_id}", "pids.events"),
+    }
+    v2 = [
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope",
+        f"/sys/fs/cgroup/docker/{container_id}",
+    ]
+    for index, (key, (v1_dir, v1_file)) in enumerate(roots.items()):
+        candidates = [os.path.join(v1_dir, v1_file)]
+        candidates += [
+            os.path.join(d, "memory.events" if key == "memory" else "pids.events") for d in v2
+        ]
+        name = "oom_kill" if key == "memory" else "max"
+        for path in candidates:
+            with contextlib.suppress(OSError, ValueError), open(path) as f:
+                for line in f:
+                    field, _, value = line.partition(" ")
+                    if field == name:
+                        found[index] = int(value)
+                break
+    return found[0], found[1]
 
 
 def _exec_inspect(api: Any, exec_id: str) -> dict[str, Any]:

@@ -1,52 +1,80 @@
 """The ``process`` back end: a local child process, isolated by bubblewrap or ``unshare``.
 
-Each run gets a fresh temporary directory (mounted as ``/work``), a cleared environment, and these
-limits (``resource.setrlimit`` in the child before ``exec``): address space ``memory_mb`` MiB, CPU
-time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb`` (16 MiB), ``max_processes`` (64) processes
-of its user, 256 open files, no core dumps. When the caller is root, the child first drops to user
-``nobody`` (uid/gid 65534, no supplementary groups) so that the process limit binds and no root
-file is writable.
+One run is one isolation unit:
+
+* **Limits for the run as a whole** (:mod:`sandboxes.code.cgroups`): each run gets its own control
+  group (cgroup v2 where the machine has usable memory and pids controllers, else cgroup v1)
+  with ``memory_mb`` for all its processes together (tmpfs pages included, no swap),
+  ``max_processes`` processes at once, and a CPU quota of ``cpus`` cores. One run's fork bomb
+  or memory bomb cannot take another run's processes or memory: each run has its own budget.
+  Without usable control groups the back end refuses to start and says what the kernel lacks,
+  unless built with ``allow_per_process_limits=True``.
+* **Sized file systems**: ``/work`` (the files and ``main.py``, ``work_mb``), ``/tmp``
+  (``tmp_mb``) and, under bubblewrap, ``/dev/shm`` (``shm_mb``) are tmpfs mounts of fixed size
+  that live only as long as the run; ``/`` and ``/dev`` are read-only. Nothing is written on a
+  host disk (bubblewrap needs no host directory at all).
+* **Per-process rlimits** besides (``resource.setrlimit`` before ``exec``): address space
+  ``memory_mb``, CPU time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb``, 256 open files,
+  no core dumps. When the caller is root, the child first drops to user ``nobody`` (uid/gid
+  65534, no supplementary groups) so that no root file is writable.
+* **Nothing outlives its owner**: the sandbox gets ``PR_SET_PDEATHSIG`` (SIGKILL when the owner
+  dies; bwrap's ``--die-with-parent``, unshare's ``--kill-child``), the PID namespace's processes
+  die with its first process, and a new :class:`ProcessSandbox` kills the processes of, and
+  removes, the control groups and temporary directories of owners that are gone.
+* **A clear result**: a run that hits a limit returns within ``timeout_s`` + 1 s with
+  ``ExecResult.limit`` set (``memory``: the group's OOM kills or a ``MemoryError``;
+  ``processes``: forks refused by ``pids.max``; ``disk``: a full mount or a file at the size
+  limit; ``output``: output dropped past ``output_limit``, or the run killed once its output
+  passed ``output_kill_mb``; ``timeout``).
+
+Under bubblewrap, bwrap itself copies the files into ``/work`` (from memory files, ``--file``) and
+a bash launcher runs ``python3 -I main.py`` and reports on a pipe whether a writable mount filled
+up; under ``unshare`` (and ``none``) a small Python launcher (``python3 -I -S``) receives the files
+on a pipe, writes them, runs the code as its child and reports the same.
 
 Isolation, the first that works (``isolation="auto"``):
 
-* ``bwrap`` (``apt-get install bubblewrap``): ``--unshare-all`` (network, PID, IPC, UTS, cgroup and
-  user namespaces), a new root holding only a read-only ``/usr`` (plus the ``/bin``, ``/lib*``
-  links, ``/etc/ld.so.cache`` and the Python prefix when it lies outside ``/usr``), a fresh
-  ``/proc`` and ``/dev``, a 64 MiB tmpfs ``/tmp``, and the work directory; ``--die-with-parent``
-  and ``--new-session``.
+* ``bwrap`` (``apt-get install bubblewrap``, 0.8 or newer; and ``bash``): ``--unshare-all --unshare-user
+  --disable-userns`` (network, PID, IPC, UTS, cgroup and user namespaces, and no nested user
+  namespaces), a new read-only root holding only a read-only ``/usr`` (plus the ``/bin``,
+  ``/lib*`` links, ``/etc/ld.so.cache`` and the Python prefix when it lies outside ``/usr``), a
+  fresh ``/proc``, a read-only ``/dev``, the sized tmpfs mounts above; ``--die-with-parent`` and
+  ``--new-session``.
 * ``unshare`` (util-linux): new network, PID, mount, IPC and UTS namespaces (plus a user namespace
-  when not root); inside, a shell builds a tmpfs root with the same read-only ``/usr`` bind, the
-  work directory, ``/tmp``, ``/proc`` and four device nodes, then ``chroot``\\ s into it and
-  ``setpriv`` drops every capability (and, as root, the uid) before running Python.
+  when not root); inside, a shell builds a read-only tmpfs root with the same read-only ``/usr``
+  bind, sized ``/work`` and ``/tmp`` (16,384 inodes each), ``/proc`` and four device nodes, then
+  ``chroot``\\ s into it and ``setpriv`` drops every capability (and, as root, the uid) before
+  running the launcher.
 
 With neither, :class:`ProcessSandbox` raises :class:`~sandboxes.code.base.IsolationUnavailable`
-saying what to install, unless built with ``allow_unisolated=True`` (rlimits and a temporary
-directory only: the code can read your files and use your network).
-
-The PID namespace means every process of a run dies with it: on timeout the whole process group is
-SIGKILLed, and the namespace's init takes the rest down.
+saying what to install, unless built with ``allow_unisolated=True`` (rlimits, a control group where
+there is one, and a temporary directory only: the code can read your files and use your network).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
+import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
+from sandboxes.code import cgroups
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
-    MAIN_FILE,
     OUTPUT_LIMIT,
     CappedBuffer,
     CodeSandbox,
@@ -55,6 +83,7 @@ from sandboxes.code.base import (
     SandboxError,
     check_run_args,
     drain_in_thread,
+    first_limit,
 )
 
 __all__ = ["ProcessSandbox", "ISOLATIONS", "detect_isolation"]
@@ -68,6 +97,7 @@ _HOW_TO_ISOLATE = (
     "the docker back end; pass allow_unisolated=True only for code you trust"
 )
 _probe_cache: dict[str, bool] = {}
+_probe_why: dict[str, str] = {}
 _probe_lock = threading.Lock()
 
 
@@ -102,27 +132,61 @@ def _extra_ro_dirs(python: str) -> list[str]:
     return dirs
 
 
-def _bwrap_command(python: str, work: str) -> list[str]:
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+def _bwrap_command(
+    python: str, sizes: _Sizes, file_fds: dict[str, int], report_fd: int, fsize: int
+) -> list[str]:
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+    cmd += ["--new-session", "--hostname", "sandbox"]
     cmd += ["--ro-bind", "/usr", "/usr"]
     for d in _extra_ro_dirs(python):
         cmd += ["--ro-bind", d, d]
     for path, target in _root_links():
         cmd += ["--symlink", target, path]
     cmd += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
-    cmd += ["--size", str(64 * 2**20), "--tmpfs", "/tmp"]
-    cmd += ["--bind", work, "/work", "--chdir", "/work", "--clearenv"]
+    # /dev: bwrap's device nodes on a tmpfs made read-only, a sized tmpfs for POSIX shm beside it.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    cmd += ["--size", str(sizes.shm_mb * 2**20), "--tmpfs", "/dev/shm"]
+    cmd += ["--size", str(sizes.tmp_mb * 2**20), "--tmpfs", "/tmp"]
+    cmd += ["--size", str(sizes.work_mb * 2**20), "--tmpfs", "/work"]
+    # The files, copied by bwrap from memory files into /work (its parents made first).
+    dirs = {str(parent) for name in file_fds for parent in PurePosixPath(name).parents}
+    for d in sorted(dirs - {"."}, key=lambda d: d.count("/")):
+        cmd += ["--dir", f"/work/{d}"]
+    for name, fd in file_fds.items():
+        cmd += ["--perms", "0644", "--file", str(fd), f"/work/{name}"]
+    cmd += ["--remount-ro", "/"]  # not recursive: the sized tmpfs mounts above stay writable
+    cmd += ["--chdir", "/work", "--clearenv"]
     for key, value in _child_env().items():
         cmd += ["--setenv", key, value]
-    return [*cmd, python, "-I", MAIN_FILE]
+    launcher = [_BASH, "--noprofile", "--norc", "-c", _SH_LAUNCHER, "sh"]
+    return [*cmd, *launcher, str(report_fd), str(fsize), python]
 
+
+_BASH = os.path.realpath(shutil.which("bash") or "/bin/bash")
+
+# The first process inside a bubblewrap sandbox (bash: cheaper than a second Python; dash cannot
+# name a file descriptor above 9): runs ``python3 -I main.py``, then reports "<exit status> <1 if
+# /work, /tmp or /dev/shm is full>" on the report pipe, and after a failed run (exit status not 0)
+# also 1 if a file reached RLIMIT_FSIZE (Python ignores SIGXFSZ: it sees EFBIG).
+_SH_LAUNCHER = r"""
+rep=$1; fsize=$2; py=$3
+exec {err}>&2
+# bash's own stderr is /dev/null around the run: no "Killed" notice in the code's stderr.
+{ "$py" -I main.py 2>&"$err" {err}>&- {rep}>&- ; } 2>/dev/null
+rc=$?
+full=0
+for v in $(stat -f -c '%a %d' /work /tmp /dev/shm 2>/dev/null); do [ "$v" = 0 ] && full=1; done
+if [ "$rc" != 0 ] && [ "$full" = 0 ] && [ -n "$(find /work /tmp /dev/shm -xdev -type f \
+    -size +$((fsize - 1))c -print -quit 2>/dev/null)" ]; then full=1; fi
+echo "$rc $full" >&"$rep"
+exit "$rc"
+"""
 
 # Runs as root inside the new namespaces: build a root, chroot into it, drop privileges.
 _UNSHARE_SCRIPT = r"""
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
-R="$1"; W="$2"; PY="$3"; REUID="$4"; shift 4
+R="$1"; PY="$2"; REUID="$3"; WORK="$4"; TMP="$5"; FDS="$6"; LAUNCHER="$7"; shift 7
 mount -t tmpfs -o size=16m,mode=755 tmpfs "$R"
 mkdir -p "$R/usr" "$R/work" "$R/tmp" "$R/proc" "$R/dev" "$R/etc"
 mount --bind /usr "$R/usr"; mount -o remount,bind,ro,nosuid,nodev "$R/usr"
@@ -133,28 +197,104 @@ for d in "$@"; do
   esac
 done
 [ -f /etc/ld.so.cache ] && cp /etc/ld.so.cache "$R/etc/"
-mount --bind "$W" "$R/work"
-mount -t tmpfs -o size=64m,nosuid,nodev tmpfs "$R/tmp"
+mount -t tmpfs -o "size=${WORK}m,nr_inodes=16384,mode=1777,nosuid,nodev" tmpfs "$R/work"
+mount -t tmpfs -o "size=${TMP}m,nr_inodes=16384,mode=1777,nosuid,nodev" tmpfs "$R/tmp"
 mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
 for n in null zero random urandom; do
   touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"
 done
 mount -o remount,ro,bind "$R"
 if [ "$REUID" = "-" ]; then ids=""; else ids="--reuid=$REUID --regid=$REUID --clear-groups"; fi
-exec chroot "$R" /usr/bin/setpriv $ids --inh-caps=-all --bounding-set=-all --no-new-privs \
+exec chroot "$R" /usr/bin/setpriv $ids --pdeathsig SIGKILL --inh-caps=-all --bounding-set=-all --no-new-privs \
   /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/work LANG=C.UTF-8 \
-  PYTHONDONTWRITEBYTECODE=1 /usr/bin/env -C /work "$PY" -I main.py
+  PYTHONDONTWRITEBYTECODE=1 /usr/bin/env -C /work "$PY" -I -S -c "$LAUNCHER" $FDS "$PY" /work:/tmp
+"""
+
+_WATCHED = "/work:/tmp:/dev/shm"
+
+# The first process inside the sandbox (as the sandbox user, cwd /work, a sized tmpfs): reads the
+# files from the payload pipe and writes them, runs ``python3 -I main.py`` as its child, then
+# reports "<exit status> <1 if a writable file system (of the ':'-separated list) is full, or a
+# file reached RLIMIT_FSIZE>" on the report pipe (Python ignores SIGXFSZ: it sees EFBIG). Both pipes are
+# closed in the child. Its exit ends the sandbox (the PID namespace's processes die with it).
+_LAUNCHER = r"""
+import os, resource, struct, sys
+pin, rep, py, watched = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+os.set_inheritable(pin, False)
+os.set_inheritable(rep, False)
+parts = []
+while True:
+    chunk = os.read(pin, 1 << 20)
+    if not chunk:
+        break
+    parts.append(chunk)
+os.close(pin)
+data, i, full = b"".join(parts), 0, False
+try:
+    while i < len(data):
+        n, m = struct.unpack_from("<II", data, i)
+        name, body = data[i + 8:i + 8 + n].decode(), data[i + 8 + n:i + 8 + n + m]
+        i += 8 + n + m
+        if os.path.dirname(name):
+            os.makedirs(os.path.dirname(name), exist_ok=True)
+        with open(name, "wb") as f:
+            f.write(body)
+except OSError as error:
+    os.write(2, b"sandbox: the files do not fit in /work: %s\n" % str(error).encode())
+    os.write(rep, b"1 1\n")
+    os._exit(1)
+pid = os.fork()
+if pid == 0:
+    os.execv(py, [py, "-I", "main.py"])
+status = os.waitpid(pid, 0)[1]
+def full(path):
+    try:
+        s = os.statvfs(path)
+    except OSError:
+        return False
+    return s.f_bavail == 0 or s.f_favail == 0
+def at_fsize(path, budget=[4096]):
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    for top, _, names in os.walk(path):
+        for name in names:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            try:
+                if os.lstat(os.path.join(top, name)).st_size >= limit > 0:
+                    return True
+            except OSError:
+                pass
+    return False
+disk = any(full(p) or at_fsize(p) for p in watched.split(":"))
+code = os.waitstatus_to_exitcode(status)
+code = 128 - code if code < 0 else code
+os.write(rep, b"%d %d\n" % (code, disk))
+os._exit(code)
 """
 
 
-def _unshare_command(python: str, work: str, root_dir: str) -> list[str]:
+def _unshare_command(
+    python: str, root_dir: str, sizes: _Sizes, pipe_fds: tuple[int, int]
+) -> list[str]:
     cmd = ["unshare", "--fork", "--pid", "--kill-child", "--net", "--ipc", "--uts", "--mount"]
     cmd += ["--propagation", "private"]
     if os.geteuid() != 0:
         cmd += ["--user", "--map-root-user"]
     reuid = str(NOBODY) if os.geteuid() == 0 else "-"
     extras = [f"link:{p}={t}" for p, t in _root_links()] + _extra_ro_dirs(python)
-    return [*cmd, "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", root_dir, work, python, reuid, *extras]
+    fds = f"{pipe_fds[0]} {pipe_fds[1]}"
+    args = [root_dir, python, reuid, str(sizes.work_mb), str(sizes.tmp_mb), fds, _LAUNCHER]
+    return [*cmd, "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", *args, *extras]
+
+
+def _payload(files: dict[str, bytes]) -> bytes:
+    """The files as the launcher reads them: ``<u32 name length><u32 size><name><content>``..."""
+    parts = []
+    for name, content in files.items():
+        raw = name.encode("utf-8")
+        parts += [struct.pack("<II", len(raw), len(content)), raw, content]
+    return b"".join(parts)
 
 
 def _child_env() -> dict[str, str]:
@@ -169,18 +309,31 @@ def _child_env() -> dict[str, str]:
 def _probe(isolation: str) -> bool:
     """Whether ``isolation`` works here: run ``print(1)`` through it once (cached per process)."""
     with _probe_lock:
-        if isolation not in _probe_cache:
-            ok = False
-            if shutil.which("bwrap" if isolation == "bwrap" else "unshare"):
-                try:
-                    box = ProcessSandbox(isolation=isolation, _probing=True)
-                    result = box.run("print(1)", timeout_s=20, memory_mb=256)
-                    ok = result.exit_code == 0 and result.stdout.strip() == "1"
-                    box.close()
-                except (OSError, SandboxError):
-                    ok = False
-            _probe_cache[isolation] = ok
-        return _probe_cache[isolation]
+        if isolation in _probe_cache:
+            return _probe_cache[isolation]
+    ok = False
+    why = f"{'bwrap' if isolation == 'bwrap' else 'unshare'} is not installed"
+    if shutil.which("bwrap" if isolation == "bwrap" else "unshare"):
+        try:
+            box = ProcessSandbox(isolation=isolation, _probing=True)
+            result = box.run("print(1)", timeout_s=20, memory_mb=256)
+            ok = result.exit_code == 0 and result.stdout.strip() == "1"
+            why = f"exit {result.exit_code}: {result.stderr.strip()[-300:]}"
+            box.close()
+        except (OSError, SandboxError, ValueError) as err:
+            why = str(err)
+    with _probe_lock:
+        _probe_cache[isolation] = ok
+        if not ok:
+            _probe_why[isolation] = why
+    return ok
+
+
+def _probe_detail() -> str:
+    """What the failed probes said, for error messages."""
+    if not _probe_why:
+        return ""
+    return " (" + "; ".join(f"{k}: {v}" for k, v in sorted(_probe_why.items())) + ")"
 
 
 def detect_isolation() -> str | None:
@@ -191,6 +344,50 @@ def detect_isolation() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    work_mb: int
+    tmp_mb: int
+    shm_mb: int
+
+
+_cgroup_cache: dict[int, tuple[cgroups.CgroupLayout | None, str]] = {}
+
+
+def _cgroup_layout() -> tuple[cgroups.CgroupLayout | None, str]:
+    """:func:`sandboxes.code.cgroups.detect`, once per process."""
+    with _probe_lock:
+        if os.getpid() not in _cgroup_cache:
+            _cgroup_cache[os.getpid()] = cgroups.detect()
+        return _cgroup_cache[os.getpid()]
+
+
+def _libc_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
+_PR_SET_PDEATHSIG = 1
+TEMP_PREFIX = "agentgym-sbx-"
+_TEMP_OWNER = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+
+
+def reap_stale_dirs() -> list[str]:
+    """Remove the temporary directories of sandboxes whose owner process is gone."""
+    removed = []
+    tmp = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(tmp):
+            match = _TEMP_OWNER.match(name)
+            if match and not cgroups._alive(int(match.group(1))):
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+                removed.append(name)
+    return removed
+
+
 class ProcessSandbox(CodeSandbox):
     """Code execution in an isolated local process (module docstring).
 
@@ -198,14 +395,25 @@ class ProcessSandbox(CodeSandbox):
         isolation: ``"auto"`` (bwrap, else unshare), ``"bwrap"``, ``"unshare"``, or ``"none"``
             (needs ``allow_unisolated=True``).
         allow_unisolated: run with rlimits only when no isolation works, instead of refusing.
-        max_processes: RLIMIT_NPROC of the code's user (fork bombs stop there).
+        max_processes: processes (and threads) of one run at once, all together (the run's
+            ``pids.max``; without control groups, RLIMIT_NPROC of the code's user, shared by
+            every run of that user).
         max_file_mb: RLIMIT_FSIZE, largest file the code may write, MiB.
         output_limit: bytes kept per output stream.
+        work_mb, tmp_mb, shm_mb: sizes of the tmpfs mounts ``/work``, ``/tmp`` and (bwrap)
+            ``/dev/shm``, MiB; their pages also count in the run's ``memory_mb``.
+        cpus: CPU quota of one run, in cores (``None``: no quota), where the cpu controller is.
+        output_kill_mb: a run whose output (both streams) passes this many MiB is killed
+            (``limit="output"``); below it, output past ``output_limit`` is read and dropped.
+        allow_per_process_limits: run without control groups (each process limited alone: forked
+            children together can take ``max_processes`` x ``memory_mb``, and runs share the
+            process limit) where the machine has none usable, instead of refusing.
 
     Raises:
-        IsolationUnavailable: the requested (or, for ``auto``, any) isolation does not work here;
-            the message says what to install.
-        ValueError: an unknown ``isolation``.
+        IsolationUnavailable: the requested (or, for ``auto``, any) isolation does not work
+            here, or control groups are missing (unless ``allow_per_process_limits``); the
+            message says what is missing and what to install or pass.
+        ValueError: an unknown ``isolation``, a size out of range.
 
     Example:
         >>> with ProcessSandbox() as box:  # doctest: +SKIP
@@ -223,15 +431,36 @@ class ProcessSandbox(CodeSandbox):
         max_processes: int = 64,
         max_file_mb: int = 16,
         output_limit: int = OUTPUT_LIMIT,
+        work_mb: int = 64,
+        tmp_mb: int = 64,
+        shm_mb: int = 16,
+        cpus: float | None = 1.0,
+        output_kill_mb: int = 32,
+        allow_per_process_limits: bool = False,
         _probing: bool = False,
     ):
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+        for name, value in (
+            ("max_processes", max_processes),
+            ("max_file_mb", max_file_mb),
+            ("work_mb", work_mb),
+            ("tmp_mb", tmp_mb),
+            ("shm_mb", shm_mb),
+            ("output_kill_mb", output_kill_mb),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if cpus is not None and not (isinstance(cpus, (int, float)) and 0.01 <= cpus <= 1024):
+            raise ValueError(
+                f"cpus must be None or a number of cores in [0.01, 1024], got {cpus!r}"
+            )
+        layout, missing = _cgroup_layout()
         if not _probing:
             if isolation == "auto":
                 found = detect_isolation()
                 if found is None and not allow_unisolated:
-                    raise IsolationUnavailable(_HOW_TO_ISOLATE)
+                    raise IsolationUnavailable(_HOW_TO_ISOLATE + _probe_detail())
                 isolation = found or "none"
             elif isolation == "none":
                 if not allow_unisolated:
@@ -241,16 +470,35 @@ class ProcessSandbox(CodeSandbox):
                     )
             elif not _probe(isolation):
                 raise IsolationUnavailable(
-                    f"isolation {isolation!r} does not work here. " + _HOW_TO_ISOLATE
+                    f"isolation {isolation!r} does not work here. "
+                    + _HOW_TO_ISOLATE
+                    + _probe_detail()
                 )
+            if layout is None and not (allow_per_process_limits or isolation == "none"):
+                raise IsolationUnavailable(
+                    "the process sandbox limits memory and processes per run with control "
+                    f"groups, and this machine lacks them: {missing}. Run as root (or in a "
+                    "delegated cgroup v2 subtree with the memory and pids controllers), use the "
+                    "docker back end, or pass allow_per_process_limits=True to limit each process "
+                    "alone (forked children can then take max_processes x memory_mb, and one "
+                    "run's fork bomb can starve the others)"
+                )
+            if layout is not None:
+                cgroups.reap_stale(layout)
+            reap_stale_dirs()
         self.isolation = isolation
         self.max_processes = max_processes
         self.max_file_mb = max_file_mb
         self.output_limit = output_limit
+        self.output_kill_bytes = output_kill_mb * 2**20
+        self.cpus = cpus
+        self.sizes = _Sizes(work_mb, tmp_mb, shm_mb)
+        self.cgroup_layout = layout
         self.python = _sandbox_python()
         self._closed = False
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen[bytes]] = {}
+        self._groups: dict[int, cgroups.RunCgroup] = {}
         self._dirs: set[str] = set()
 
     def run(
@@ -265,50 +513,87 @@ class ProcessSandbox(CodeSandbox):
         all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
         if self._closed:
             raise RuntimeError("this sandbox is closed")
-        parent = tempfile.mkdtemp(prefix="agentgym-sbx-")
-        with self._lock:
-            self._dirs.add(parent)
-        try:
-            return self._run_in(parent, all_files, stdin, float(timeout_s), memory_mb)
-        finally:
-            shutil.rmtree(parent, ignore_errors=True)
+        parent = None
+        if self.isolation != "bwrap":  # bwrap needs no host directory: /work is its own tmpfs
+            parent = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
             with self._lock:
-                self._dirs.discard(parent)
+                self._dirs.add(parent)
+        group = None
+        if self.cgroup_layout is not None:
+            try:
+                group = cgroups.RunCgroup.create(
+                    self.cgroup_layout,
+                    memory_mb * 2**20,
+                    self.max_processes + _LAUNCH_PROCESSES,
+                    self.cpus,
+                )
+            except OSError as err:
+                if parent:
+                    shutil.rmtree(parent, ignore_errors=True)
+                raise SandboxError(f"cannot create the run's control group: {err}") from err
+        try:
+            return self._run_in(parent, group, all_files, stdin, float(timeout_s), memory_mb)
+        finally:
+            if group is not None:
+                group.destroy()
+            if parent:
+                shutil.rmtree(parent, ignore_errors=True)
+                with self._lock:
+                    self._dirs.discard(parent)
 
     def _run_in(
-        self, parent: str, files: dict[str, bytes], stdin: str, timeout_s: float, memory_mb: int
+        self,
+        parent: str | None,
+        group: cgroups.RunCgroup | None,
+        files: dict[str, bytes],
+        stdin: str,
+        timeout_s: float,
+        memory_mb: int,
     ) -> ExecResult:
-        work = os.path.join(parent, "work")
-        os.mkdir(work)
-        for name, content in files.items():
-            path = Path(work, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
         drop_to = NOBODY if os.geteuid() == 0 else None
-        if drop_to is not None:
-            os.chmod(parent, 0o755)
-            for dirpath, _, names in os.walk(work):
-                os.chown(dirpath, NOBODY, NOBODY)
-                for n in names:
-                    os.chown(os.path.join(dirpath, n), NOBODY, NOBODY)
+        report_r, report_w = os.pipe()
+        payload_r, payload_w = os.pipe()
+        payload = _payload(files)
+        fds: tuple[int, ...] = (payload_r, report_w)
         env: dict[str, str] = _child_env()
+        cwd = None
+        nproc = None if group is not None else self.max_processes
+        memfds: list[int] = []
         if self.isolation == "bwrap":
-            cmd = _bwrap_command(self.python, work)
-            preexec = self._preexec(memory_mb, timeout_s, drop_to)
+            file_fds = {}
+            for name, content in files.items():
+                fd = os.memfd_create("sandbox-file")
+                memfds.append(fd)
+                _feed_fd(fd, content, close=False)
+                os.lseek(fd, 0, os.SEEK_SET)
+                file_fds[name] = fd
+            fsize = self.max_file_mb * 2**20
+            cmd = _bwrap_command(self.python, self.sizes, file_fds, report_w, fsize)
+            fds = (*memfds, report_w)
+            payload = b""
         elif self.isolation == "unshare":
+            assert parent is not None
             root_dir = os.path.join(parent, "root")
             os.mkdir(root_dir)
-            cmd = _unshare_command(self.python, work, root_dir)
-            preexec = self._preexec(memory_mb, timeout_s, None)  # setpriv drops the uid inside
+            cmd = _unshare_command(self.python, root_dir, self.sizes, fds)
+            drop_to = None  # setpriv drops the uid inside
         else:
-            cmd = [self.python, "-I", MAIN_FILE]
-            preexec = self._preexec(memory_mb, timeout_s, drop_to)
+            assert parent is not None
+            cwd = os.path.join(parent, "work")
+            os.mkdir(cwd)
+            if drop_to is not None:
+                os.chmod(parent, 0o755)
+                os.chown(cwd, NOBODY, NOBODY)
+            cmd = [self.python, "-I", "-S", "-c", _LAUNCHER, str(fds[0]), str(fds[1])]
+            cmd += [self.python, "."]
+        preexec = self._preexec(memory_mb, timeout_s, drop_to, nproc, group)
         out, err = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
+        flooded = threading.Event()
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 cmd,
-                cwd=work,
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -316,55 +601,118 @@ class ProcessSandbox(CodeSandbox):
                 start_new_session=True,
                 preexec_fn=preexec,
                 close_fds=True,
+                pass_fds=fds,
             )
-        except OSError as error:
+        except (OSError, subprocess.SubprocessError) as error:
+            for fd in (payload_r, payload_w, report_r, report_w, *memfds):
+                os.close(fd)
             raise SandboxError(f"cannot start {cmd[0]}: {error}") from error
+        for fd in (payload_r, report_w, *memfds):
+            os.close(fd)
+
+        def stop() -> None:
+            _kill_group(proc)
+            if group is not None:
+                group.kill_all()
+
+        def on_write() -> None:
+            if out.total + err.total > self.output_kill_bytes and not flooded.is_set():
+                flooded.set()
+                stop()
+
+        out.on_write = err.on_write = on_write
         with self._lock:
             self._live[proc.pid] = proc
+            if group is not None:
+                self._groups[proc.pid] = group
             closing = self._closed
         if closing:  # close() ran while this run was starting
-            _kill_group(proc)
+            stop()
         readers = [drain_in_thread(proc.stdout, out), drain_in_thread(proc.stderr, err)]  # type: ignore[arg-type]
-        writer = threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True)
-        writer.start()
+        writers = [
+            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True),
+            threading.Thread(target=_feed_fd, args=(payload_w, payload), daemon=True),
+        ]
+        for thread in writers:
+            thread.start()
         timed_out = False
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = not flooded.is_set()
         finally:
-            _kill_group(proc)
+            stop()
             proc.wait()
             with self._lock:
                 self._live.pop(proc.pid, None)
+                self._groups.pop(proc.pid, None)
         duration = time.monotonic() - start
         for thread in readers:
-            thread.join(timeout=5)
-        writer.join(timeout=1)
+            thread.join(timeout=1)
+        for thread in writers:
+            thread.join(timeout=0.2)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+        report = _read_report(report_r)
         code = proc.returncode
         exit_code = 128 - code if code < 0 else code
+        if report is not None and not (timed_out or flooded.is_set()):
+            exit_code = report[0]
         stderr = err.text()
-        oom = not timed_out and exit_code != 0 and _memory_error(stderr)
+        hit: set[str] = set()
+        oom = False
+        if group is not None and group.oom_kills() > 0:
+            oom = True
+        elif not timed_out and exit_code != 0 and _memory_error(stderr):
+            oom = True
+        if oom:
+            hit.add("memory")
+        if group is not None and group.pids_refused() > 0:
+            hit.add("processes")
+        if report is None and stderr.startswith("bwrap: Can't write data to file"):
+            stderr = "sandbox: the files do not fit in /work: " + stderr
+            hit.add("disk")
+        if (report is not None and report[1]) or exit_code == 128 + signal.SIGXFSZ:
+            hit.add("disk")
+        if flooded.is_set() or out.truncated or err.truncated:
+            hit.add("output")
+        if timed_out:
+            hit.add("timeout")
+        killed = timed_out or flooded.is_set()
         return ExecResult(
             stdout=out.text(),
             stderr=stderr,
-            exit_code=137 if timed_out else exit_code,
+            exit_code=137 if killed else exit_code,
             timed_out=timed_out,
-            oom_killed=oom,
+            oom_killed=oom and not killed,
             duration_s=duration,
             truncated=out.truncated or err.truncated,
+            limit=first_limit(hit),
         )
 
-    def _preexec(self, memory_mb: int, timeout_s: float, drop_to: int | None) -> Callable[[], None]:
+    def _preexec(
+        self,
+        memory_mb: int,
+        timeout_s: float,
+        drop_to: int | None,
+        nproc: int | None,
+        group: cgroups.RunCgroup | None,
+    ) -> Callable[[], None]:
         memory = memory_mb * 2**20
         cpu = math.ceil(timeout_s) + 1
         fsize = self.max_file_mb * 2**20
-        nproc = self.max_processes
+        procs_files = group.procs_files() if group is not None else []
+        owner = os.getpid()
+        prctl = _PRCTL
 
-        def limit() -> None:  # runs in the child between fork and exec: no locks, no allocation
+        def limit() -> None:  # runs in the child between fork and exec: no locks, no threads
+            for path in procs_files:  # join the run's control groups (children inherit them)
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
@@ -374,7 +722,14 @@ class ProcessSandbox(CodeSandbox):
                 os.setgroups([])
                 os.setgid(drop_to)
                 os.setuid(drop_to)
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            if nproc is not None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            # Die with the owner (set after the uid change, which clears it); bwrap and unshare's
+            # --kill-child pass it on inside.
+            if prctl is not None:
+                prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != owner:  # the owner died before the line above
+                os._exit(137)
 
         return limit
 
@@ -382,9 +737,12 @@ class ProcessSandbox(CodeSandbox):
         self._closed = True
         with self._lock:
             live = list(self._live.values())
+            groups = list(self._groups.values())
             dirs = list(self._dirs)
         for proc in live:
             _kill_group(proc)
+        for group in groups:
+            group.kill_all()
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
@@ -392,11 +750,42 @@ class ProcessSandbox(CodeSandbox):
         return f"ProcessSandbox(isolation={self.isolation!r})"
 
 
+#: Processes of a run besides the code's: bwrap (or unshare), its PID-namespace init, the launcher.
+_LAUNCH_PROCESSES = 4
+
+
 def _feed(stream: object, data: bytes) -> None:
     with contextlib.suppress(OSError, ValueError):
         if data:
             stream.write(data)  # type: ignore[attr-defined]
         stream.close()  # type: ignore[attr-defined]
+
+
+def _feed_fd(fd: int, data: bytes, *, close: bool = True) -> None:
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass
+    finally:
+        if close:
+            os.close(fd)
+
+
+def _read_report(fd: int) -> tuple[int, bool] | None:
+    """The launcher's ``(exit status, file system full)``; ``None`` when it did not report."""
+    try:
+        os.set_blocking(fd, False)
+        raw = os.read(fd, 64)
+    except OSError:
+        raw = b""
+    finally:
+        os.close(fd)
+    parts = raw.split()
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), parts[1] == b"1"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

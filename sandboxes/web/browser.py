@@ -4,8 +4,9 @@
 are given by path (:class:`BrowserConfig`; defaults ``/usr/bin/chromium`` and
 ``/usr/bin/chromedriver`` from Debian's ``chromium`` and ``chromium-driver`` packages, overridable
 with the ``AGENTGYM_CHROMIUM`` and ``AGENTGYM_CHROMEDRIVER`` environment variables), so
-selenium-manager never runs and nothing is downloaded. Each browser gets a fresh
-``--user-data-dir`` (a temp dir removed on close).
+selenium-manager never runs and nothing is downloaded. Each browser gets one fresh temp dir
+holding its ``--user-data-dir`` and its ``TMPDIR`` (Chromium's own temp dirs), removed on close and
+on every restart.
 
 Reading is what a user sees: ``document.body.innerText`` and the ``innerText`` of every
 ``a[href]``. Clicking clicks the element (Selenium scrolls it into view and sends a real mouse
@@ -19,7 +20,11 @@ Robustness:
 * every page load is bounded by ``page_load_timeout`` and every WebDriver command by
   ``command_timeout`` (the HTTP timeout of Selenium's client), so a hung browser raises instead of
   blocking;
-* an operation that fails with a WebDriver, HTTP or OS error (a crashed or hung browser) kills
+* a race with the page (a stale element, "Node with given id does not belong to the document",
+  an execution context destroyed by a navigation: the DevTools inspector's view of a document
+  that has just been replaced) is retried inside the driver, up to :data:`RACE_RETRIES` times,
+  from a fresh lookup of the page; a click is retried only when it was not dispatched;
+* an operation that fails with another WebDriver, HTTP or OS error (a crashed or hung browser) kills
   the browser, starts a new one, reloads the last page and retries the operation once
   (:attr:`ChromiumBrowser.restarts` counts this); a second failure raises :class:`BrowserError`;
 * :meth:`ChromiumBrowser.close` quits the driver, then kills whatever is left of the process
@@ -39,6 +44,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +53,7 @@ from typing import Any, TypeVar
 import psutil
 import urllib3
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -63,6 +69,8 @@ __all__ = [
     "CHROMIUM_FLAGS",
     "default_chromium_path",
     "reap_orphaned_browsers",
+    "is_page_race",
+    "RACE_RETRIES",
     "default_chromedriver_path",
 ]
 
@@ -92,6 +100,40 @@ return {
 """
 
 _T = TypeVar("_T")
+
+#: Times a page race (stale element, inspector node of a replaced document) is retried.
+RACE_RETRIES = 5
+_RACE_MESSAGES = (
+    "stale element",
+    "does not belong to the document",
+    "execution context was destroyed",
+    "cannot find context with specified id",
+    "inspected target navigated or closed",
+    "target frame detached",
+    "node is detached from document",
+)
+
+
+def is_page_race(error: BaseException) -> bool:
+    """Whether ``error`` is a race with a document being replaced (retrying the lookup fixes it)."""
+    if isinstance(error, StaleElementReferenceException):
+        return True
+    if not isinstance(error, WebDriverException):
+        return False
+    text = str(error).lower()
+    return any(message in text for message in _RACE_MESSAGES)
+
+
+def _retry_races(operation: Callable[[], _T]) -> _T:
+    """Run ``operation``; rerun it (fresh lookups) after a page race, up to RACE_RETRIES times."""
+    for attempt in range(RACE_RETRIES + 1):
+        try:
+            return operation()
+        except WebDriverException as err:
+            if attempt == RACE_RETRIES or not is_page_race(err):
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def default_chromium_path() -> str:
@@ -296,13 +338,20 @@ class ChromiumBrowser:
             return
         chromium, driver_path = self._paths
         reap_orphaned_browsers()
+        # One directory per browser holds its profile and, as TMPDIR, every temporary directory
+        # Chromium and ChromeDriver make (org.chromium.Chromium.*, scoped_dir*), so that removing
+        # it after any end (close, restart, a reaped orphan) leaves nothing behind in /tmp.
         profile = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
+        os.mkdir(os.path.join(profile, "tmp"))
         options = Options()
         options.binary_location = chromium
-        for flag in (*CHROMIUM_FLAGS, *self.config.extra_flags, f"--user-data-dir={profile}"):
+        user_data = os.path.join(profile, "profile")
+        for flag in (*CHROMIUM_FLAGS, *self.config.extra_flags, f"--user-data-dir={user_data}"):
             options.add_argument(flag)
         options.page_load_strategy = "normal"
-        service = Service(executable_path=driver_path, log_output=subprocess.DEVNULL)
+        env = dict(os.environ)
+        env.update(TMPDIR=os.path.join(profile, "tmp"), TMP=os.path.join(profile, "tmp"))
+        service = Service(executable_path=driver_path, log_output=subprocess.DEVNULL, env=env)
         self._state.update(profile=profile, healthy=True)
         try:
             driver = webdriver.Chrome(service=service, options=options)
@@ -338,7 +387,7 @@ class ChromiumBrowser:
         return self._state["driver"]
 
     def _read(self) -> PageView:
-        data = self._driver.execute_script(_READ_PAGE_JS)
+        data = _retry_races(lambda: self._driver.execute_script(_READ_PAGE_JS))
         view = PageView(
             url=canonical_url(data["url"]),
             text=normalize_text(data["text"]),
@@ -349,12 +398,31 @@ class ChromiumBrowser:
         return view
 
     def _navigate_by(self, act: Callable[[webdriver.Chrome], None]) -> None:
+        """Run ``act`` (a click) and wait for the next document to load.
+
+        ``act`` and the lookup before it are retried after a page race (the click was then not
+        dispatched); the wait treats a race as "not loaded yet".
+        """
         driver = self._driver
-        old = driver.find_element(By.TAG_NAME, "html")
-        act(driver)
+
+        def dispatch() -> Any:
+            old = driver.find_element(By.TAG_NAME, "html")
+            act(driver)
+            return old
+
+        old = _retry_races(dispatch)
         wait = WebDriverWait(driver, self.config.page_load_timeout, poll_frequency=0.01)
         wait.until(expected_conditions.staleness_of(old))
-        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+        def loaded(d: webdriver.Chrome) -> bool:
+            try:
+                return d.execute_script("return document.readyState") == "complete"
+            except WebDriverException as err:
+                if is_page_race(err):
+                    return False
+                raise
+
+        wait.until(loaded)
 
     def _recover(self, operation: Callable[[], _T]) -> _T:
         try:
@@ -387,16 +455,19 @@ class ChromiumBrowser:
         """Click link ``index`` of ``view`` (the page now shown) and read the new page."""
         label = view.links[index].label
 
-        def operation() -> PageView:
-            links = self._driver.find_elements(By.CSS_SELECTOR, "a[href]")
+        def click_link(driver: webdriver.Chrome) -> None:  # fresh lookups on every retry
+            links = driver.find_elements(By.CSS_SELECTOR, "a[href]")
             shown = (
-                self._driver.execute_script("return arguments[0].innerText;", links[index])
+                driver.execute_script("return arguments[0].innerText;", links[index])
                 if index < len(links)
                 else None
             )
             if shown is None or normalize_text(shown) != label:
                 raise BrowserError(f"link {index} {label!r} is not on the page")
-            self._navigate_by(lambda _d: links[index].click())
+            links[index].click()
+
+        def operation() -> PageView:
+            self._navigate_by(click_link)
             return self._read()
 
         return self._recover(operation)
@@ -404,12 +475,14 @@ class ChromiumBrowser:
     def search(self, query: str) -> PageView:
         """Type ``query`` into the search box, press Search, read the results."""
 
-        def operation() -> PageView:
-            driver = self._driver
+        def submit(driver: webdriver.Chrome) -> None:  # fresh lookups on every retry
             box = driver.find_element(By.CSS_SELECTOR, "form input[name=q]")
             button = driver.find_element(By.CSS_SELECTOR, "form button[type=submit]")
             driver.execute_script("arguments[0].value = arguments[1];", box, query)
-            self._navigate_by(lambda _d: button.click())
+            button.click()
+
+        def operation() -> PageView:
+            self._navigate_by(submit)
             return self._read()
 
         return self._recover(operation)

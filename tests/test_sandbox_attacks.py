@@ -1,0 +1,423 @@
+"""Attacks on the code sandboxes, run for real (bubblewrap and Docker), one test per kind.
+
+Each test checks that the attack is contained, that the run reports the limit it hit
+(``ExecResult.limit``) within ``timeout_s`` + 1 s, and that the host is unchanged afterwards:
+no process, container, control group or temporary directory of this test process is left.
+Sizes are small for a shared 2-core machine (memory_mb=128, timeouts of 2-4 s).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sandboxes.code import IsolationUnavailable, LimitExceeded, SandboxError, cgroups
+from sandboxes.code import process_backend as pb
+from sandboxes.code.base import CodeSandbox, ExecResult
+from sandboxes.code.docker_backend import OWNER_LABEL, DockerSandbox
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORK_BOMB = (
+    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+)
+
+
+def _docker(**kwargs: object) -> DockerSandbox:
+    try:
+        return DockerSandbox(**kwargs)  # type: ignore[arg-type]
+    except SandboxError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must provide Docker (.ci/setup_docker.sh): {err}")
+        pytest.skip(f"no Docker here: {err}")
+        raise
+
+
+def _run_groups(owner: int | None = None) -> list[str]:
+    """Run control groups of ``owner`` (default: this process) on this machine."""
+    layout, _ = cgroups.detect()
+    assert layout is not None
+    owner = os.getpid() if owner is None else owner
+    out = []
+    for parent in set(layout.parents.values()):
+        out += glob.glob(os.path.join(parent, f"{cgroups.GROUP_PREFIX}{owner}-*"))
+    return sorted(out)
+
+
+def _temp_dirs(owner: int | None = None) -> list[str]:
+    owner = os.getpid() if owner is None else owner
+    return sorted(glob.glob(os.path.join(tempfile.gettempdir(), f"{pb.TEMP_PREFIX}{owner}-*")))
+
+
+def _descendants() -> list[int]:
+    """Live (non-zombie) descendants of this process: a sandbox leaves none after a run."""
+    import psutil
+
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                out.append(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _containers(box: DockerSandbox) -> list[dict]:
+    label = f"{OWNER_LABEL}={box._owner}"  # type: ignore[attr-defined]
+    return box._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
+
+
+def _assert_host_clean(box: CodeSandbox) -> None:
+    assert _descendants() == []
+    assert _run_groups() == []
+    assert _temp_dirs() == []
+    if isinstance(box, DockerSandbox):
+        assert len(_containers(box)) <= box.pool_size  # only the warm pool, idle
+
+
+@pytest.fixture(params=["process", "docker"])
+def box(request: pytest.FixtureRequest) -> Iterator[CodeSandbox]:
+    sandbox: CodeSandbox
+    if request.param == "process":
+        sandbox = pb.ProcessSandbox(isolation="bwrap")
+    else:
+        sandbox = _docker(pool_size=4)
+        sandbox.warm(4, memory_mb=128)
+    yield sandbox
+    sandbox.close()
+    if isinstance(sandbox, DockerSandbox):
+        assert _containers(sandbox) == []
+    _assert_host_clean(sandbox)
+
+
+def _timed(box: CodeSandbox, code: str, **kwargs: object) -> tuple[ExecResult, float]:
+    start = time.monotonic()
+    result = box.run(code, **kwargs)  # type: ignore[arg-type]
+    return result, time.monotonic() - start
+
+
+def test_fork_bomb_beside_concurrent_honest_runs(box: CodeSandbox) -> None:
+    """One run's fork bomb takes neither the processes nor the CPU of the runs beside it."""
+    results: dict[str, ExecResult] = {}
+    elapsed: dict[str, float] = {}
+
+    def bomb() -> None:
+        results["bomb"], elapsed["bomb"] = _timed(box, FORK_BOMB, timeout_s=4, memory_mb=128)
+
+    def honest(i: int) -> None:
+        code = f"import subprocess\nprint(subprocess.run(['echo', '{i}'], capture_output=True).stdout.decode().strip(), sum(range(1000)))"
+        results[f"honest{i}"] = box.run(code, timeout_s=30, memory_mb=128)
+
+    bomber = threading.Thread(target=bomb)
+    bomber.start()
+    time.sleep(1.0)  # the bomb is at its process limit
+    honest_threads = [threading.Thread(target=honest, args=(i,)) for i in range(3)]
+    for thread in honest_threads:
+        thread.start()
+    for thread in [bomber, *honest_threads]:
+        thread.join(timeout=120)
+    for i in range(3):
+        result = results[f"honest{i}"]
+        assert result.ok and result.stdout == f"{i} 499500\n" and result.limit is None, result
+    bombed = results["bomb"]
+    assert bombed.timed_out and bombed.exit_code == 137
+    assert bombed.limit == "processes"  # reported before "timeout": the cause
+    assert isinstance(bombed.error, LimitExceeded) and bombed.error.kind == "processes"
+    assert elapsed["bomb"] <= 4 + 1
+    if isinstance(box, DockerSandbox):
+        box.wait_removed()
+
+
+def test_memory_across_forked_children_is_one_budget(box: CodeSandbox) -> None:
+    """Four children of 48 MiB each (192 MiB) under memory_mb=128: the run as a whole is limited."""
+    code = textwrap.dedent(
+        """
+        import os, time
+        kids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                block = bytearray(48 * 2**20)
+                for i in range(0, len(block), 4096):
+                    block[i] = 1
+                time.sleep(3)
+                os._exit(0)
+            kids.append(pid)
+        codes = [os.waitpid(pid, 0)[1] for pid in kids]
+        print(sorted(os.waitstatus_to_exitcode(c) for c in codes))
+        """
+    )
+    result, elapsed = _timed(box, code, timeout_s=20, memory_mb=128)
+    assert result.limit == "memory" and result.oom_killed, result
+    assert "-9" in result.stdout  # at least one child was OOM-killed (SIGKILL)
+    assert elapsed <= 20 + 1
+    after = box.run("print('alive')", timeout_s=20, memory_mb=128)
+    assert after.stdout == "alive\n" and after.limit is None
+
+
+@pytest.mark.parametrize("target", ["/work", "/tmp"])
+def test_filling_a_writable_mount_is_a_disk_limit(box: CodeSandbox, target: str) -> None:
+    """/work and /tmp are sized tmpfs mounts (64 MiB): filling one stops there, on no host disk."""
+    code = textwrap.dedent(
+        f"""
+        import os
+        written = 0
+        try:
+            for i in range(10_000):
+                with open(os.path.join({target!r}, f"f{{i}}"), "wb") as f:
+                    f.write(b"x" * 2**20)
+                written += 1
+        except OSError as error:
+            print(written, error.errno)
+        """
+    )
+    result, elapsed = _timed(box, code, timeout_s=20, memory_mb=256)
+    written, errno = result.stdout.split()
+    assert errno == "28" and int(written) <= 64  # ENOSPC at 64 MiB
+    assert result.limit == "disk", result
+    assert elapsed <= 20 + 1
+    clean = box.run(f"import os\nprint(sorted(os.listdir({target!r})))", timeout_s=20)
+    expected = "['main.py']" if target == "/work" else "[]"
+    assert clean.stdout == expected + "\n"  # the next run starts with an empty mount
+
+
+def test_process_root_and_dev_are_read_only_and_shm_is_sized() -> None:
+    """Under bubblewrap every writable mount is a sized tmpfs; / and /dev take no writes."""
+    with pb.ProcessSandbox(isolation="bwrap") as box:
+        code = textwrap.dedent(
+            """
+            import os
+            for path in ("/x", "/dev/x", "/usr/x"):
+                try:
+                    open(path, "w")
+                    print(path, "written")
+                except OSError as error:
+                    print(path, error.errno)
+            sizes = {p: os.statvfs(p).f_blocks * os.statvfs(p).f_frsize // 2**20
+                     for p in ("/work", "/tmp", "/dev/shm")}
+            print(sizes)
+            """
+        )
+        result = box.run(code, timeout_s=20)
+        assert result.stdout.splitlines() == [
+            "/x 30",  # EROFS
+            "/dev/x 30",
+            "/usr/x 30",
+            "{'/work': 64, '/tmp': 64, '/dev/shm': 16}",
+        ], result
+        full = box.run("open('/dev/shm/x', 'wb').write(b'x' * 2**25)", timeout_s=20)
+        assert full.limit == "disk"
+    _assert_host_clean(box)
+
+
+def test_files_that_do_not_fit_are_a_disk_limit() -> None:
+    with pb.ProcessSandbox(isolation="bwrap", work_mb=1) as box:
+        result = box.run("print('never')", files={"big.bin": b"x" * 2**21}, timeout_s=20)
+        assert result.limit == "disk" and result.exit_code != 0 and "do not fit" in result.stderr
+    _assert_host_clean(box)
+
+
+def test_no_nested_user_namespaces_under_bubblewrap() -> None:
+    code = textwrap.dedent(
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        print(libc.unshare(0x10000000), ctypes.get_errno() != 0)  # CLONE_NEWUSER
+        """
+    )
+    with pb.ProcessSandbox(isolation="bwrap") as box:
+        assert box.run(code, timeout_s=20).stdout == "-1 True\n"
+
+
+def test_ipc_state_does_not_cross_pooled_runs(box: CodeSandbox) -> None:
+    """SysV shared memory, semaphores, message queues and POSIX queues die with their run."""
+    create = textwrap.dedent(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        shm = libc.shmget(0x5EED, 4096, 0o1666)
+        sem = libc.semget(0x5EED, 1, 0o1666)
+        msg = libc.msgget(0x5EED, 0o1666)
+        mq = libc.mq_open(b"/agentgym-attack", os.O_CREAT | os.O_RDWR, 0o600, None)
+        print(shm >= 0, sem >= 0, msg >= 0, mq >= 0)
+        """
+    )
+    look = textwrap.dedent(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        found = [libc.shmget(0x5EED, 0, 0), libc.semget(0x5EED, 0, 0), libc.msgget(0x5EED, 0)]
+        mq = libc.mq_open(b"/agentgym-attack", os.O_RDWR, 0, None)
+        print(found, mq)
+        """
+    )
+    if isinstance(box, DockerSandbox):
+        box.close()
+        box = _docker(pool_size=1)  # one container: the second run is in the same one
+    try:
+        assert box.run(create, timeout_s=20).stdout == "True True True True\n"
+        if isinstance(box, DockerSandbox):
+            (container,) = box.container_ids()
+        assert box.run(look, timeout_s=20).stdout == "[-1, -1, -1] -1\n"
+        if isinstance(box, DockerSandbox):
+            assert box.container_ids() == [container]  # the same pooled container, clean
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "limits"),
+    [
+        ("timeout", "while True:\n    pass\n", {"timeout_s": 2}),
+        ("memory", "x = bytearray(400 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1\n", {}),
+        ("processes", FORK_BOMB, {"timeout_s": 2}),
+        ("disk", "f = open('/work/f', 'wb')\nwhile True:\n    f.write(b'x' * 2**20)\n", {}),
+        ("output", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", {}),
+    ],
+)
+def test_each_limit_is_named_within_timeout_plus_one_second(
+    box: CodeSandbox, kind: str, code: str, limits: dict[str, float]
+) -> None:
+    timeout_s = limits.get("timeout_s", 10)
+    result, elapsed = _timed(box, code, timeout_s=timeout_s, memory_mb=128)
+    assert result.limit == kind, result
+    assert result.error is not None and result.error.kind == kind
+    assert elapsed <= timeout_s + 1, elapsed
+    if isinstance(box, DockerSandbox):
+        box.wait_removed()
+
+
+def test_docker_output_flood_is_killed_at_the_timeout() -> None:
+    """A flood below the kill cap runs to the timeout; the result comes back within 1 s of it."""
+    box = _docker(pool_size=1, output_kill_mb=100_000)
+    try:
+        box.warm(1, memory_mb=128)
+        code = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n    sys.stderr.write('e')\n"
+        result, elapsed = _timed(box, code, timeout_s=3, memory_mb=128)
+        assert result.timed_out and result.limit == "timeout" and result.truncated
+        assert len(result.stdout) == box.output_limit
+        assert elapsed <= 3 + 1, elapsed
+        box.wait_removed()
+        assert _containers(box) == []  # the flooded container is gone, not back in the pool
+        assert box.run("print(1)", timeout_s=20).stdout == "1\n"
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
+_OWNER_SCRIPT = """
+import sys, threading
+sys.path.insert(0, {root!r})
+from sandboxes.code import make_sandbox
+box = make_sandbox({backend!r}, **{options!r})
+threading.Thread(target=box.run, args=("import time\\ntime.sleep(600)",),
+                 kwargs=dict(timeout_s=600, memory_mb=128)).start()
+print("started", flush=True)
+threading.Event().wait()
+"""
+
+
+def _owner(backend: str, options: dict[str, object]) -> subprocess.Popen[str]:
+    script = _OWNER_SCRIPT.format(root=ROOT, backend=backend, options=options)
+    return subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+
+
+def _wait_for(predicate: object, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_owner_sigkill_leaves_nothing_running(isolation: str) -> None:
+    """The sandboxed code dies with its owner; the next sandbox removes its group and dirs."""
+    owner = _owner("process", {"isolation": isolation})
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "started\n"
+        groups: list[str] = []
+
+        def running() -> bool:
+            groups[:] = _run_groups(owner.pid)
+            return any(len(_procs(g)) >= 3 for g in groups)  # launcher + code are in
+
+        _wait_for(running, "the run to start")
+        victims = sorted({pid for g in groups for pid in _procs(g)})
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        _wait_for(
+            lambda: not [p for p in victims if _alive(p)], "the run to die with its owner", 10
+        )
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+    pb.ProcessSandbox(isolation=isolation).close()  # the next start reaps what is left
+    assert _run_groups(owner.pid) == []
+    assert _temp_dirs(owner.pid) == []
+
+
+def test_owner_sigkill_under_docker_leaves_no_container() -> None:
+    _docker().close()
+    owner = _owner("docker", {})
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "started\n"
+        probe = _docker()
+        label = f"{OWNER_LABEL}={probe._owner.rpartition(':')[0]}:{owner.pid}"  # type: ignore[attr-defined]
+
+        def left() -> list[dict]:
+            return probe._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
+
+        _wait_for(lambda: len(left()) == 1, "the owner's container")
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        assert len(left()) == 1  # a killed owner cannot clean up ...
+        probe.close()
+        probe = _docker()  # ... the next sandbox's start removes it
+        assert left() == []
+        probe.close()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def _procs(group: str) -> list[int]:
+    try:
+        with open(os.path.join(group, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_without_control_groups_the_back_end_refuses_and_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    missing = "no pids controller is mounted (cgroup v1 or v2)"
+    monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, missing))
+    with pytest.raises(IsolationUnavailable, match="control groups") as err:
+        pb.ProcessSandbox(isolation="bwrap")
+    assert missing in str(err.value) and "allow_per_process_limits=True" in str(err.value)
+    with pb.ProcessSandbox(isolation="bwrap", allow_per_process_limits=True) as box:  # opt-out
+        assert box.cgroup_layout is None
+        assert box.run("print(6 * 7)", timeout_s=20).stdout == "42\n"
