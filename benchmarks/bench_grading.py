@@ -8,10 +8,14 @@
   (numbers, fractions, LaTeX, several-part answers, a slow power), repeated ``--math-rounds``
   times; prints checks/s.
 
+* ``--compare-with OLD.py``: also time another grader module (e.g. the in-sandbox grader of
+  commit 315f5e0: ``git show 315f5e0:agentgym/envs/code_exec.py > /tmp/old_code_exec.py``),
+  alternating old and new on each problem, so that both see the same machine load.
+
 Usage::
 
     DOCKER_HOST=unix:///run/agentgym-docker/docker.sock python benchmarks/bench_grading.py \
-        [--stride 4] [--math-rounds 20] [--backends process,docker]
+        [--stride 4] [--math-rounds 20] [--backends process,docker] [--compare-with OLD.py]
 
 Prints figures; asserts nothing. On a shared 2-core machine, expect noise between runs.
 """
@@ -19,8 +23,11 @@ Prints figures; asserts nothing. On a shared 2-core machine, expect noise betwee
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import sys
 import time
+from typing import Any
 
 MATH_CASES = [
     ("18", "The total is $18.00."),
@@ -46,27 +53,44 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), p95
 
 
-def bench_code(backend: str, stride: int) -> None:
+def _load_module(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("compared_grader", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_code(backend: str, stride: int, compare_with: str | None) -> None:
     from agentgym.envs.code_exec import grade, humaneval_problems
     from sandboxes.code import make_sandbox
 
+    graders = {"new": grade}
+    if compare_with:
+        graders["old"] = _load_module(compare_with).grade
     problems = humaneval_problems()[::stride]
     box = make_sandbox(backend)
+    samples: dict[str, list[float]] = {name: [] for name in graders}
+    failed = dict.fromkeys(graders, 0)
     try:
-        grade(box, problems[0], problems[0].solution)  # warm-up
-        samples, failed = [], 0
+        for fn in graders.values():
+            fn(box, problems[0], problems[0].solution)  # warm-up
         for p in problems:
-            start = time.perf_counter()
-            result = grade(box, p, p.solution, timeout_s=60)
-            samples.append(time.perf_counter() - start)
-            failed += result.passed != result.total
+            for name, fn in graders.items():  # alternate: the same load for both
+                start = time.perf_counter()
+                result = fn(box, p, p.solution, timeout_s=60)
+                samples[name].append(time.perf_counter() - start)
+                failed[name] += result.passed != result.total
     finally:
         box.close()
-    p50, p95 = _percentiles(samples)
-    print(
-        f"code/{backend:8s} {len(problems)} problems  per problem p50 {p50 * 1e3:7.1f} ms  "
-        f"p95 {p95 * 1e3:7.1f} ms  (canonical not full marks: {failed})"
-    )
+    for name in graders:
+        p50, p95 = _percentiles(samples[name])
+        print(
+            f"code/{backend:8s} {name}: {len(problems)} problems  per problem p50 "
+            f"{p50 * 1e3:7.1f} ms  p95 {p95 * 1e3:7.1f} ms  (canonical not full marks: "
+            f"{failed[name]})"
+        )
 
 
 def bench_math(rounds: int) -> None:
@@ -88,6 +112,7 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=4)
     parser.add_argument("--math-rounds", type=int, default=20)
     parser.add_argument("--backends", default="process,docker")
+    parser.add_argument("--compare-with", default=None, help="another grader module's file")
     args = parser.parse_args()
     from sandboxes.code import docker_available
 
@@ -96,7 +121,7 @@ def main() -> None:
         if backend == "docker" and not docker_available():
             print("code/docker: no daemon with the image at $DOCKER_HOST; skipped")
             continue
-        bench_code(backend, args.stride)
+        bench_code(backend, args.stride, args.compare_with)
 
 
 if __name__ == "__main__":
