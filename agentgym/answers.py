@@ -1,33 +1,48 @@
-"""Mathematical answer checking for the math environments, built on Hugging Face's ``math-verify``.
+"""Mathematical answer checking for the math environments: exact where the numbers are exact.
 
-An answer is read by ``math_verify.parse`` (LaTeX and plain-expression extraction into SymPy) and
-compared with the reference by ``math_verify.verify`` (exact symbolic equality, or numeric equality
-to 6 decimal places). That covers the forms models write, without a home-made pile of regexes:
+An answer is read in three steps, the same for the reference and for the model's answer:
 
-* thousands separators (``1,234``, ``1{,}234`` in LaTeX) and trailing punctuation (``42.``);
-* units and currency signs (``$18.00``, ``€10``, ``5 cm``, ``12 apples``, ``5\\text{ dollars}``);
-* equal fractions and decimals (``1/2`` = ``0.5`` = ``\\frac{1}{2}`` = ``2/4``);
-* ``\\boxed{...}`` (taken first when present), LaTeX in or out of ``$...$``;
-* negative numbers, with ``-`` or the Unicode minus sign U+2212;
-* a sentence holding the answer: the *last* expression counts (``I think 41, no wait, 42`` reads 42).
+1. **The final span.** The content of the last ``\\boxed{...}`` (or ``\\fbox{}``) if any; else the
+   text after the last ``####`` (GSM8K's convention); else the last markdown-bold span
+   (``**42**``, ``__42__``) if any; else the whole text. Math delimiters (``$``, ``\\(``, ``\\[``)
+   and emphasis marks go, ``\\$`` is a currency sign, U+2212 is ``-``, and trailing punctuation
+   (``42.``, ``7,``) is dropped.
+2. **Its parts.** ``(a, b)`` and ``[a, b]`` are an ordered *tuple*; ``\\{a, b\\}`` is a *set*;
+   otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or`` into a *list* (one part: a
+   *scalar*). A comma between digit groups of three (``1,234``, ``1{,}234``) is a thousands
+   separator; any other comma separates parts (``3, 4`` and ``3,4`` are two numbers, never 3.4).
+   A leading ``x =`` is dropped from each part (``x = 1 or x = 2``).
+3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
+   exact decimal written), ``a/b``, ``\\frac{a}{b}``, scientific forms (``3e-9``,
+   ``3 \\times 10^{-9}``), with a currency sign before or a unit after (``$18.00``,
+   ``12 apples``, ``5\\text{ cm}``), or ``%`` (``25%`` matches 25 and 0.25). Anything else
+   (``\\sqrt{50}``, ``2^10``, ``\\pi/2``, ``x+1``) is parsed by Hugging Face's ``math-verify``
+   into SymPy. A part with other words (``I think 41, no wait, 42``) makes the span a *sentence*:
+   then the answer is the single value ``math-verify`` reads last in it (here 42).
 
-Two small steps come before ``math-verify``, each for a form it does not read on its own: U+2212
-becomes ``-``, and text with a LaTeX command (a backslash) but no math delimiter (``$``, ``\\(``,
-``\\[``) is wrapped in ``$...$`` (so ``\\dfrac{3}{4}`` and ``\\sqrt 4`` read as LaTeX). So LaTeX
-without delimiters is read when it is the whole answer; inside a sentence it needs ``$...$`` or
-``\\boxed{}`` (``The answer is 5\\sqrt{2}.`` is not read as 5 times the root of 2).
+Comparison:
 
-Conventions inherited from ``math-verify`` (documented there): a trailing ``%`` matches either the
-number or its hundredth (``42%`` matches 42 and 0.42); a comma between digit groups of three is a
-thousands separator, otherwise a decimal comma (``2,3`` reads 2.3); numbers in words (``twelve``)
-and scientific notation (``1e3``) are not read.
+* A scalar equals a scalar; a tuple equals a tuple (or a list) of the same length part by part,
+  in order; a list or set equals a list or set of the same parts. Parts joined by ``or`` and sets
+  are order-free (solutions: ``x = 1 or x = 2`` = ``x = 2 or x = 1``); other lists are ordered
+  unless the task says the order is free (``unordered=True``). Every part is required: ``20`` is
+  not ``12 and 20``, and ``(0, 1)`` is not ``1``.
+* Exact numbers compare exactly (``3e-9`` is not ``4e-9``; ``18.00`` is ``18``; ``0.333`` is
+  not ``1/3``). A decimal that approximates a number with no finite decimal form (``1/3``,
+  ``\\sqrt{2}``) matches it within a relative :data:`REL_TOL` (six significant digits:
+  ``0.333333`` is ``1/3``). Irrational values compare to :data:`EXACT_DIGITS` significant digits
+  (``5\\sqrt{2}`` is ``\\sqrt{50}``); expressions with variables through ``math-verify``.
+
+Time: no signals and no clocks. Work is bounded before SymPy sees anything: text over
+:data:`MAX_ANSWER_CHARS` is not read; a power with an exponent over :data:`MAX_EXPONENT` (or a
+tower), a power of an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power
+of a four-term sum would expand to 12,341 terms), a factorial, or an expression of more than
+:data:`MAX_NODES` nodes is read but never compared (wrong). ``math-verify`` runs with its timeouts
+off, so a verdict is the same in the main thread, another thread or another process, on a busy
+machine or an idle one (a wall-clock limit would make it depend on machine speed).
 
 Nothing here raises on any text: an answer that cannot be read gives ``None`` from
-:func:`parse_answer` and ``False`` from :func:`check_answer`. Work is bounded: text over
-:data:`MAX_ANSWER_CHARS` is not read, a number with a power tower or a huge exponent (``9^9^9^9``)
-is not compared (it reads, but is wrong), and in the main thread ``math-verify``'s own
-``signal.alarm`` timeout also applies (signals work only there; in other threads the bounds above
-are the guard).
+:func:`parse_answer` and ``False`` from :func:`check_answer`.
 
 ``math-verify`` is an optional dependency (``pip install 'agentgym[math]'``), imported on first use.
 
@@ -36,6 +51,8 @@ Example:
     True
     >>> check_answer("1/2", "\\\\frac{1}{2}"), check_answer("1/2", "0.49")
     (True, False)
+    >>> check_answer("12 and 20", "20"), check_answer("(0, 1)", "1"), check_answer("3e-9", "4e-9")
+    (False, False, False)
     >>> parse_answer("no number here") is None
     True
 
@@ -44,32 +61,44 @@ Source: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify
 
 from __future__ import annotations
 
-import threading
+import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_EXPONENT",
+    "MAX_SYMBOLIC_EXPONENT",
+    "MAX_NODES",
+    "REL_TOL",
+    "EXACT_DIGITS",
+    "Value",
     "ParsedAnswer",
     "parse_answer",
     "check_answer",
     "final_answer_text",
+    "final_span",
     "require_math_verify",
 ]
 
 #: Longest answer text (in code points) that is read; longer text is not an answer.
 MAX_ANSWER_CHARS = 1000
-#: Largest exponent (absolute value) a compared power may have; above it the answer is wrong
-#: without comparison (SymPy would try to compute the number: ``9^9^9^9`` never finishes).
+#: Largest exponent (absolute value) of a power of numbers; above it the answer is wrong without
+#: comparison (``9^9^9^9`` would never finish).
 MAX_EXPONENT = 10_000
-#: ``math-verify``'s timeout in seconds for parsing and for comparing, where signals work. A
-#: safety net only, set far above what any bounded answer needs (milliseconds), so that a verdict
-#: does not depend on how busy the machine is: replayed episodes must score the same.
-TIMEOUT_SECONDS = 30
+#: Largest exponent of a power of an expression with variables (``(x+y+z+w)^{40}`` is refused).
+MAX_SYMBOLIC_EXPONENT = 12
+#: Largest SymPy expression (nodes of its tree) that is compared.
+MAX_NODES = 200
+#: Most parts an answer may have.
+MAX_PARTS = 50
+#: Relative tolerance of a decimal against a number with no finite decimal form.
+REL_TOL = Fraction(1, 10**6)
+#: Significant digits to which two irrational values must agree.
+EXACT_DIGITS = 30
 
 _INSTALL_HINT = "pip install 'agentgym[math]'"
-_UNICODE_MINUS = "\u2212"
 
 
 def require_math_verify() -> Any:
@@ -89,18 +118,48 @@ def require_math_verify() -> Any:
 
 
 @dataclass(frozen=True)
+class Value:
+    """One part of an answer.
+
+    Attributes:
+        number: the exact value as a :class:`fractions.Fraction` when the part is a plain number,
+            else ``None``.
+        expr: the SymPy value when the part needed ``math-verify`` (``\\sqrt{50}``, ``x+1``).
+        decimal: written as a decimal (may approximate a number with no finite decimal form).
+        percent: written with ``%`` (matches the number or its hundredth).
+        too_large: beyond the work bounds (never compared).
+    """
+
+    number: Fraction | None = None
+    expr: Any = None
+    decimal: bool = False
+    percent: bool = False
+    too_large: bool = False
+
+
+@dataclass(frozen=True)
 class ParsedAnswer:
-    """An answer as ``math-verify`` read it.
+    """An answer as read (module docstring).
 
     Attributes:
         text: the text given to :func:`parse_answer`.
-        values: ``math_verify.parse``'s result: SymPy objects, then the matched source strings.
-        too_large: a value holds a power beyond :data:`MAX_EXPONENT` (never compared).
+        kind: ``"scalar"``, ``"tuple"``, ``"list"`` or ``"set"``.
+        parts: the values, in the order written.
+        ordered: whether the order of the parts counts (tuples; lists not joined by ``or``).
     """
 
     text: str
-    values: tuple[Any, ...]
-    too_large: bool = False
+    kind: str
+    parts: tuple[Value, ...]
+    ordered: bool = True
+
+    @property
+    def too_large(self) -> bool:
+        """Some part is beyond the work bounds: the answer is never compared (wrong)."""
+        return any(p.too_large for p in self.parts)
+
+
+# ----------------------------------------------------------------------------- the final span
 
 
 def final_answer_text(text: str) -> str:
@@ -115,93 +174,387 @@ def final_answer_text(text: str) -> str:
     return text.rpartition("####")[2].strip()
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+def _last_braced(text: str, command: str) -> str | None:
+    """The content of the last ``command{...}`` (balanced braces), or ``None``."""
+    start = text.rfind(command + "{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len(command)
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j]
+    return None
 
 
-def _prepare(text: str) -> str:
-    text = text.strip().replace(_UNICODE_MINUS, "-")
-    unescaped = text.replace("\\$", "")  # \$ is a currency sign, not a math delimiter
-    has_delimiter = "$" in unescaped or "\\(" in text or "\\[" in text
-    if "\\" in text and not has_delimiter:
-        text = f"${text}$"
-    return text
+_BOLD = re.compile(r"(?<![\w*])\*\*(?!\s)(.+?)\*\*(?![\w*])|(?<!\w)__(?!\s)(.+?)__(?!\w)", re.S)
+_TRAILING = " \t\n.,;:!?"
 
 
-def _exponent_too_large(values: tuple[Any, ...]) -> bool:
-    """Whether a SymPy value holds a numeric power whose exponent exceeds :data:`MAX_EXPONENT`."""
+def final_span(text: str) -> str:
+    """Step 1 of the module docstring: the span of ``text`` that holds the final answer.
+
+    Example:
+        >>> final_span("So $x = \\\\boxed{12, 20}$."), final_span("... #### 1,234"), final_span("**7**.")
+        ('12, 20', '1,234', '7')
+    """
+    text = text.strip().replace("\u2212", "-")
+    for command in ("\\boxed", "\\fbox"):
+        boxed = _last_braced(text, command)
+        if boxed is not None:
+            text = boxed
+            break
+    else:
+        if "####" in text:
+            text = text.rpartition("####")[2]
+        else:
+            bold = _BOLD.findall(text)
+            if bold:
+                text = next(b for b in bold[-1] if b)
+    text = text.replace("\\$", " ").replace("\\%", "%").replace("{,}", ",")
+    for mark in ("$", "\\(", "\\)", "\\[", "\\]", "`"):
+        text = text.replace(mark, " ")
+    text = re.sub(r"\\[,;:! ]|\\quad|\\qquad", " ", text)
+    text = re.sub(r"\\text\{([^{}]*)\}|\\mathrm\{([^{}]*)\}", r" \1\2 ", text)
+    return text.strip(_TRAILING + "*_")
+
+
+# ----------------------------------------------------------------------------- parts
+
+
+_THOUSANDS = re.compile(r"(?<![\d.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)")
+_SEPARATOR = re.compile(r"\s*(?:;|,|\band\b|\bor\b)\s*")
+_ASSIGN = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*")
+_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}"}
+
+
+def _top_level_split(span: str) -> tuple[list[str], list[str]]:
+    """Parts of ``span`` split at separators outside brackets, and the separators found."""
+    parts, seps, depth, last, i = [], [], 0, 0, 0
+    while i < len(span):
+        ch = span[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0:
+            match = _SEPARATOR.match(span, i)
+            if match:
+                parts.append(span[last:i])
+                seps.append(match.group().strip())
+                last = i = match.end()
+                continue
+        i += 1
+    parts.append(span[last:])
+    return parts, seps
+
+
+def _split(span: str) -> tuple[str, list[str], bool]:
+    """``(kind, parts, ordered)`` of a final span."""
+    span = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), span).strip()
+    for open_, close in _BRACKETS.items():
+        if span.startswith(open_) and span.endswith(close):
+            inner = span[len(open_) : len(span) - len(close)]
+            parts, seps = _top_level_split(inner)
+            if len(parts) > 1 and all(s == "," for s in seps) and _balanced(inner):
+                kind = "set" if open_ == "\\{" else "tuple"
+                return kind, [p.strip() for p in parts], kind == "tuple"
+    parts, seps = _top_level_split(span)
+    parts = [p.strip() for p in parts]
+    if len(parts) == 1:
+        return "scalar", parts, True
+    ordered = "or" not in seps
+    return "list", parts, ordered
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+# ----------------------------------------------------------------------------- values
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
+_PLAIN = re.compile(
+    rf"^(?:[$€£¥]\s*)?(?P<sign>-)?\s*(?:[$€£¥]\s*)?(?P<num>{_NUM})"
+    rf"(?:\s*(?:[eE](?P<e1>[-+]?\d+)|(?:\\times|\\cdot|\*|×|x)\s*10\s*\^\s*\{{?\s*(?P<e2>[-+]?\d+)\s*\}}?))?"
+    r"(?:\s*/\s*(?P<den>\d+))?"
+    r"\s*(?P<pct>%)?"
+    r"(?P<unit>\s+[A-Za-z][A-Za-z .°]*|[A-Za-z]{2}[A-Za-z .°]*|\s*°)?$"
+)
+_FRAC = re.compile(
+    r"^(?P<sign>-)?\s*\\[dt]?frac\s*\{\s*(?P<a>[-+]?\d+)\s*\}\s*\{\s*(?P<b>\d+)\s*\}$"
+)
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_FUNCTIONS = frozenset({"sqrt", "pi", "sin", "cos", "tan", "log", "ln", "exp", "frac", "infty"})
+
+
+def _plain_value(part: str) -> Value | None:
+    """A plain number (fast path, no SymPy), or ``None``."""
+    match = _FRAC.match(part)
+    if match:
+        if int(match["b"]) == 0:
+            return None
+        value = Fraction(int(match["a"]), int(match["b"]))
+        return Value(number=-value if match["sign"] else value)
+    match = _PLAIN.match(part)
+    if not match:
+        return None
+    text = match["num"]
+    exponent = int(match["e1"] or match["e2"] or 0)
+    if abs(exponent) > MAX_EXPONENT:
+        return Value(too_large=True)
+    value = Fraction(text) * Fraction(10) ** exponent
+    decimal = "." in text or bool(match["e1"] or match["e2"])
+    if match["den"]:
+        if decimal or int(match["den"]) == 0:
+            return None
+        value /= int(match["den"])
+    if match["sign"]:
+        value = -value
+    return Value(number=value, decimal=decimal, percent=bool(match["pct"]))
+
+
+def _clean(part: str) -> bool:
+    """No words in ``part`` other than LaTeX commands and the names of functions."""
+    return all(w.lower() in _FUNCTIONS for w in _WORD.findall(part))
+
+
+def _too_large(expr: Any) -> bool:
+    """Step 3's bounds (module docstring), on a SymPy value."""
     import sympy
 
-    for value in values:
-        if not isinstance(value, sympy.Basic):
-            continue
-        for node in sympy.preorder_traversal(value):
-            if isinstance(node, sympy.Pow) and not node.exp.free_symbols:
-                exponent = node.exp
-                if not exponent.is_Number:
-                    # An unevaluated exponent (a tower): mpmath evaluates it in floating point with
-                    # an unbounded exponent range, quickly.
-                    try:
-                        exponent = sympy.Float(exponent.evalf(15))
-                    except (TypeError, ValueError, ArithmeticError, RecursionError):
-                        return True
+    nodes = 0
+    for node in sympy.preorder_traversal(expr):
+        nodes += 1
+        if nodes > MAX_NODES:
+            return True
+        if isinstance(node, sympy.Pow):
+            exponent = node.exp
+            if exponent.free_symbols:
+                return True
+            if not exponent.is_Number:  # a tower: evaluate the exponent in floating point
                 try:
-                    if not abs(exponent) <= MAX_EXPONENT:  # also true for nan and zoo
-                        return True
-                except TypeError:  # a complex or undecidable comparison
+                    exponent = sympy.Float(exponent.evalf(15))
+                except (TypeError, ValueError, ArithmeticError, RecursionError):
                     return True
-            elif isinstance(node, sympy.factorial) and not node.args[0].free_symbols:
-                return True  # factorials of any size are not answers to these tasks
+            bound = MAX_SYMBOLIC_EXPONENT if node.base.free_symbols else MAX_EXPONENT
+            try:
+                if not abs(exponent) <= bound:  # also true for nan and zoo
+                    return True
+            except TypeError:
+                return True
+        elif isinstance(node, (sympy.factorial, sympy.gamma)):
+            return True
     return False
 
 
+def _parse(text: str) -> list[Any]:
+    math_verify = require_math_verify()
+    try:  # timeouts off: no signals (module docstring); the size bounds limit the work
+        return list(math_verify.parse(text, parsing_timeout=None))
+    except Exception:  # math-verify catches its own errors; this guards its edge cases too
+        return []
+
+
+def _sympy_value(text: str, *, whole: bool) -> Value | None:
+    """A value read by ``math-verify`` (bounded), or ``None``.
+
+    With ``whole``, ``text`` is one clean part: it is read as a plain expression when
+    ``math-verify`` matches all of it (``2^10``), else as LaTeX (``2x``, ``9^{9^{9}}``). Without,
+    ``text`` is a sentence and the last value ``math-verify`` finds in it counts.
+    """
+    import sympy
+
+    values = _parse(text)
+    if whole:
+        matched = [v for v in values if isinstance(v, str)]
+        squeezed = re.sub(r"\s+", "", text)
+        if not matched or re.sub(r"\s+", "", matched[-1]) != squeezed:
+            values = _parse(f"${text}$")
+    elif "\\" in text and not ("$" in text.replace("\\$", "") or "\\(" in text or "\\[" in text):
+        values = _parse(f"${text}$")  # LaTeX without delimiters: read only inside them
+    exprs = [v for v in values if isinstance(v, sympy.Basic)]
+    if not exprs:
+        return None
+    expr = exprs[0]
+    matched = [v for v in values if isinstance(v, str)]
+    if matched and isinstance(expr, sympy.Number):  # as written, exactly ("18.00" in a sentence)
+        plain = _plain_value(matched[-1].strip(_TRAILING))
+        if plain is not None:
+            return plain
+    try:
+        if _too_large(expr):
+            return Value(too_large=True)
+    except Exception:  # a value SymPy cannot walk: do not compare it
+        return Value(too_large=True)
+    if isinstance(expr, sympy.Rational):
+        return Value(number=Fraction(int(expr.p), int(expr.q)))
+    return Value(expr=expr, decimal=bool(expr.atoms(sympy.Float)))
+
+
+def _read_part(part: str) -> Value | None:
+    part = _ASSIGN.sub("", part, count=1).strip(_TRAILING)
+    if not part:
+        return None
+    value = _plain_value(part)
+    if value is not None:
+        return value
+    if not _clean(part):
+        return None
+    return _sympy_value(part, whole=True)
+
+
 def parse_answer(text: object) -> ParsedAnswer | None:
-    """Read the mathematical answer in ``text``.
+    """Read the mathematical answer in ``text`` (module docstring).
 
     Args:
         text: the answer, e.g. the inside of ``<answer>...</answer>``; any object (non-strings and
             text over :data:`MAX_ANSWER_CHARS` code points give ``None``).
 
     Returns:
-        A :class:`ParsedAnswer`, or ``None`` where ``math-verify`` finds no expression it can turn
-        into a SymPy object (words only, empty text, unbalanced LaTeX). Never raises on any text.
+        A :class:`ParsedAnswer`, or ``None`` where no value can be read (words only, empty text,
+        unbalanced LaTeX). Never raises on any text.
 
     Raises:
-        ImportError: ``math-verify`` is not installed.
+        ImportError: ``math-verify`` is not installed (needed only for non-plain numbers).
     """
-    math_verify = require_math_verify()
     if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
         return None
-    prepared = _prepare(text)
-    if not prepared:
+    span = final_span(text)
+    if not span:
         return None
+    kind, parts, ordered = _split(span)
+    if len(parts) <= MAX_PARTS:
+        values = [_read_part(p) for p in parts]
+        if all(v is not None for v in values):
+            return ParsedAnswer(text=text, kind=kind, parts=tuple(values), ordered=ordered)  # type: ignore[arg-type]
+    # A sentence: its last value counts (math-verify reads the text with its delimiters).
+    value = _sympy_value(text.strip().replace("\u2212", "-"), whole=False)
+    if value is None:
+        return None
+    return ParsedAnswer(text=text, kind="scalar", parts=(value,))
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def _finite_decimal(q: Fraction) -> bool:
+    d = q.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+def _close(a: Fraction, b: Fraction, tol: Fraction) -> bool:
+    return abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def _as_fraction(expr: Any) -> Fraction | None:
+    """The value of a numeric SymPy expression to :data:`EXACT_DIGITS` digits, or ``None``."""
     import sympy
 
-    timeout = TIMEOUT_SECONDS if _in_main_thread() else None
-    try:
-        values = tuple(math_verify.parse(prepared, parsing_timeout=timeout))
-    except Exception:  # math-verify catches its own errors; this guards its edge cases too
-        return None
-    if not any(isinstance(v, (sympy.Basic, sympy.MatrixBase)) for v in values):
+    if expr.free_symbols:
         return None
     try:
-        too_large = _exponent_too_large(values)
-    except Exception:  # a value SymPy cannot walk: do not compare it
-        too_large = True
-    return ParsedAnswer(text=text, values=values, too_large=too_large)
+        value = sympy.N(expr, EXACT_DIGITS)
+        if not value.is_real or not value.is_finite:
+            return None
+        return Fraction(str(sympy.Float(value, EXACT_DIGITS)))
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return None
 
 
-def check_answer(reference: str | ParsedAnswer | None, answer: str | ParsedAnswer | None) -> bool:
-    """Whether ``answer`` equals ``reference`` mathematically.
+def _numbers_equal(a: Value, b: Value) -> bool:
+    if a.number is None and a.expr is None or b.number is None and b.expr is None:
+        return False
+    x = a.number if a.number is not None else _as_fraction(a.expr)
+    y = b.number if b.number is not None else _as_fraction(b.expr)
+    if x is None or y is None:
+        return False
+    exact_x, exact_y = a.number is not None, b.number is not None
+    if exact_x and exact_y:
+        if x == y:
+            return True
+        # a decimal approximating a fraction with no finite decimal form (0.333333 for 1/3)
+        if a.decimal and not b.decimal and not _finite_decimal(y):
+            return _close(x, y, REL_TOL)
+        if b.decimal and not a.decimal and not _finite_decimal(x):
+            return _close(x, y, REL_TOL)
+        return False
+    # at least one irrational (or SymPy-evaluated) value
+    if a.decimal or b.decimal:
+        return _close(x, y, REL_TOL)
+    return _close(x, y, Fraction(1, 10 ** (EXACT_DIGITS - 5)))
+
+
+def _values_equal(a: Value, b: Value) -> bool:
+    if a.too_large or b.too_large:
+        return False
+    for x in _percent_forms(a):
+        for y in _percent_forms(b):
+            if _numbers_equal(x, y):
+                return True
+            symbolic = any(
+                v.expr is not None and (v.expr.free_symbols or _as_fraction(v.expr) is None)
+                for v in (x, y)
+            )
+            if symbolic and x.expr is not None and y.expr is not None:
+                try:  # expressions with variables, complex values; bounded; timeouts off
+                    if require_math_verify().verify([x.expr], [y.expr], timeout_seconds=None):
+                        return True
+                except Exception:  # noqa: BLE001, S112 - a failed comparison is "not equal"
+                    continue
+    return False
+
+
+def _percent_forms(v: Value) -> list[Value]:
+    if not v.percent or v.number is None:
+        return [v]
+    return [v, Value(number=v.number / 100, decimal=v.decimal)]
+
+
+def _match_unordered(a: tuple[Value, ...], b: tuple[Value, ...]) -> bool:
+    """A perfect matching of equal parts (augmenting paths; at most MAX_PARTS each side)."""
+    owner: dict[int, int] = {}
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j in range(len(b)):
+            if j not in seen and _values_equal(a[i], b[j]):
+                seen.add(j)
+                if j not in owner or assign(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(assign(i, set()) for i in range(len(a)))
+
+
+def check_answer(
+    reference: str | ParsedAnswer | None,
+    answer: str | ParsedAnswer | None,
+    *,
+    unordered: bool = False,
+) -> bool:
+    """Whether ``answer`` equals ``reference`` mathematically (module docstring).
 
     Args:
         reference: the reference answer (text, or already read by :func:`parse_answer`).
         answer: the model's answer (text, or already read).
+        unordered: the task says the order of a list's parts is free (tuples stay ordered).
 
     Returns:
-        ``True`` when ``math_verify.verify`` finds them equal; ``False`` when they differ, when
-        either cannot be read, when the answer is too large to compare, or when the comparison
-        times out or fails. Never raises on any text.
+        ``True`` when every part matches; ``False`` when they differ, when either cannot be read,
+        or when either is too large to compare. Never raises on any text.
 
     Raises:
         ImportError: ``math-verify`` is not installed.
@@ -209,16 +562,20 @@ def check_answer(reference: str | ParsedAnswer | None, answer: str | ParsedAnswe
     Example:
         >>> check_answer("1234", "1,234"), check_answer("-7", "7")
         (True, False)
+        >>> check_answer("x = 1 or x = 2", "x = 2 or x = 1"), check_answer("3, 4", "3.4")
+        (True, False)
     """
-    math_verify = require_math_verify()
     gold = reference if isinstance(reference, ParsedAnswer) else parse_answer(reference)
     pred = answer if isinstance(answer, ParsedAnswer) else parse_answer(answer)
-    if gold is None or pred is None or pred.too_large or gold.too_large:
+    if gold is None or pred is None or gold.too_large or pred.too_large:
         return False
-    timeout = TIMEOUT_SECONDS if _in_main_thread() else None
-    try:
-        return bool(
-            math_verify.verify(list(gold.values), list(pred.values), timeout_seconds=timeout)
-        )
-    except Exception:
+    if len(gold.parts) != len(pred.parts):
         return False
+    if gold.kind == "scalar" or pred.kind == "scalar":
+        return gold.kind == pred.kind and _values_equal(gold.parts[0], pred.parts[0])
+    ordered = "tuple" in (gold.kind, pred.kind) or (
+        gold.kind == "list" and gold.ordered and not unordered
+    )
+    if ordered:
+        return all(_values_equal(x, y) for x, y in zip(gold.parts, pred.parts, strict=True))
+    return _match_unordered(gold.parts, pred.parts)

@@ -1,4 +1,4 @@
-"""CodeExec-v0 and CodeExecGenerated-v0: problems, test splitting, grading and the episode rules.
+"""CodeExec-v0 and CodeExecGenerated-v0: problems, check planning, grading and the episode rules.
 
 Runs on the process back end (bubblewrap); tests/test_sandbox_docker.py repeats the HumanEval
 oracle on Docker. Hand-worked values are explained where they are asserted.
@@ -6,7 +6,10 @@ oracle on Docker. Hand-worked values are explained where they are asserted.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,6 +18,7 @@ import numpy as np
 import pytest
 
 import agentgym  # noqa: F401 - registers the ids
+from agentgym.envs import code_exec_channel as channel
 from agentgym.envs.code_exec import (
     CodeProblem,
     extract_code,
@@ -22,8 +26,8 @@ from agentgym.envs.code_exec import (
     grade,
     grade_batch,
     humaneval_problems,
-    split_tests,
 )
+from agentgym.envs.code_exec_grading import UnsupportedCheck, judge, plan_checks
 from sandboxes.code import make_sandbox
 
 
@@ -65,18 +69,110 @@ def test_humaneval_has_164_problems_in_order() -> None:
     assert all("||" not in p.solution for p in problems)  # '||' would split the oracle's answer
 
 
-def test_split_tests_of_humaneval_0_by_hand() -> None:
-    """HumanEval/0's check() is seven asserts after a METADATA dict at module level."""
-    setup, steps = split_tests(humaneval_problems()[0].test)
-    assert len(setup) == 1 and setup[0].startswith("METADATA = ")
-    assert [is_test for _, is_test in steps] == [True] * 7
-    assert steps[0][0] == "assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True"
+def test_plan_of_humaneval_0_by_hand() -> None:
+    """HumanEval/0's check() is seven `assert candidate(...) == True/False` lines: seven tests,
+    seven calls, all of the equality form; the arguments travel as wire JSON."""
+    plan = plan_checks(humaneval_problems()[0])
+    assert plan.tests[0] == "assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True"
+    assert (len(plan.tests), len(plan.calls), plan.forms) == (7, 7, ("equality",) * 7)
+    assert plan.calls[0] == '[[[1.0,2.0,3.9,4.0,5.0,2.2],0.3],{"d":[]}]'
+    assert plan.test_of_call == tuple(range(7))
 
 
-def test_every_problem_has_tests() -> None:
-    counts = [sum(t for _, t in split_tests(p.test)[1]) for p in humaneval_problems()]
-    assert min(counts) >= 1
-    assert sum(counts) == 1181  # pinned: the per-test split of the 164 check() functions
+def test_every_check_of_the_164_problems_is_covered() -> None:
+    """Every assert of every HumanEval check has a form the host evaluates (none refused).
+
+    Counts pinned from a full parse: 1181 tests (top-level statements holding an assert, as before
+    the change), 1537 calls (the loops of HumanEval/32, 38, 44, 50, 53 call many times), and the
+    forms: 1091 equality, 48 `assert True`, 36 boolean (HumanEval/52, 56, 61, 72), 6 approximate
+    (HumanEval/2, 4, 32).
+    """
+    plans = [plan_checks(p) for p in humaneval_problems()]
+    assert min(len(p.tests) for p in plans) >= 1
+    assert sum(len(p.tests) for p in plans) == 1181
+    assert sum(len(p.calls) for p in plans) == 1537
+    forms = Counter(f for p in plans for f in p.forms)
+    assert forms == {"equality": 1091, "constant": 48, "boolean": 36, "approximate": 6}
+    # every test makes at least one call, except the 48 tests that are a bare `assert True`
+    tested = [set(p.test_of_call) for p in plans]
+    uncalled = sum(len(p.tests) - len(t) for p, t in zip(plans, tested, strict=True))
+    assert uncalled == 48
+
+
+def test_random_inputs_are_seeded() -> None:
+    """HumanEval/38, 50 and 53 draw inputs with `random`: the host's stand-in is seeded, so the
+    plan is the same in another process (here: a fresh interpreter)."""
+    problem = humaneval_problems()[53]
+    here = plan_checks(problem).calls
+    code = (
+        "from agentgym.envs.code_exec_tasks import humaneval_problems\n"
+        "from agentgym.envs.code_exec_grading import plan_checks\n"
+        "print(repr(plan_checks(humaneval_problems()[53]).calls))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == repr(here)
+    assert len(here) == 105  # 5 fixed calls, then 100 drawn pairs
+    assert here[5] == '[[864,394],{"d":[]}]'  # random.Random(0): randint(0, 1000) twice
+
+
+@pytest.mark.parametrize(
+    ("test", "why"),
+    [
+        ("assert candidate(1) > 0", "assert form not evaluated"),
+        ("assert candidate(1) == open('x')", "call of 'open'"),
+        ("assert candidate(1) == 2 ** candidate(3)", "power"),
+        ("assert [x for x in candidate(1)] == []", "ListComp in an assert"),
+        ("assert candidate(candidate(1)) == 1", "inside another's arguments"),
+        ("f = candidate\n    assert f(1) == 1", "other than by calling"),
+        ("if candidate(1):\n        assert True", "result of the candidate outside an assert"),
+    ],
+)
+def test_unsupported_check_forms_are_refused(test: str, why: str) -> None:
+    problem = CodeProblem(
+        "t", "def f(x):\n    pass\n", "f", "", f"def check(candidate):\n    {test}\n"
+    )
+    with pytest.raises(UnsupportedCheck, match=why):
+        plan_checks(problem)
+
+
+def test_judge_by_hand() -> None:
+    """HumanEval/2 (truncate_number): `candidate(3.5) == 0.5`, then two approximate asserts
+    `abs(candidate(1.33) - 0.33) < 1e-6` and `abs(candidate(123.456) - 0.456) < 1e-6`."""
+    plan = plan_checks(humaneval_problems()[2])
+    assert judge(plan, [(True, 0.5), (True, 0.33 + 5e-7), (True, 0.456)]) == (3, ())
+    passed, failures = judge(plan, [(True, 0.5), (True, 0.3301), (False, "timed out after 5 s")])
+    assert passed == 1
+    assert failures == (
+        ("assert abs(candidate(1.33) - 0.33) < 1e-06", "got 0.3301"),
+        ("assert abs(candidate(123.456) - 0.456) < 1e-06", "timed out after 5 s"),
+    )
+    # a result of the wrong shape fails its test (str - float raises on the host), nothing else
+    passed, failures = judge(plan, [(True, "0.5"), (True, 0.33), (True, "x")])
+    assert passed == 1 and failures[1][1].startswith("raised TypeError")
+
+
+def test_channel_round_trips_plain_data_only() -> None:
+    value = (1, -2.5, None, True, "x\n", [1, (2, 3)], {"a": 1, 5: [None], (1, "b"): 2.0})
+    assert channel.loads(channel.dumps(value)) == value
+    assert type(channel.loads(channel.dumps((1,)))) is tuple  # tuples stay tuples
+    nan = channel.loads(channel.dumps(float("nan")))
+    assert nan != nan and channel.loads(channel.dumps(float("-inf"))) == float("-inf")
+
+    class Str(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    loop: list[Any] = []
+    loop.append(loop)
+    deep: list[Any] = []
+    for _ in range(channel.MAX_DEPTH + 1):
+        deep = [deep]
+    for bad in [Str("a"), {1, 2}, iter([1]), loop, deep, 10**5000, len]:
+        with pytest.raises(channel.NotPlainData):
+            channel.dumps(bad)
+    for wire in ['{"x": 1}', '{"d": [[[1], 2]]}', "NaN", '{"t": 1}', "[" * 100 + "]" * 100, "1 2"]:
+        with pytest.raises(channel.NotPlainData):
+            channel.loads(wire)
 
 
 def test_generated_problems_are_seeded_and_varied() -> None:
@@ -124,8 +220,7 @@ def test_partial_credit_by_hand(box: Any) -> None:
     problem = humaneval_problems()[0]
     result = grade(box, problem, "def has_close_elements(numbers, threshold):\n    return True\n")
     assert (result.passed, result.total, result.error) == (4, 7, None)
-    assert len(result.failures) == 3
-    assert all(why.startswith("AssertionError") for _, why in result.failures)
+    assert [why for _, why in result.failures] == ["got True"] * 3
 
 
 def test_a_hanging_test_fails_alone(box: Any) -> None:
@@ -139,7 +234,22 @@ def test_a_hanging_test_fails_alone(box: Any) -> None:
     )
     result = grade(box, humaneval_problems()[0], code, per_test_timeout_s=0.5)
     assert (result.passed, result.total) == (4, 7)
-    assert any("timed out" in why for _, why in result.failures)
+    assert [why for _, why in result.failures] == ["timed out after 0.5 s", "got True", "got True"]
+
+
+def test_a_run_past_its_limit_says_timed_out(box: Any) -> None:
+    """The answer blocks the per-call alarm and loops: the whole run is killed at timeout_s, and
+    each test says it timed out (issue 16: not "not run")."""
+    code = (
+        "import signal\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "def has_close_elements(numbers, threshold):\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    result = grade(box, humaneval_problems()[0], code, timeout_s=2, per_test_timeout_s=0.5)
+    assert (result.passed, result.total) == (0, 7)
+    assert all(why.startswith("timed out") for _, why in result.failures)
 
 
 def test_answer_that_raises_scores_zero(box: Any) -> None:
@@ -148,17 +258,46 @@ def test_answer_that_raises_scores_zero(box: Any) -> None:
     assert result.error == "your code raised ZeroDivisionError: division by zero"
 
 
-def test_printed_fake_report_is_not_believed(box: Any) -> None:
-    code = (
-        "import os, sys\n"
-        "def has_close_elements(a, b):\n    return None\n"
-        "print('AGENTGYM-' + '0' * 32 + '{\"error\": null, \"results\": [[true, null]]}')\n"
-        "sys.stdout.flush()\n"
-        "os._exit(0)\n"
+def _wrong(problem: CodeProblem) -> str:
+    """The canonical solution with its result nudged: ints + 1, floats * 1.5 + 1, strings + "x",
+    lists and tuples with an extra item, bools negated, None -> 0."""
+    return (
+        problem.solution
+        + "\n\n_agentgym_right = "
+        + problem.entry_point
+        + "\n\ndef "
+        + problem.entry_point
+        + "(*args, **kwargs):\n"
+        + "    r = _agentgym_right(*args, **kwargs)\n"
+        + "    if isinstance(r, bool):\n        return not r\n"
+        + "    if isinstance(r, int):\n        return r + 1\n"
+        + "    if isinstance(r, float):\n        return r * 1.5 + 1\n"
+        + "    if isinstance(r, str):\n        return r + 'x'\n"
+        + "    if isinstance(r, list):\n        return r + [0]\n"
+        + "    if isinstance(r, tuple):\n        return r + (0,)\n"
+        + "    return 0\n"
     )
-    result = grade(box, humaneval_problems()[0], code)
-    assert result.passed == 0  # the forged line lacks this run's nonce, and the tests never ran
-    assert result.error is not None and "before the tests finished" in result.error
+
+
+#: 20 problems spread over the set (HumanEval/0, 8, ..., 152).
+WRONG_PROBLEMS = tuple(range(0, 160, 8))
+
+
+def wrong_scores(box: Any) -> list[tuple[int, int]]:
+    """``(passed, total)`` of the nudged answer for each of :data:`WRONG_PROBLEMS`."""
+    problems = [humaneval_problems()[i] for i in WRONG_PROBLEMS]
+    results = grade_batch(box, [(p, _wrong(p)) for p in problems], timeout_s=120)
+    return [(r.passed, r.total) for r in results]
+
+
+def check_wrong_scores(scores: list[tuple[int, int]]) -> None:
+    """Every nudged answer fails every test that calls it: it keeps exactly the bare
+    `assert True` tests (one in HumanEval/64, 104, 136, 152; two in 88 and 128)."""
+    plans = [plan_checks(humaneval_problems()[i]) for i in WRONG_PROBLEMS]
+    bare = [len(p.tests) - len(set(p.test_of_call)) for p in plans]
+    assert bare == [0] * 8 + [1, 0, 0, 2, 0, 1, 0, 0, 2, 1, 0, 1]
+    assert scores == [(b, len(p.tests)) for b, p in zip(bare, plans, strict=True)]
+    assert all(passed < total for passed, total in scores)
 
 
 # ----------------------------------------------------------------------------- the environment

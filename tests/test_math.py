@@ -346,7 +346,7 @@ def test_user_file_problems_and_seeds(tmp_path: Path) -> None:
         (['{"question": "q", "answer": true}'], r":1: 'answer' must be a string or a number"),
         (
             ['{"question": "q", "answer": "1"}', '{"question": "q", "answer": "blue"}'],
-            r":2: math-verify cannot read the answer 'blue'",
+            r":2: the checker cannot read the answer 'blue'",
         ),
         (["", "  "], r"no problems \(the file is empty\)"),
     ],
@@ -389,3 +389,32 @@ def test_generate_problem_is_reasoning_gym_item_zero() -> None:
     problem = generate_problem("chain_sum", 99)
     item = reasoning_gym.create_dataset("chain_sum", seed=99, size=1)[0]
     assert (problem.question, problem.answer) == (item["question"], item["answer"])
+
+
+def test_several_part_answers_need_every_part() -> None:
+    """Hand-worked: the reference "12 and 20" is not met by its last part; with the default
+    reward_decay 0.5, the full answer at attempt 3 scores 0.5 ** 2. Order is free only when the task
+    says so ("unordered")."""
+    env = gymnasium.make("agentgym/Math-v0")
+    env.reset(options={"question": "Which two numbers?", "answer": "12 and 20"})
+    assert env.step(_answer("20"))[1] == 0.0
+    assert env.step(_answer("20 and 12"))[1] == 0.0
+    assert env.step(_answer("12 and 20"))[1] == 0.25
+    env.reset(options={"question": "Which two numbers?", "answer": "12 and 20", "unordered": True})
+    assert env.step(_answer("\\boxed{20, 12}"))[1] == 1.0
+    with pytest.raises(ValueError, match="unordered"):
+        env.reset(options={"question": "q", "answer": "1", "unordered": "yes"})
+    env.close()
+
+
+def test_unordered_field_of_a_file_line(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        [
+            '{"question": "Roots of x^2 - 3x + 2?", "answer": "1 and 2", "unordered": true}',
+            '{"question": "The point?", "answer": "(0, 1)"}',
+        ],
+    )
+    problems = load_problems(path)
+    assert [p.unordered for p in problems] == [True, False]
+    assert problems[1].oracle_text == "(0, 1)"

@@ -1,14 +1,19 @@
-"""The answer checker of the math environments (agentgym/answers.py, on math-verify).
+"""The answer checker of the math environments (agentgym/answers.py; math-verify for expressions).
 
-Every verdict in :data:`PAIRS` was worked out by hand from the mathematics: the two answers are the
-same number (True) or not (False), with the reading rules of agentgym/answers.py's docstring (a
-sentence's last value counts; units, currency signs and thousands separators are ignored; text
-math-verify cannot read, such as number words, is never correct).
+Every verdict in :data:`PAIRS` and :data:`STRUCTURE` was worked out by hand from the mathematics:
+the two answers are the same number, tuple or set of parts (True) or not (False), with the reading
+rules of agentgym/answers.py's docstring (a sentence's last value counts; units, currency signs and
+thousands separators are ignored; every part of a several-part answer is required; exact numbers
+compare exactly, a decimal approximating a non-terminating number to six significant digits; text
+that cannot be read, such as number words, is never correct).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -95,6 +100,67 @@ PAIRS: list[tuple[str, str, bool]] = [
 ]
 
 
+#: Several parts, pairs, exactness, and the extractors, against the same rules (issue 15).
+STRUCTURE: list[tuple[str, str, bool]] = [
+    # every part of a several-part reference is required
+    ("12 and 20", "20", False),  # the last part alone is not the answer
+    ("12 and 20", "12", False),
+    ("12 and 20", "12 and 20", True),
+    ("12 and 20", "12, 20", True),
+    ("12 and 20", "12; 20", True),
+    ("12 and 20", "20 and 12", False),  # ordered unless the task says otherwise (see below)
+    ("12 and 20", "12 and 20 and 7", False),
+    ("x = 1 or x = 2", "x = 2", False),
+    ("x = 1 or x = 2", "x = 1 or x = 2", True),
+    ("x = 1 or x = 2", "x = 2 or x = 1", True),  # "or": a set of solutions, order-free
+    ("x = 1 or x = 2", "1, 2", True),
+    ("\\{1, 2\\}", "\\{2, 1\\}", True),  # a set
+    ("42", "42 or 43", False),
+    # a pair stays a pair
+    ("3, 4", "3.4", False),
+    ("3.4", "3, 4", False),
+    ("3, 4", "3,4", True),  # a comma that does not group thousands separates parts
+    ("(0, 1)", "1", False),
+    ("(0, 1)", "0", False),
+    ("(0, 1)", "(0, 1)", True),
+    ("(0, 1)", "(1, 0)", False),  # a tuple is ordered
+    ("(0, 1)", "[0, 1]", True),
+    ("(0, 1)", "(0, 1, 2)", False),
+    ("(-1, \\frac{1}{2})", "(-1, 0.5)", True),
+    # exact numbers exactly, approximations relatively
+    ("3e-9", "4e-9", False),
+    ("3e-9", "3 \\times 10^{-9}", True),
+    ("3e-9", "0.000000003", True),
+    ("0.000000003", "0.000000004", False),
+    ("1e-12", "0", False),
+    ("18", "18.0000001", False),  # 18 has a finite decimal form: exact
+    ("1/3", "0.333333", True),  # 1/3 has none: six significant digits suffice
+    ("1/3", "0.33333", False),
+    ("2/3", "0.666667", True),
+    ("5\\sqrt{2}", "7.071068", True),
+    ("5\\sqrt{2}", "7.0711", False),
+    ("\\sqrt{2}", "\\sqrt{2} + 10^{-20}", False),  # irrationals to 30 significant digits
+    ("123456789012345678901234567890", "123456789012345678901234567891", False),
+    # the extractors, by the same rules
+    ("42", "#### 42", True),
+    ("12 and 20", "#### 12, 20", True),
+    ("12 and 20", "So the answer is \\boxed{20}.", False),
+    ("12 and 20", "So the answer is \\boxed{12, 20}.", True),
+    ("(0, 1)", "$\\boxed{(0, 1)}$", True),
+    ("(0, 1)", "\\boxed{1}", False),
+    ("42", "The answer is **42**.", True),
+    ("12 and 20", "The answer is **12 and 20**.", True),
+    ("12 and 20", "The answer is **20**.", False),
+    ("1024", "10**3", False),  # a power, not bold
+    ("12 and 20", "12 apples and 20 pears", True),
+    ("18 and 4", "$18.00 and $4", True),
+    ("1234 and 5", "1,234 and 5", True),
+    ("1234, 5", "1,234, 5", True),
+    ("2", "2x", False),  # a variable, not a unit
+    ("x + 1", "1 + x", True),
+]
+
+
 def test_table_is_large_enough() -> None:
     assert len(PAIRS) >= 40
     assert sum(verdict for *_, verdict in PAIRS) >= 20
@@ -106,6 +172,68 @@ def test_table_is_large_enough() -> None:
 )
 def test_answer_pairs(reference: str, answer: str, expected: bool) -> None:
     assert check_answer(reference, answer) is expected
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer", "expected"), STRUCTURE, ids=[repr(p[:2]) for p in STRUCTURE]
+)
+def test_structure_pairs(reference: str, answer: str, expected: bool) -> None:
+    assert check_answer(reference, answer) is expected
+
+
+def test_order_free_when_the_task_says_so() -> None:
+    assert check_answer("12 and 20", "20 and 12", unordered=True) is True
+    assert check_answer("12 and 20", "20 and 20", unordered=True) is False  # a matching, not a set
+    assert check_answer("(0, 1)", "(1, 0)", unordered=True) is False  # a pair stays ordered
+
+
+def _verdicts(pairs: list[tuple[str, str, bool]]) -> list[bool]:
+    return [check_answer(r, a) for r, a, _ in pairs]
+
+
+def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
+    """No signals, no clocks: a thread pool and a fresh interpreter give the hand-worked verdicts."""
+    table = PAIRS + STRUCTURE
+    expected = [v for *_, v in table]
+    with ThreadPoolExecutor(4) as pool:
+        chunks = [table[i : i + 10] for i in range(0, len(table), 10)]
+        threaded = [v for chunk in pool.map(_verdicts, chunks) for v in chunk]
+    assert threaded == expected
+    code = (
+        "import json, sys\n"
+        "from agentgym.answers import check_answer\n"
+        "table = json.load(sys.stdin)\n"
+        "print(json.dumps([check_answer(r, a) for r, a, _ in table]))\n"
+    )
+    import json
+
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(table),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout) == expected
+
+
+@pytest.mark.parametrize(
+    "slow",
+    [
+        "(x+y+z+w)^{40}",  # would expand to C(43, 3) = 12341 terms
+        "$(a+b+c+d)^{40}$",
+        "\\boxed{(x+1)^{13}}",
+        "x^{100000}",
+        "(1+x)^{y}",
+        "\\boxed{(10^{10})! + 1}",  # a factorial (a trailing "!" alone is punctuation)
+    ],
+)
+def test_slow_inputs_are_refused_before_sympy_works_in_any_thread(slow: str) -> None:
+    """Refused by size bounds (deterministic), so the verdict is the same everywhere: wrong."""
+    parsed = parse_answer(slow)
+    assert parsed is not None and parsed.too_large
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(check_answer, "2", slow).result() is False
 
 
 def test_parsed_answers_give_the_same_verdicts() -> None:

@@ -1,4 +1,4 @@
-"""The WebShop catalog, its BM25 search and the goals drawn from it (sandboxes.web)."""
+"""The WebShop catalog, its BM25 search (sandboxes.web) and the goals drawn from it (agentgym.envs)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from agentgym.envs.webshop_goals import PRICE_BOUNDS, make_goal, price_bound
 from sandboxes.web.catalog import (
     CATEGORY_ATTRIBUTES,
     OPTION_VALUES,
     PRODUCT_TYPES,
     generate_catalog,
 )
-from sandboxes.web.goals import PRICE_BOUNDS, make_goal, price_bound
 from sandboxes.web.search import MAX_RESULTS, SearchIndex, tokenize
 
 # ----------------------------------------------------------------------------- catalog

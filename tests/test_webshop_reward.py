@@ -13,8 +13,8 @@ from types import MappingProxyType
 
 import pytest
 
+from agentgym.envs.webshop_goals import Goal, get_reward
 from sandboxes.web.catalog import Catalog, Product, ProductType
-from sandboxes.web.goals import Goal, get_reward
 
 TSHIRT = ProductType("t-shirt", "fashion", "clothing", ("size", "color"), (8, 40))
 HOODIE = ProductType("hoodie", "fashion", "clothing", ("size", "color"), (20, 70))

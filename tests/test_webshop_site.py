@@ -425,3 +425,31 @@ def test_close_releases_the_shared_server() -> None:
     b.close()
     assert not server.running
     b.close()  # twice is fine
+
+
+def test_an_invalid_action_says_why_and_lists_the_valid_ones() -> None:
+    """Issue 16: the reason names the fault (no search box here, no such link, not an action) and
+    the page's valid actions, which the chat layer shows the agent."""
+    env = gymnasium.make(TEXT_ID)
+    env.reset(seed=0)
+    env.step(_answer("search[green tea]"))
+    offered = ", ".join(env.unwrapped.page_actions())
+    assert offered.startswith("click[Back to Search]")
+    info = env.step(_answer("search[green tea]"))[4]
+    assert info["invalid_reason"] == (
+        "unrecognised action(s): 'search[green tea]': this page has no search box "
+        f"(click[Back to Search] returns to one); valid actions here: {offered}"
+    )
+    info = env.step(_answer("click[Buy Now]"))[4]
+    assert info["invalid_reason"] == (
+        "unrecognised action(s): 'click[Buy Now]': this page has no link or button 'Buy Now'; "
+        f"valid actions here: {offered}"
+    )
+    env.reset(seed=0)
+    info = env.step(_answer("buy[B012345678]"))[4]
+    assert info["invalid_reason"] == (
+        "unrecognised action(s): 'buy[B012345678]': an action is search[your query] or "
+        "click[a label shown on the page]; valid actions here: "
+        + ", ".join(env.unwrapped.page_actions())
+    )
+    env.close()

@@ -1,4 +1,4 @@
-"""Math-v0 and MathFile-v0: multi-turn math word problems with answers checked by ``math-verify``.
+"""Math-v0 and MathFile-v0: multi-turn math word problems; answers checked by :mod:`agentgym.answers`.
 
 Problems come from one of two sources:
 
@@ -35,14 +35,17 @@ The episode (RAGEN's MetaMathQA environment):
   goes on while attempts are left.
 * Which turns are *invalid* (the shared policy of :class:`~agentgym.text_env.TextEnv` applies,
   default reward -0.1, the observation unchanged, the turn used): a malformed turn (no
-  ``<answer>`` tags, ...), and an answer in which ``math-verify`` finds no mathematical
-  expression at all (words only, such as ``twelve`` or ``I don't know``), or over 1000
+  ``<answer>`` tags, ...), and an answer in which :func:`agentgym.answers.parse_answer` reads no
+  value at all (words only, such as ``twelve`` or ``I don't know``), or over 1000
   characters. Such an answer is never *correct*: the checker marks it wrong and never raises. A
-  well-formed answer that ``math-verify`` reads but that differs from the reference, or that is
+  well-formed answer that is read but differs from the reference, or that is
   too large to compare (``9^9^9^9``), is a valid wrong answer: reward 0 and feedback.
 * Limits: ``max_turns`` attempts (default 3), one answer per turn. The attempts are the task's
   rule, so the episode *terminates* after the last (:attr:`~MathEnv.turn_limit_terminates`).
-* Options: ``reset(options={"question": ..., "answer": ...})`` poses a given problem instead.
+* Options: ``reset(options={"question": ..., "answer": ...})`` poses a given problem instead
+  (``"unordered": True`` when the parts of a several-part answer may come in any order).
+* Several-part answers: every part is required (``12 and 20``; a pair ``(0, 1)`` stays a pair);
+  see :mod:`agentgym.answers` for the reading and comparison rules.
 
 ``reasoning-gym`` and ``math-verify`` are the optional extra ``pip install 'agentgym[math]'``,
 imported when an environment is made (not when ``agentgym`` is imported).
@@ -75,6 +78,7 @@ from agentgym.answers import (
     ParsedAnswer,
     check_answer,
     final_answer_text,
+    final_span,
     parse_answer,
     require_math_verify,
 )
@@ -105,16 +109,20 @@ class MathProblem:
     Attributes:
         question: the problem text shown to the agent.
         answer: the reference final answer (after GSM8K's ``####`` where present).
-        oracle_text: what the oracle answers: the reference as ``math-verify`` matched it (e.g.
-            ``1024`` from ``... \\boxed{1024}``), or ``answer`` itself.
+        oracle_text: what the oracle answers: the reference's final span (e.g. ``1024`` from
+            ``... \\boxed{1024}``, :func:`agentgym.answers.final_span`), or ``answer`` itself.
         source: where it came from (``reasoning_gym:gsm_symbolic item_seed=...`` or
             ``file.jsonl:17``).
+        unordered: the parts of a several-part answer may come in any order (``"unordered":
+            true`` on a JSONL line, or in ``reset`` options); parts joined by "or" and sets are
+            order-free anyway.
     """
 
     question: str
     answer: str
     oracle_text: str
     source: str
+    unordered: bool = False
 
 
 def _require_reasoning_gym() -> Any:
@@ -133,20 +141,26 @@ def _parse_reference(answer: str) -> ParsedAnswer | None:
     return parse_answer(answer)
 
 
-def _make_problem(question: str, raw_answer: str, source: str) -> MathProblem | str:
+def _make_problem(
+    question: str, raw_answer: str, source: str, unordered: bool = False
+) -> MathProblem | str:
     """A :class:`MathProblem`, or the reason the answer cannot be used."""
     answer = final_answer_text(raw_answer)
     parsed = _parse_reference(answer)
-    if parsed is None:
+    if parsed is None or parsed.too_large:
         return (
-            f"math-verify cannot read the answer {answer[:80]!r}: write a number, a fraction or a "
-            "LaTeX expression (e.g. 18, 3/4, \\frac{5}{6}, $x+1$)"
+            f"the checker cannot read the answer {answer[:80]!r} (or it is too large to compare): "
+            "write a "
+            "number, a fraction or a LaTeX expression (e.g. 18, 3/4, \\frac{5}{6}, $x+1$), or "
+            "several joined by commas or 'and' (12 and 20), a pair as (0, 1)"
         )
     oracle = answer
-    matched = [v for v in parsed.values if isinstance(v, str)]
-    if matched and matched[-1].strip() and check_answer(parsed, matched[-1]):
-        oracle = matched[-1].strip()
-    return MathProblem(question=question, answer=answer, oracle_text=oracle, source=source)
+    span = final_span(answer)
+    if span and span != answer and check_answer(parsed, span):
+        oracle = span
+    return MathProblem(
+        question=question, answer=answer, oracle_text=oracle, source=source, unordered=unordered
+    )
 
 
 def generate_problem(
@@ -230,7 +244,10 @@ def _load_cached(key: tuple[str, int, int], max_question_chars: int) -> tuple[Ma
                 f"{where}: the question has {len(question)} characters, over the "
                 f"{max_question_chars} the observation allows; raise max_observation_length"
             )
-        problem = _make_problem(question, str(answer), where)
+        unordered = record.get("unordered", False)
+        if not isinstance(unordered, bool):
+            raise ValueError(f"{where}: 'unordered' must be true or false, got {unordered!r}")
+        problem = _make_problem(question, str(answer), where, unordered)
         if isinstance(problem, str):
             raise ValueError(f"{where}: {problem}")
         problems.append(problem)
@@ -381,7 +398,7 @@ class MathEnv(TextEnv):
 
     def _apply_action(self, action: ParsedAnswer) -> ActionOutcome:
         attempt = self.turn  # TextEnv counts this turn before executing it
-        correct = check_answer(self._reference, action)
+        correct = check_answer(self._reference, action, unordered=self.problem.unordered)
         shown = action.text.strip()
         if len(shown) > _SHOWN_ANSWER_CHARS:
             shown = shown[:_SHOWN_ANSWER_CHARS] + "..."
@@ -414,7 +431,7 @@ class MathEnv(TextEnv):
         return self.problem.question
 
     def oracle_actions(self) -> list[str]:
-        """The reference answer (as ``math-verify`` matched it in the reference text)."""
+        """The reference answer (its final span, e.g. ``1024`` from ``... \\boxed{1024}``)."""
         return [self.problem.oracle_text]
 
 
@@ -463,7 +480,10 @@ def _problem_from_options(options: dict[str, Any]) -> MathProblem:
         raise ValueError(f"options['question'] must be a non-empty string, got {question!r}")
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise ValueError(f"options['answer'] must be a string or a number, got {answer!r}")
-    problem = _make_problem(question, str(answer), "reset options")
+    unordered = options.get("unordered", False)
+    if not isinstance(unordered, bool):
+        raise ValueError(f"options['unordered'] must be a bool, got {unordered!r}")
+    problem = _make_problem(question, str(answer), "reset options", unordered)
     if isinstance(problem, str):
         raise ValueError(f"options['answer']: {problem}")
     return problem

@@ -30,7 +30,7 @@ Flask site served on 127.0.0.1, over a catalog of generated products (1,000 by d
   characters (after removing control characters and collapsing white space) is an invalid action
   (the shared policy of :class:`~agentgym.text_env.TextEnv`; default reward -0.1, page unchanged).
 * Reward: 0 per step until ``Buy Now``; buying ends the episode with WebShop's reward
-  (:func:`sandboxes.web.goals.get_reward`)::
+  (:func:`agentgym.envs.webshop_goals.get_reward`)::
 
       r_type * (n_attr_matched + n_option_matched + r_price) / (n_attr + n_option + 1)
 
@@ -65,11 +65,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
-from agentgym.parsing import format_answer
+from agentgym.envs.webshop_goals import Goal, RewardParts, get_reward, make_goal
+from agentgym.parsing import format_answer, parse_turn
 from agentgym.text_env import ActionOutcome, TextEnv
 from sandboxes.web.browser import BrowserConfig, ChromiumBrowser
 from sandboxes.web.catalog import Catalog, Product
-from sandboxes.web.goals import Goal, RewardParts, get_reward, make_goal
 from sandboxes.web.page import PageView, clean_query
 from sandboxes.web.server import ShopServer, acquire_server, release_server, shop_for
 from sandboxes.web.text_backend import HttpReader
@@ -236,6 +236,41 @@ class WebShopEnv(TextEnv):
         if index is None:
             return None
         return ("click", index, f"click[{self.view.links[index].label}]")
+
+    def _why_not(self, token: str) -> str:
+        """Why ``token`` is not an action of the current page (for ``info["invalid_reason"]``)."""
+        match = _ACTION.fullmatch(token)
+        if match is None:
+            return "an action is search[your query] or click[a label shown on the page]"
+        kind, argument = match.group(1).lower(), match.group(2)
+        if kind == "search":
+            if not self.view.has_search:
+                return "this page has no search box (click[Back to Search] returns to one)"
+            query = clean_query(argument[: 20 * self.max_query_length + 1])
+            if not query:
+                return "the search query is empty"
+            return f"the search query is over {self.max_query_length} characters"
+        return f"this page has no link or button {argument.strip()[:80]!r}"
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """:meth:`TextEnv.step`, with an unrecognised action's reason naming why and the page's
+        valid actions (e.g. ``'search[shoes]': this page has no search box; valid actions here:
+        click[Back to Search], ...``)."""
+        reasons: list[str] = []
+        if self._has_reset and not self._episode_over:  # the page the turn is read against
+            parsed = parse_turn(action, self.action_format, self.max_actions_per_turn)
+            if parsed.error is None:
+                for piece in parsed.actions:
+                    if self._parse_action(piece) is None:
+                        reasons.append(f"{piece[:80]!r}: {self._why_not(piece)}")
+            offered = ", ".join(self.page_actions()) or "none"
+        observation, reward, terminated, truncated, info = super().step(action)
+        reason = info.get("invalid_reason")
+        if reasons and isinstance(reason, str) and reason.startswith("unrecognised action"):
+            info["invalid_reason"] = (
+                f"unrecognised action(s): {'; '.join(reasons)}; valid actions here: {offered}"
+            )
+        return observation, reward, terminated, truncated, info
 
     def _action_name(self, action: tuple[str, Any, str]) -> str:
         return action[2]

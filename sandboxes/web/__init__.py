@@ -3,7 +3,6 @@
 Modules (each small, named for what it holds):
 
 * :mod:`sandboxes.web.catalog`: products generated deterministically from a seed.
-* :mod:`sandboxes.web.goals`: instructions drawn from the catalog; WebShop's reward.
 * :mod:`sandboxes.web.search`: BM25 ranking (bm25s), deterministic.
 * :mod:`sandboxes.web.app`: the Flask site (pages, URLs).
 * :mod:`sandboxes.web.server`: serving it on 127.0.0.1 (werkzeug, a background thread), shared.
@@ -14,5 +13,6 @@ Modules (each small, named for what it holds):
 The environment (:mod:`agentgym.envs.webshop`) uses only :class:`~sandboxes.web.server.ShopServer`
 (via ``acquire_server``), a reader (:class:`~sandboxes.web.browser.ChromiumBrowser` or
 :class:`~sandboxes.web.text_backend.HttpReader`: ``goto``, ``click``, ``search``, ``close``), the
-catalog and the goal/reward functions.
+catalog. The task's instructions (goals) and WebShop's reward live with the environment, in
+:mod:`agentgym.envs.webshop_goals`: this package serves and reads the site, it does not score.
 """

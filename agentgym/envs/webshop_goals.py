@@ -1,4 +1,7 @@
-"""Instructions (goals) drawn from the catalog, and WebShop's reward for a purchase.
+"""WebShop-v0's task: instructions (goals) drawn from the catalog, and the reward for a purchase.
+
+The scoring lives here, with the environment (:mod:`agentgym.envs.webshop`); ``sandboxes.web``
+only serves and reads the shop site.
 
 Goal (:func:`make_goal`, from a generator the environment owns): a target product is drawn
 uniformly; the goal asks for its product type, 1 to ``min(3, n)`` of its ``n`` attributes

@@ -1,0 +1,776 @@
+"""CodeExec grading: every verdict is decided in the environment's own process, out of the answer's reach.
+
+The answer runs in a sandbox (:mod:`sandboxes.code`), but the sandbox decides nothing. Grading is
+three steps:
+
+1. **Plan** (host, once per problem, cached): the problem's ``check(candidate)`` is parsed (AST)
+   into the calls it makes of the candidate and the assertions it makes of their results. Each
+   assertion must have one of the forms this module can evaluate safely, else the problem is
+   refused with :class:`UnsupportedCheck`:
+
+   * ``equality``: ``candidate(...) == expected`` (or ``!=``), either side possibly wrapped in
+     ``tuple``/``str``/``sorted``/``len``... (the call names in :data:`SAFE_CALLS`);
+   * ``approximate``: ``abs(candidate(...) - x) < tol`` or ``math.fabs(...) < tol``;
+   * ``membership``: ``candidate(...) in (...)`` (or ``not in``);
+   * ``boolean``: ``candidate(...)``, ``not candidate(...)``, ``candidate(...) is True/False/None``;
+   * ``constant``: ``assert True`` (passes).
+
+   The check's other statements (imports, loops, helper values) are the dataset's own trusted code
+   and run here, with imports limited to a few standard modules and ``random`` replaced by a
+   generator seeded with :data:`CHECK_SEED` (so the drawn inputs are the same at every grading).
+   Running the check with a *recording* candidate gives the list of calls: their arguments, as
+   plain data (:mod:`agentgym.envs.code_exec_channel`).
+2. **Compute** (sandbox, one run): a small harness executes the prompt and the answer, then calls
+   the answer's function on each recorded argument list (``SIGALRM`` limits each call to
+   ``per_test_timeout_s``) and writes each result back over the typed channel, one line per call.
+   Neither the expected values nor the comparisons ever enter the sandbox.
+3. **Judge** (host): the check runs again, its candidate now returning the sandbox's results in
+   order; each assertion is evaluated here on those plain values. A call that raised, timed out
+   or returned something other than plain data fails the test it belongs to.
+
+So nothing the answer does in its interpreter (printing, exit codes, ``sys.exit``/``os._exit``,
+patched builtins, objects with odd ``__eq__``, rewriting the harness, reading files or the
+environment) can reach a verdict: the most it can do is choose the plain values its function
+returns, which is what the task asks of it.
+
+A *test* is a top-level statement of ``check``'s body that holds an ``assert`` (a loop of asserts
+is one test); it passes when all its asserts hold. The pass fraction is the reward.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import random as _random
+import re
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym.envs import code_exec_channel as channel
+from agentgym.envs.code_exec_tasks import CodeProblem
+
+__all__ = [
+    "CHECK_SEED",
+    "SAFE_CALLS",
+    "FORMS",
+    "CheckPlan",
+    "GradeResult",
+    "UnsupportedCheck",
+    "plan_checks",
+    "judge",
+    "grade",
+    "grade_batch",
+    "HARNESS",
+]
+
+#: Seed of the ``random`` module that a problem's check sees (HumanEval/38, 50 and 53 draw inputs).
+CHECK_SEED = 0
+#: Functions an assertion may apply to the candidate's results (besides the problem's own helper
+#: functions, e.g. HumanEval/32's ``poly``), all pure functions of plain data.
+SAFE_CALLS = frozenset(
+    {
+        "abs",
+        "all",
+        "any",
+        "bool",
+        "float",
+        "int",
+        "len",
+        "list",
+        "max",
+        "min",
+        "round",
+        "set",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "math.fabs",
+        "math.isclose",
+        "copy.deepcopy",
+    }
+)
+#: The assertion forms evaluated on the host.
+FORMS = ("equality", "approximate", "membership", "boolean", "constant")
+#: Modules the check code may import on the host (``random`` is a seeded stand-in).
+HOST_MODULES = frozenset(
+    {"math", "copy", "string", "random", "typing", "collections", "itertools", "functools"}
+)
+_CALL, _ASSERT, _TEST = "__agentgym_call__", "__agentgym_assert__", "__agentgym_test__"
+_EXPR_NODES = (
+    ast.Compare,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.Call,
+    ast.Name,
+    ast.Constant,
+    ast.List,
+    ast.Tuple,
+    ast.Set,
+    ast.Dict,
+    ast.Subscript,
+    ast.Slice,
+    ast.Attribute,
+    ast.keyword,
+    ast.Starred,
+    ast.expr_context,
+    ast.operator,
+    ast.unaryop,
+    ast.cmpop,
+)
+_CHANNEL_SOURCE = Path(__file__).with_name("code_exec_channel.py")
+
+
+class UnsupportedCheck(ValueError):
+    """A problem's ``check`` holds an assertion (or a use of ``candidate``) outside :data:`FORMS`."""
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The outcome of grading one answer.
+
+    Attributes:
+        passed: tests passed.
+        total: tests in the problem (>= 1).
+        failures: ``(test source, reason)`` of each failing test, in order; the reason says
+            ``"timed out ..."`` for a call stopped by its time limit.
+        error: why the answer could not be called at all (its module code raised, the run ended
+            early), else ``None``.
+    """
+
+    passed: int
+    total: int
+    failures: tuple[tuple[str, str], ...]
+    error: str | None
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """A problem's check, parsed and run once with a recording candidate.
+
+    Attributes:
+        tests: source of each test (a top-level statement of ``check`` holding an assert).
+        forms: the form (one of :data:`FORMS`) of every assert, in source order.
+        calls: each call of the candidate as wire JSON of ``[args, kwargs]``, in call order.
+        test_of_call: index of the test each call belongs to.
+    """
+
+    tests: tuple[str, ...]
+    forms: tuple[str, ...]
+    calls: tuple[str, ...]
+    test_of_call: tuple[int, ...]
+    _helpers: Any
+    _check: Any
+    _first_call: tuple[int, ...]
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _is_candidate_call(node: ast.AST, names: frozenset[str]) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
+
+
+def _form(test: ast.expr, names: frozenset[str]) -> str:
+    """The form of an assert's test expression, or :class:`UnsupportedCheck`."""
+    if isinstance(test, ast.Constant) and test.value is True:
+        return "constant"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if _is_candidate_call(test, names):
+        return "boolean"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            return "equality"
+        if isinstance(op, (ast.In, ast.NotIn)):
+            return "membership"
+        if isinstance(op, (ast.Is, ast.IsNot)) and (
+            isinstance(right, ast.Constant) and right.value in (True, False, None)
+        ):
+            return "boolean"
+        if isinstance(op, (ast.Lt, ast.LtE)) and (
+            isinstance(test.left, ast.Call) and _dotted(test.left.func) in ("abs", "math.fabs")
+        ):
+            return "approximate"
+    raise UnsupportedCheck(f"assert form not evaluated on the host: {ast.unparse(test)[:200]}")
+
+
+def _check_expression(test: ast.expr, names: frozenset[str], helpers: frozenset[str]) -> None:
+    """Every node of an assert's expression is one the host evaluates safely on plain data."""
+    for node in ast.walk(test):
+        if not isinstance(node, _EXPR_NODES):
+            raise UnsupportedCheck(f"{type(node).__name__} in an assert: {ast.unparse(test)[:200]}")
+        if isinstance(node, ast.Attribute) and _dotted(node) not in SAFE_CALLS:
+            raise UnsupportedCheck(f"attribute {ast.unparse(node)!r} in an assert")
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name is None or not (name in SAFE_CALLS or name in names or name in helpers):
+                raise UnsupportedCheck(f"call of {ast.unparse(node.func)!r} in an assert")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            exp = node.right
+            if not (
+                isinstance(exp, ast.Constant) and type(exp.value) is int and abs(exp.value) <= 64
+            ):
+                raise UnsupportedCheck(
+                    f"a power without a small constant exponent: {ast.unparse(node)}"
+                )
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Turns ``check``'s body into host code: candidate calls go through the recorder/replayer,
+    each assert becomes ``_ASSERT(lambda: <test>, source, form, results)``."""
+
+    def __init__(self, names: frozenset[str], helpers: frozenset[str]):
+        self.names = names
+        self.helpers = helpers
+        self.forms: list[str] = []
+        self._temps = 0
+
+    def _recording_call(self, node: ast.Call) -> ast.Call:
+        for arg in ast.walk(ast.Module(body=[ast.Expr(a) for a in node.args], type_ignores=[])):
+            if _is_candidate_call(arg, self.names):
+                raise UnsupportedCheck("a candidate call inside another's arguments")
+        call = ast.Call(ast.Name(_CALL, ast.Load()), node.args, node.keywords)
+        return ast.copy_location(call, node)
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        source = ast.unparse(node)
+        form = _form(node.test, self.names)
+        _check_expression(node.test, self.names, self.helpers)
+        self.forms.append(form)
+        hoisted: list[ast.stmt] = []
+        temps: list[str] = []
+        rewriter = self
+
+        class _Hoist(ast.NodeTransformer):
+            def visit_Call(self, call: ast.Call) -> ast.AST:
+                if _is_candidate_call(call, rewriter.names):
+                    rewriter._temps += 1
+                    temp = f"__agentgym_r{rewriter._temps}"
+                    temps.append(temp)
+                    hoisted.append(
+                        ast.Assign([ast.Name(temp, ast.Store())], rewriter._recording_call(call))
+                    )
+                    return ast.Name(temp, ast.Load())
+                self.generic_visit(call)
+                return call
+
+        test = _Hoist().visit(node.test)
+        check = ast.Expr(
+            ast.Call(
+                ast.Name(_ASSERT, ast.Load()),
+                [
+                    ast.Lambda(
+                        ast.arguments([], [], None, [], [], None, []),
+                        test,
+                    ),
+                    ast.Constant(source),
+                    ast.Tuple([ast.Name(t, ast.Load()) for t in temps], ast.Load()),
+                ],
+                [],
+            )
+        )
+        return [*hoisted, check]
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if _is_candidate_call(node, self.names):
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            return self._recording_call(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.names:
+            raise UnsupportedCheck(f"`{node.id}` used other than by calling it")
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        raise UnsupportedCheck("a lambda in check()")
+
+
+def _holds_assert(stmt: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
+
+
+def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
+    """``(helpers code, check code, test sources, forms)`` of ``problem``."""
+    try:
+        test_tree = ast.parse(problem.test)
+        prompt_tree = ast.parse(problem.prompt)
+    except SyntaxError as err:
+        raise UnsupportedCheck(
+            f"{problem.task_id}: the prompt or test does not parse: {err}"
+        ) from err
+    check: ast.FunctionDef | None = None
+    helper_nodes: list[ast.stmt] = []
+    for node in prompt_tree.body:  # the prompt's imports and helper functions, not the stub
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (
+            isinstance(node, ast.FunctionDef) and node.name != problem.entry_point
+        ):
+            helper_nodes.append(node)
+    for node in test_tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            check = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef)):
+            helper_nodes.append(node)
+        else:
+            raise UnsupportedCheck(f"{problem.task_id}: module-level {type(node).__name__} in test")
+    if check is None or len(check.args.args) != 1:
+        raise UnsupportedCheck(f"{problem.task_id}: test source has no `def check(candidate)`")
+    names = frozenset({check.args.args[0].arg, problem.entry_point})
+    helpers = frozenset(n.name for n in helper_nodes if isinstance(n, ast.FunctionDef))
+    rewriter = _Rewriter(names, helpers)
+    body: list[ast.stmt] = []
+    tests: list[str] = []
+    for stmt in check.body:
+        source, is_test = ast.unparse(stmt), _holds_assert(stmt)
+        new = rewriter.visit(stmt)
+        new = new if isinstance(new, list) else [new]
+        if is_test:
+            wrapper = ast.With(
+                [
+                    ast.withitem(
+                        ast.Call(ast.Name(_TEST, ast.Load()), [ast.Constant(len(tests))], [])
+                    )
+                ],
+                new,
+            )
+            tests.append(source)
+            body.append(wrapper)
+        else:
+            body.extend(new)
+    if not tests:
+        raise UnsupportedCheck(f"{problem.task_id}: check() has no assert")
+    func = ast.FunctionDef(
+        "__agentgym_check__", ast.arguments([], [], None, [], [], None, []), body, [], None, None
+    )
+    module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
+    helper_module = ast.fix_missing_locations(ast.Module(body=helper_nodes, type_ignores=[]))
+    filename = f"<check of {problem.task_id}>"
+    return (
+        compile(helper_module, filename, "exec"),
+        compile(module, filename, "exec"),
+        tuple(tests),
+        tuple(rewriter.forms),
+    )
+
+
+# ----------------------------------------------------------------------------- host execution
+
+
+def _seeded_random() -> types.ModuleType:
+    rng = _random.Random(CHECK_SEED)
+    module = types.ModuleType("random")
+    for name in ("random", "randint", "randrange", "choice", "choices", "shuffle", "sample"):
+        setattr(module, name, getattr(rng, name))
+    module.uniform = rng.uniform
+    module.Random = _random.Random
+    return module
+
+
+def _host_globals(hooks: dict[str, Any]) -> dict[str, Any]:
+    """A fresh namespace for the check: restricted imports, no printing, seeded ``random``."""
+    seeded = _seeded_random()
+
+    def guarded_import(name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002, ANN001, ANN202
+        if level or name.split(".")[0] not in HOST_MODULES:
+            raise ImportError(f"the grader's check may import only {sorted(HOST_MODULES)}")
+        if name == "random":
+            return seeded
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    safe = dict(vars(builtins))
+    for name in ("open", "exec", "eval", "compile", "input", "breakpoint", "exit", "quit"):
+        safe.pop(name, None)
+    safe["__import__"] = guarded_import
+    safe["print"] = lambda *a, **k: None
+    return {"__builtins__": safe, "__name__": "agentgym_check", **hooks}
+
+
+class _Pending:
+    """What the recording candidate returns: any use of it outside an assert is refused."""
+
+    def _refuse(self, *args: Any) -> Any:
+        raise UnsupportedCheck("check() uses a result of the candidate outside an assert")
+
+    __bool__ = __iter__ = __len__ = __index__ = __getitem__ = __eq__ = __lt__ = _refuse
+    __add__ = __sub__ = __mul__ = __str__ = __float__ = __int__ = __contains__ = _refuse
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _CallFailed(Exception):
+    pass
+
+
+class _TestFailed(Exception):
+    pass
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _run_check(plan_or_code: tuple[Any, Any], hooks: dict[str, Any]) -> None:
+    helpers, check = plan_or_code
+    namespace = _host_globals(hooks)
+    exec(helpers, namespace)  # the dataset's own imports and helper functions
+    exec(check, namespace)
+    namespace["__agentgym_check__"]()
+
+
+@functools.lru_cache(maxsize=1024)
+def plan_checks(problem: CodeProblem) -> CheckPlan:
+    """Parse ``problem``'s check and record the calls it makes of the candidate.
+
+    Raises:
+        UnsupportedCheck: an assertion outside :data:`FORMS`, a check whose control flow needs the
+            candidate's results, or call arguments that are not plain data.
+    """
+    helpers, check, tests, forms = _compile_check(problem)
+    calls: list[str] = []
+    test_of_call: list[int] = []
+    first_call = [0] * len(tests)
+    current = [-1]
+    pending = _Pending()
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        try:
+            calls.append(channel.dumps([list(args), kwargs]))
+        except channel.NotPlainData as err:
+            raise UnsupportedCheck(
+                f"{problem.task_id}: call arguments are not plain data: {err}"
+            ) from err
+        test_of_call.append(current[0])
+        return pending
+
+    class _Test:
+        def __init__(self, index: int):
+            self.index = index
+
+        def __enter__(self) -> None:
+            current[0] = self.index
+            first_call[self.index] = len(calls)
+
+        def __exit__(self, *exc: Any) -> None:
+            current[0] = -1
+
+    hooks = {_CALL: record, _ASSERT: lambda fn, src, results: None, _TEST: _Test}
+    try:
+        _run_check((helpers, check), hooks)
+    except UnsupportedCheck:
+        raise
+    except Exception as err:  # noqa: BLE001 - the recorded run must not need real results
+        raise UnsupportedCheck(
+            f"{problem.task_id}: check() cannot run without the candidate's results: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    if any(t < 0 for t in test_of_call):
+        raise UnsupportedCheck(f"{problem.task_id}: a candidate call outside every test")
+    return CheckPlan(
+        tests=tests,
+        forms=forms,
+        calls=tuple(calls),
+        test_of_call=tuple(test_of_call),
+        _helpers=helpers,
+        _check=check,
+        _first_call=tuple(first_call),
+    )
+
+
+#: What one call of the candidate gave: ``(True, value)`` or ``(False, reason)``.
+Outcome = tuple[bool, Any]
+
+
+def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tuple[str, str], ...]]:
+    """Evaluate every test of ``plan`` on the candidate's ``outcomes`` (one per planned call).
+
+    Returns:
+        ``(passed, failures)``: tests passed, and ``(test source, reason)`` of each failure.
+
+    Raises:
+        ValueError: ``outcomes`` does not have one entry per call.
+        RuntimeError: the check made other calls than when it was planned (a grader bug).
+    """
+    if len(outcomes) != len(plan.calls):
+        raise ValueError(f"{len(outcomes)} outcomes for {len(plan.calls)} planned calls")
+    cursor = [0]
+    verdicts: dict[int, str | None] = {}
+
+    def replay(*args: Any, **kwargs: Any) -> Any:
+        k = cursor[0]
+        if k >= len(plan.calls) or channel.dumps([list(args), kwargs]) != plan.calls[k]:
+            raise RuntimeError("check() made other calls than when it was planned")
+        cursor[0] += 1
+        ok, value = outcomes[k]
+        if not ok:
+            raise _CallFailed(value)
+        return value
+
+    def check_assert(fn: Callable[[], Any], source: str, results: tuple[Any, ...]) -> None:
+        try:
+            holds = bool(fn())
+        except Exception as err:  # noqa: BLE001 - a result of the wrong shape fails the test
+            raise _TestFailed(source, f"raised {type(err).__name__}: {_short(str(err))}") from None
+        if not holds:
+            got = ", ".join(_short(r) for r in results)
+            raise _TestFailed(source, f"got {got}" if got else "the assertion failed")
+
+    class _Test:
+        def __init__(self, index: int):
+            self.index = index
+
+        def __enter__(self) -> None:
+            cursor[0] = plan._first_call[self.index]
+
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+            if exc is None:
+                verdicts[self.index] = None
+                return False
+            if isinstance(exc, _TestFailed):
+                source, detail = exc.args
+                if source != plan.tests[self.index]:  # an assert inside a loop or block
+                    detail = f"`{source[:150]}`: {detail}"
+                verdicts[self.index] = detail
+                return True
+            if isinstance(exc, _CallFailed):
+                verdicts[self.index] = str(exc)
+                return True
+            if isinstance(exc, RuntimeError):
+                return False
+            verdicts[self.index] = f"the test raised {type(exc).__name__}: {exc}"
+            return True
+
+    hooks = {_CALL: replay, _ASSERT: check_assert, _TEST: _Test}
+    _run_check((plan._helpers, plan._check), hooks)
+    failures = []
+    for i, src in enumerate(plan.tests):
+        if i not in verdicts:
+            failures.append((src, "not run"))
+        elif verdicts[i] is not None:
+            failures.append((src, str(verdicts[i])))
+    return len(plan.tests) - len(failures), tuple(failures)
+
+
+# ----------------------------------------------------------------------------- the sandbox side
+
+# Runs inside the sandbox as main.py, beside spec.json and channel.py. For each problem of the
+# batch: run the prompt and the answer in a fresh namespace, then call the entry point on each
+# argument list and write one line per call on a duplicate of stdout taken before the answer ran:
+# "<problem> <call> R<wire json>" (returned), "T" (timed out), "N<why>" (not plain data),
+# "E<why>" (raised); "<problem> M E<why>" when the answer's module code raised. Nothing here
+# decides a verdict: the host judges the values.
+HARNESS = r"""
+import io, json, os, signal, sys
+
+with open("channel.py", encoding="utf-8") as f:
+    channel = {"__name__": "agentgym_channel"}
+    exec(compile(f.read(), "channel.py", "exec"), channel)
+with open("spec.json", encoding="utf-8") as f:
+    batch = json.load(f)
+report = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
+try:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+except OSError:
+    pass
+
+class _Sink(io.TextIOBase):
+    def writable(self):
+        return True
+    def write(self, s):
+        return len(s)
+
+sys.stdout = _Sink()
+
+class _Timeout(BaseException):
+    pass
+
+fired = [False]
+
+def _alarm(signum, frame):
+    fired[0] = True
+    raise _Timeout()
+
+signal.signal(signal.SIGALRM, _alarm)
+
+def _reason(err):
+    text = type(err).__name__ + (": " + str(err) if str(err) else "")
+    return " ".join(text.split())[:300]
+
+def _limited(fn, limit):
+    fired[0] = False
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+def _emit(p, k, line):
+    report.write(str(p) + " " + str(k) + " " + line + "\n")
+    report.flush()
+
+def _grade(p, spec):
+    limit = spec["per_test_timeout_s"]
+    ns = {"__name__": "solution"}
+    try:
+        for name, code in (("prompt.py", spec["prelude"]), ("solution.py", spec["solution"])):
+            _limited(lambda: exec(compile(code, name, "exec"), ns), limit)
+        candidate = ns[spec["entry_point"]]
+    except BaseException as err:
+        _emit(p, "M", "E" + ("timed out" if fired[0] else _reason(err)))
+        return
+    for k, wire in enumerate(spec["calls"]):
+        try:
+            args, kwargs = channel["loads"](wire)
+            line = "R" + _limited(lambda: channel["dumps"](candidate(*args, **kwargs)), limit)
+            if fired[0]:
+                line = "T"
+        except channel["NotPlainData"] as err:
+            line = "T" if fired[0] else "N" + _reason(err)
+        except BaseException as err:
+            line = "T" if fired[0] else "E" + _reason(err)
+        _emit(p, k, line)
+
+for p, spec in enumerate(batch):
+    _grade(p, spec)
+"""
+
+_LINE = re.compile(r"(\d+) (\d+|M) ([RTNE])(.*)")
+
+
+def grade(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    *,
+    timeout_s: float = 20.0,
+    memory_mb: int = 512,
+    per_test_timeout_s: float = 5.0,
+) -> GradeResult:
+    """Grade ``code`` against ``problem``'s tests: one sandbox run, verdicts on the host.
+
+    Args:
+        runner: a :class:`~sandboxes.code.CodeSandbox` or one of its leases (anything with ``run``).
+        problem: the problem.
+        code: the answer's Python source.
+        timeout_s: limit of the whole run (answer plus every call), seconds.
+        memory_mb: memory limit, MiB.
+        per_test_timeout_s: limit of each call of the function (and of the answer's module code).
+
+    Returns:
+        The :class:`GradeResult`; a test whose calls never ran counts as failed.
+
+    Raises:
+        UnsupportedCheck: the problem's check has a form the host cannot evaluate.
+    """
+    return grade_batch(
+        runner,
+        [(problem, code)],
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        per_test_timeout_s=per_test_timeout_s,
+    )[0]
+
+
+def grade_batch(
+    runner: Any,
+    items: Sequence[tuple[CodeProblem, str]],
+    *,
+    timeout_s: float = 20.0,
+    memory_mb: int = 512,
+    per_test_timeout_s: float = 5.0,
+) -> list[GradeResult]:
+    """Grade several ``(problem, answer)`` pairs in ONE sandbox run (each in its own namespace).
+
+    For trusted answers (reference solutions, evaluation sweeps) this saves a process start per
+    problem; the env grades one answer per run so that answers never share an interpreter.
+    ``timeout_s`` limits the whole batch. Arguments otherwise as :func:`grade`.
+    """
+    plans = [plan_checks(problem) for problem, _ in items]
+    batch = [
+        {
+            "entry_point": problem.entry_point,
+            "prelude": problem.prompt,
+            "solution": code,
+            "calls": list(plan.calls),
+            "per_test_timeout_s": per_test_timeout_s,
+        }
+        for (problem, code), plan in zip(items, plans, strict=True)
+    ]
+    import json
+
+    result = runner.run(
+        HARNESS,
+        files={"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")},
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+    )
+    lines: dict[tuple[int, str], tuple[str, str]] = {}
+    for line in result.stdout.splitlines():
+        match = _LINE.fullmatch(line)
+        if match:
+            lines[(int(match[1]), match[2])] = (match[3], match[4])
+    if result.timed_out:
+        missing = f"timed out (the whole run passed its {timeout_s:g} s limit)"
+    elif result.oom_killed:
+        missing = f"not run: the run ran out of memory ({memory_mb} MiB)"
+    else:
+        tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
+        missing = f"not run: the run ended early ({tail[0][:200]})"
+    out = []
+    for p, plan in enumerate(plans):
+        module = lines.get((p, "M"))
+        if module is not None:
+            why = (
+                module[1]
+                if module[1] != "timed out"
+                else f"timed out after {per_test_timeout_s:g} s"
+            )
+            error = f"your code raised {why}"
+            out.append(
+                GradeResult(0, len(plan.tests), tuple((t, "not run") for t in plan.tests), error)
+            )
+            continue
+        outcomes: list[Outcome] = []
+        for k in range(len(plan.calls)):
+            kind, payload = lines.get((p, str(k)), ("", ""))
+            outcomes.append(_outcome(kind, payload, missing, per_test_timeout_s))
+        passed, failures = judge(plan, outcomes)
+        error = None
+        if len(lines) == 0 or (p, str(len(plan.calls) - 1)) not in lines:
+            error = missing if plan.calls else None
+        out.append(GradeResult(passed, len(plan.tests), failures, error))
+    return out
+
+
+def _outcome(kind: str, payload: str, missing: str, per_call_s: float) -> Outcome:
+    if kind == "R":
+        try:
+            return True, channel.loads(payload)
+        except channel.NotPlainData as err:
+            return False, f"returned something the grader cannot read: {err}"
+    if kind == "T":
+        return False, f"timed out after {per_call_s:g} s"
+    if kind == "N":
+        return False, f"returned {payload}"
+    if kind == "E":
+        return False, f"raised {payload}"
+    return False, missing

@@ -1,0 +1,128 @@
+"""Reward-checking speed: CodeExec grading time per HumanEval problem, and math answer checks/s.
+
+* CodeExec: for each back end (``process``; ``docker`` when ``$DOCKER_HOST`` answers with the
+  image), grade the canonical solution of every ``--stride``-th HumanEval problem, one
+  :func:`agentgym.envs.code_exec.grade` call (one sandbox run) per problem, and print the p50/p95
+  of the wall-clock time per problem (host-side test planning and verdicts included).
+* Math: :func:`agentgym.answers.check_answer` over a fixed list of (reference, answer) pairs
+  (numbers, fractions, LaTeX, several-part answers, a slow power), repeated ``--math-rounds``
+  times; prints checks/s.
+
+* ``--compare-with OLD.py``: also time another grader module (e.g. the in-sandbox grader of
+  commit 315f5e0: ``git show 315f5e0:agentgym/envs/code_exec.py > /tmp/old_code_exec.py``),
+  alternating old and new on each problem, so that both see the same machine load.
+
+Usage::
+
+    DOCKER_HOST=unix:///run/agentgym-docker/docker.sock python benchmarks/bench_grading.py \
+        [--stride 4] [--math-rounds 20] [--backends process,docker] [--compare-with OLD.py]
+
+Prints figures; asserts nothing. On a shared 2-core machine, expect noise between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from typing import Any
+
+MATH_CASES = [
+    ("18", "The total is $18.00."),
+    ("1/2", "\\frac{1}{2}"),
+    ("1/2", "0.49"),
+    ("1234", "1,234"),
+    ("42", "#### 42"),
+    ("12 and 20", "12 and 20"),
+    ("12 and 20", "20"),
+    ("(0, 1)", "(0, 1)"),
+    ("3e-9", "4e-9"),
+    ("x = 1 or x = 2", "x = 2 or x = 1"),
+    ("5", "\\boxed{5}"),
+    ("7", "**7**"),
+    ("0.5", "50%"),
+    ("2", "(a+b+c+d)^40"),
+]
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p95
+
+
+def _load_module(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("compared_grader", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_code(backend: str, stride: int, compare_with: str | None) -> None:
+    from agentgym.envs.code_exec import grade, humaneval_problems
+    from sandboxes.code import make_sandbox
+
+    graders = {"new": grade}
+    if compare_with:
+        graders["old"] = _load_module(compare_with).grade
+    problems = humaneval_problems()[::stride]
+    box = make_sandbox(backend)
+    samples: dict[str, list[float]] = {name: [] for name in graders}
+    failed = dict.fromkeys(graders, 0)
+    try:
+        for fn in graders.values():
+            fn(box, problems[0], problems[0].solution)  # warm-up
+        for p in problems:
+            for name, fn in graders.items():  # alternate: the same load for both
+                start = time.perf_counter()
+                result = fn(box, p, p.solution, timeout_s=60)
+                samples[name].append(time.perf_counter() - start)
+                failed[name] += result.passed != result.total
+    finally:
+        box.close()
+    for name in graders:
+        p50, p95 = _percentiles(samples[name])
+        print(
+            f"code/{backend:8s} {name}: {len(problems)} problems  per problem p50 "
+            f"{p50 * 1e3:7.1f} ms  p95 {p95 * 1e3:7.1f} ms  (canonical not full marks: "
+            f"{failed[name]})"
+        )
+
+
+def bench_math(rounds: int) -> None:
+    from agentgym.answers import check_answer
+
+    for ref, ans in MATH_CASES:  # warm-up (imports, caches)
+        check_answer(ref, ans)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for ref, ans in MATH_CASES:
+            check_answer(ref, ans)
+    elapsed = time.perf_counter() - start
+    n = rounds * len(MATH_CASES)
+    print(f"math check_answer: {n} checks in {elapsed:.2f} s = {n / elapsed:.0f} checks/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stride", type=int, default=4)
+    parser.add_argument("--math-rounds", type=int, default=20)
+    parser.add_argument("--backends", default="process,docker")
+    parser.add_argument("--compare-with", default=None, help="another grader module's file")
+    args = parser.parse_args()
+    from sandboxes.code import docker_available
+
+    bench_math(args.math_rounds)
+    for backend in args.backends.split(","):
+        if backend == "docker" and not docker_available():
+            print("code/docker: no daemon with the image at $DOCKER_HOST; skipped")
+            continue
+        bench_code(backend, args.stride, args.compare_with)
+
+
+if __name__ == "__main__":
+    main()
