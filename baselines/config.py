@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import types
 import typing
@@ -291,8 +292,15 @@ class TrainSettings:
             raise ValueError(
                 f"train.report_to: expected a list, e.g. [tensorboard], got {self.report_to!r}"
             )
+        packages = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
         for name in self.report_to:
-            _one_of("train.report_to", name, ("tensorboard", "trackio", "wandb"))
+            _one_of("train.report_to", name, tuple(packages))
+            if importlib.util.find_spec(packages[name]) is None:
+                raise ValueError(
+                    f"train.report_to: {name} needs the package {packages[name]!r}: "
+                    f"pip install {packages[name]}"
+                    + (" (or pip install 'agentgym[train]')" if name == "tensorboard" else "")
+                )
         if not self.out_dir:
             raise ValueError("train.out_dir: must be a folder path")
 

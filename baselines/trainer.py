@@ -22,9 +22,13 @@ With ``ppo_epochs == 1`` the policy that sampled the batch is the one being upda
 log-probabilities equal the current ones and are taken from the same forward pass (detached);
 the ratio is then exactly 1 and clipping starts to act from the second epoch.
 
-Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step; names in
-:data:`METRIC_NAMES` of the README), ``plots/*.png``, ``checkpoint/`` (model, tokenizer,
-optimizer, trainer state) and ``config.yaml``.
+Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step, every name of
+:data:`baselines.tracking.METRIC_NAMES`, null where undefined), ``plots/*.png``, ``checkpoint/``
+(model, tokenizer, optimizer, trainer state; written crash-safely by :mod:`baselines.checkpoint`),
+``samples/step_<step>.txt`` (a few episodes as text), ``tensorboard/`` (with
+``train.report_to: [tensorboard]``) and ``config.yaml``. While it runs, the progress bar shows the
+phase of the step (:mod:`baselines.progress`); steps without an update are explained and, after
+``train.max_steps_without_update`` of them in a row, end the run.
 """
 
 from __future__ import annotations
@@ -126,13 +130,6 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
                     "a resumed run keeps its settings (only train.steps and the output settings may change): start a new "
                     "run in another train.out_dir to change it"
                 )
-
-
-def _finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
-    """NaN/inf are not JSON: write them as null, so metrics.jsonl parses with any JSON reader."""
-    return {
-        k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
-    }
 
 
 class ValueHead(torch.nn.Module):
@@ -237,7 +234,9 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
         self.tracker = ZScoreTracker(ema_decay=config.diagnostics.ema)
         self.start_step = 0
-        self.steps_without_update = 0
+        self.steps_without_update = 0  # in a row, for train.max_steps_without_update
+        self.stopped_early = False
+        self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
             self._load_state()
         self.sampling = SamplingSettings(
@@ -540,6 +539,7 @@ class Trainer:
         cfg = self.config
         t_start = time.perf_counter()
         episodes, timings = self._rollout(step)
+        self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
         if self.engine.provides_logprobs:
@@ -549,6 +549,7 @@ class Trainer:
 
         if cfg.diagnostics.every and step % cfg.diagnostics.every == 0:
             t0 = time.perf_counter()
+            self._phase("scoring (MI diagnostics)")  # hook: live progress
             self.model.eval()
             diag = self._diagnostics(episodes, step)
             timings["timing/diagnostics_s"] = time.perf_counter() - t0
@@ -563,6 +564,7 @@ class Trainer:
         seqs = [all_seqs[i] for i in kept]
         metrics["filter/tokens_before"] = float(sum(sum(s.loss_mask) for s in all_seqs))
         metrics["filter/tokens_after"] = float(sum(sum(s.loss_mask) for s in seqs))
+        self._phase("update (forward/backward)")  # hook: live progress
         if kept:
             adv = grpo_advantages(
                 rewards[kept_groups].float(), normalize_std=cfg.algorithm.name == "grpo"
@@ -662,11 +664,28 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
 
+    def _phase(self, phase: str) -> None:
+        """Show the phase of the running step (:class:`baselines.progress.StepProgress`)."""
+        if self.phases is not None:
+            self.phases.set(phase)
+
+    def _on_rollout(self, step: int, episodes: list[EpisodeRecord]) -> None:
+        """Write a few episodes of the step as text (``train.samples_per_step``)."""
+        from baselines.samples import write_samples
+
+        write_samples(self.out_dir, step, episodes, self.config.train.samples_per_step)
+
     def run(self) -> list[dict[str, float]]:
-        """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run."""
+        """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run.
+
+        Stops early after ``train.max_steps_without_update`` steps in a row without an update
+        (:class:`baselines.progress.StallMonitor`), with the checkpoint of the last step saved.
+        """
         from tqdm import tqdm
 
         from baselines.plots import write_plots
+        from baselines.progress import ProgressEngine, StallMonitor, StepProgress, max_turns_of, say
+        from baselines.tracking import complete_metrics, make_trackers
 
         cfg = self.config
         history = []
@@ -678,24 +697,59 @@ class Trainer:
             disable=not self.progress,
             unit="step",
         )
+        self.phases = StepProgress(
+            bar if self.progress else None,
+            max_turns_of(cfg.rollout.env_id, cfg.rollout.env_kwargs),
+        )
+        self.engine = ProgressEngine(self.engine, self.phases)
+        stall = StallMonitor(cfg.train.max_steps_without_update, self.steps_without_update)
+        trackers = []
         try:
+            trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
+            initial = {}
+            if self.start_step == 0 and cfg.rollout.val_episodes:
+                # The policy before any update: the reference point of every validation curve.
+                self.phases.set("validation before training")
+                initial = {
+                    k.replace("val/", "val_initial/", 1): v for k, v in self.validate().items()
+                }
             for step in bar:
+                self.phases.begin_step(step)
                 metrics = self.step(step)
+                if step == 0:
+                    metrics.update(initial)
                 last = step == cfg.train.steps - 1
                 if (step + 1) % cfg.rollout.val_every == 0 or last:
+                    self.phases.set("validation")
                     metrics.update(self.validate())
-                append_metrics_line(
-                    self.metrics_path, json.dumps(_finite_or_none(metrics), allow_nan=False)
-                )
+                warning = stall.observe(step, metrics)
+                self.steps_without_update = stall.count
+                line = complete_metrics(metrics)
+                append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
+                for tracker in trackers:
+                    tracker.log(line, step)
                 history.append(metrics)
                 bar.set_postfix(
                     reward=f"{metrics['rollout/reward_mean']:.3f}",
                     success=f"{metrics['rollout/success_rate']:.2f}",
+                    valid=f"{metrics['rollout/valid_action_rate']:.2f}",
+                    updated="no" if metrics.get("actor/skipped") else "yes",
                 )
-                if (step + 1) % cfg.train.save_every == 0 or last:
-                    self.save(step, final=last)
+                if warning:
+                    say(warning)
+                stop = stall.should_stop
+                if (step + 1) % cfg.train.save_every == 0 or last or stop:
+                    self.phases.set("saving checkpoint")
+                    self.save(step, final=last or stop)
                     write_plots(self.metrics_path, self.out_dir / "plots")
+                if stop:
+                    say(stall.stop_message())
+                    self.stopped_early = True
+                    break
         finally:
+            for tracker in trackers:
+                tracker.close()
+            bar.close()
             self.close()
         return history
 
