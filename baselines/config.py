@@ -457,10 +457,12 @@ def _check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
 
     import gymnasium as gym
 
-    from agentgym.registration import registered_envs
+    from agentgym.registration import import_entry_point, registered_envs
 
-    module_name, _, class_name = registered_envs()[env_id].entry_point.partition(":")
-    cls = getattr(__import__(module_name, fromlist=[class_name]), class_name)
+    try:
+        cls = import_entry_point(registered_envs()[env_id].entry_point, env_id)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"rollout.env_id: {err}") from None
     allowed = set()
     for klass in cls.__mro__:
         if "__init__" in vars(klass):
