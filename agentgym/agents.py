@@ -46,6 +46,7 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,33 @@ class AgentRequest:
     instructions: str
     action_format: str
     env: Any = field(default=None, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        """Read a field as from a plain dict (``request["observation"]``), for agents written
+        against the JSON form; the keys of :func:`request_json` (``valid_actions`` and the
+        others taken from ``info``) work too.
+
+        Raises:
+            KeyError: no such field; the message lists them.
+        """
+        if isinstance(key, str) and key in self.__dataclass_fields__ and key != "env":
+            return getattr(self, key)
+        as_json = request_json(self)
+        if key in as_json:
+            return as_json[key]
+        raise KeyError(f"AgentRequest has no field {key!r}; fields: {sorted(self.keys())}")
+
+    def keys(self) -> list[str]:
+        """The names ``request[name]`` accepts (the JSON form's keys plus ``info`` and
+        ``messages``)."""
+        return sorted(set(request_json(self)) | {"info", "messages"})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``request[key]``, or ``default`` when there is no such field."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
 def request_json(request: AgentRequest) -> dict[str, Any]:
@@ -225,9 +253,23 @@ class CallableAgent(Agent):
     def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
         out: list[str | AgentError] = []
         for req in requests:
-            action = self.fn(req)
+            try:
+                action = self.fn(req)
+            except Exception as err:
+                # The whole traceback from the user's function down: the error must be fixable
+                # from the message alone.
+                trace = "".join(traceback.format_exception(err)).rstrip()
+                out.append(AgentError(f"agent failed: {type(err).__name__}: {err}\n{trace}"))
+                continue
+            if isinstance(action, dict) and isinstance(action.get("action"), str):
+                action = action["action"]  # {"action": "..."}: the JSON form of an answer
             if not isinstance(action, str):
-                out.append(AgentError(f"{self.name} returned {type(action).__name__}, not str"))
+                out.append(
+                    AgentError(
+                        f"{self.name} returned {type(action).__name__}, not str: return the "
+                        "action text (or a dict {'action': text})"
+                    )
+                )
             else:
                 out.append(action)
         return out

@@ -297,6 +297,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from agentgym.eval import EvalError, evaluate
 
     env_ids = [resolve_env_id(name) for name in args.env]
+    if args.threads < 0:
+        raise CLIError(f"--threads must be >= 0 (0: half the CPUs), got {args.threads}")
+    if args.agent.startswith("hf:") or args.threads:
+        # Before the model loads; torch's one-thread-per-core default stalls under contention.
+        from agentgym.threads import set_torch_threads
+
+        try:
+            set_torch_threads(args.threads)
+        except ModuleNotFoundError as err:
+            raise CLIError(
+                f"--threads needs torch ({err}); pip install 'agentgym[train]'", status=1
+            ) from err
     try:
         bundle = evaluate(
             env_ids,
@@ -323,7 +335,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         )
         return 130
     out = sys.stdout
-    print(f"agent: {bundle['agent']['name']}  ({bundle['agent']['description']})", file=out)
+    description = bundle["agent"]["description"] or (
+        "no description: give one with --agent-description or a docstring"
+    )
+    print(f"agent: {bundle['agent']['name']}  ({description})", file=out)
     header = f"{'env':<32} {'success':>8} {'95% CI':>16} {'return':>8} {'turns':>6} {'valid':>7}"
     print(header + " errors", file=out)
     for run in bundle["runs"]:
@@ -336,7 +351,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             file=out,
         )
     print(f"wrote {args.out}" + (f" and {args.chat_out}" if args.chat_out else ""), file=out)
-    errored = [ep for run in bundle["runs"] for ep in run["episodes"] if ep.get("error")]
+    episodes = [ep for run in bundle["runs"] for ep in run["episodes"]]
+    errored = [ep for ep in episodes if ep.get("error")]
+    if errored and len(errored) == len(episodes):
+        # Nothing was scored: a broken agent (a missing program, a raising function) must not
+        # pass for a weak one in a script that checks the exit status.
+        print(
+            f"agentgym eval: every episode ({len(episodes)}) ended in an error, so nothing was "
+            f"scored; fix the agent and rerun with --overwrite. The first error in full:\n"
+            f"{errored[0]['error']}",
+            file=sys.stderr,
+        )
+        return 1
     if errored:
         # Recorded, not fatal (an eval of many episodes should not die on one), but never silent.
         print(
@@ -393,6 +419,13 @@ def _add_eval(subparsers: Any) -> None:
     )
     p.add_argument(
         "--overwrite", action="store_true", help="discard an existing --out and its progress"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch CPU threads for hf: and Python agents (default 0: half the CPUs, at least 1)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_eval)

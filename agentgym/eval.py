@@ -365,6 +365,15 @@ def _read_partial(path: Path, config: Mapping[str, Any]) -> dict[str, dict[int, 
     return done
 
 
+def _say_reused(count: int, path: Path) -> None:
+    """Reusing earlier results is never silent: a rerun after fixing an agent must not look new."""
+    print(
+        f"agentgym eval: reusing {count} finished episode(s) from {path} (the same command ran "
+        "before with the same settings); to run them again, pass --overwrite or delete that file",
+        file=sys.stderr,
+    )
+
+
 def evaluate(
     env_ids: Sequence[str],
     agent: str | Agent,
@@ -446,6 +455,7 @@ def evaluate(
         except (json.JSONDecodeError, UnicodeDecodeError):
             existing = None
         if isinstance(existing, dict) and existing.get("eval_config") == config:
+            _say_reused(sum(len(r.get("episodes", [])) for r in existing.get("runs", [])), out)
             if chat_out is not None:
                 write_chat_jsonl(existing, chat_out)
             return existing
@@ -453,6 +463,8 @@ def evaluate(
             f"{out} already holds a different result; pass --overwrite or choose another --out"
         )
     done = _read_partial(partial, config) if partial.exists() else {}
+    if done:
+        _say_reused(sum(len(v) for v in done.values()), partial)
 
     # The kwargs gate, then one build of every env, before the agent loads (a model load can
     # take a while). A bundle records the task parameters (env_kwargs; what a replay uses) apart

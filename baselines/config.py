@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import types
 import typing
@@ -75,7 +76,7 @@ class RolloutConfig:
     """How episodes are collected: P groups x N samples, the N of a group share a reset seed.
 
     Attributes:
-        env_id: a registered agentgym id.
+        env_id: a registered agentgym id; the short form (``Sokoban-v0``) is accepted.
         env_kwargs: constructor overrides for the env (e.g. ``{max_turns: 2}``).
         num_groups: P, distinct initial states (prompts) per step.
         group_size: N, episodes sampled per initial state.
@@ -121,6 +122,8 @@ class RolloutConfig:
         import agentgym  # noqa: F401  (registers the ids)
         from agentgym.registration import registered_envs
 
+        if self.env_id not in registered_envs() and f"agentgym/{self.env_id}" in registered_envs():
+            self.env_id = f"agentgym/{self.env_id}"  # the short id, as the CLI takes it
         if self.env_id not in registered_envs():
             raise ValueError(
                 f"rollout.env_id: unknown id {self.env_id!r}; known: {sorted(registered_envs())}"
@@ -262,7 +265,23 @@ class TrainSettings:
         seed: seed of torch's generator (sampling, init of new heads).
         out_dir: where metrics.jsonl, plots and checkpoints go.
         save_every: checkpoint every this many steps (and at the end).
-        threads: torch CPU threads (0: torch's default).
+        threads: torch CPU threads; 0 picks half the CPUs this process may use, at least 1
+            (:func:`agentgym.threads.resolve_threads`: torch's default of one thread per core
+            made a decode step 40x slower when another process held a core).
+        keep_checkpoints: checkpoints kept in all: ``checkpoint/`` (the newest) plus
+            ``keep_checkpoints - 1`` older ones as ``checkpoint-<step>/``. A SmolLM2-135M
+            checkpoint is about 0.5 GB of weights plus about 1.1 GB of AdamW state.
+        final_optimizer_state: save the optimizer state with the last step's checkpoint too
+            (false saves about two thirds of its size; resuming it restarts AdamW's moments).
+        max_steps_without_update: stop the run after this many consecutive steps without a
+            policy update (no valid actions, or no reward spread in any group); 0 never stops.
+            RAGEN stops after 5.
+        report_to: trackers that get every metric beside ``metrics.jsonl``, with the same names:
+            any of ``tensorboard`` (event files in ``out_dir/tensorboard``), ``trackio``,
+            ``wandb`` (offline, files in ``out_dir/wandb``). Missing packages are an error that
+            names the install line.
+        samples_per_step: sample episodes written as readable text to
+            ``out_dir/samples/step_<step>.txt`` each step (0: none).
     """
 
     steps: int = 10
@@ -270,11 +289,34 @@ class TrainSettings:
     out_dir: str = "runs/default"
     save_every: int = 1
     threads: int = 0
+    keep_checkpoints: int = 1
+    final_optimizer_state: bool = True
+    max_steps_without_update: int = 5
+    report_to: list[str] = field(default_factory=list)
+    samples_per_step: int = 2
 
     def validate(self) -> None:
         _at_least("train.steps", self.steps, 1)
         _at_least("train.save_every", self.save_every, 1)
         _at_least("train.threads", self.threads, 0)
+        _at_least("train.keep_checkpoints", self.keep_checkpoints, 1)
+        _at_least("train.max_steps_without_update", self.max_steps_without_update, 0)
+        _at_least("train.samples_per_step", self.samples_per_step, 0)
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to]
+        if not isinstance(self.report_to, list):
+            raise ValueError(
+                f"train.report_to: expected a list, e.g. [tensorboard], got {self.report_to!r}"
+            )
+        packages = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+        for name in self.report_to:
+            _one_of("train.report_to", name, tuple(packages))
+            if importlib.util.find_spec(packages[name]) is None:
+                raise ValueError(
+                    f"train.report_to: {name} needs the package {packages[name]!r}: "
+                    f"pip install {packages[name]}"
+                    + (" (or pip install 'agentgym[train]')" if name == "tensorboard" else "")
+                )
         if not self.out_dir:
             raise ValueError("train.out_dir: must be a folder path")
 
@@ -430,8 +472,17 @@ def _check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
     is reported against the config key before any model is loaded."""
     import gymnasium as gym
 
-    from agentgym.registration import EnvKwargsError, check_env_kwargs
+    from agentgym.registration import (
+        EnvKwargsError,
+        check_env_kwargs,
+        import_entry_point,
+        registered_envs,
+    )
 
+    try:
+        import_entry_point(registered_envs()[env_id].entry_point, env_id)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"rollout.env_id: {err}") from None
     try:
         check_env_kwargs(env_id, env_kwargs)
         gym.make(env_id, **env_kwargs).close()

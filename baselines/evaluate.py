@@ -71,14 +71,27 @@ def main(argv: list[str] | None = None) -> int:
         default="embedded",
         help="checkpoint folder, 'embedded' or 'tiny' (default: embedded)",
     )
-    parser.add_argument("--env", default="agentgym/Bandit-v0", help="registered agentgym id")
+    parser.add_argument(
+        "--env", default="agentgym/Bandit-v0", help="registered agentgym id (Bandit-v0 works too)"
+    )
     parser.add_argument("--episodes", type=int, default=32, help="M held-out episodes")
     parser.add_argument("--seed", type=int, default=1_000_000, help="first held-out seed")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (default 0: half the CPUs)"
+    )
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be >= 1")
+    from agentgym.cli import CLIError, resolve_env_id
+    from agentgym.threads import set_torch_threads
+
+    try:
+        args.env = resolve_env_id(args.env)  # the short form (Sokoban-v0) too
+        set_torch_threads(args.threads)
+    except (CLIError, ValueError) as err:
+        parser.error(str(err))
     summary = evaluate(
         args.checkpoint,
         args.env,

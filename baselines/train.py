@@ -40,11 +40,21 @@ def main(argv: list[str] | None = None) -> int:
             f"with train.steps={trainer.start_step + config.train.steps})"
         )
         return 0
-    history = trainer.run()
+    try:
+        history = trainer.run()
+    except ModuleNotFoundError as err:  # a train.report_to tracker that is not installed
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if trainer.stopped_early:
+        print(
+            f"stopped early after step {history[-1]['step']:.0f}: no policy update in "
+            f"{config.train.max_steps_without_update} steps in a row (see the warnings above)"
+        )
     if history:
         last = history[-1]
         keys = [k for k in last if k.startswith(("rollout/", "val/", "collapse/", "filter/"))]
-        print(json.dumps({k: round(last[k], 4) for k in keys}, indent=1))
+        shown = {k: round(last[k], 4) for k in keys if isinstance(last[k], (int, float))}
+        print(json.dumps(shown, indent=1))
     print(f"wrote {trainer.out_dir}/metrics.jsonl, plots/ and checkpoint/")
     return 0
 

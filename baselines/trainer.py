@@ -22,9 +22,13 @@ With ``ppo_epochs == 1`` the policy that sampled the batch is the one being upda
 log-probabilities equal the current ones and are taken from the same forward pass (detached);
 the ratio is then exactly 1 and clipping starts to act from the second epoch.
 
-Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step; names in
-:data:`METRIC_NAMES` of the README), ``plots/*.png``, ``checkpoint/`` (model, tokenizer,
-optimizer, trainer state) and ``config.yaml``.
+Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step, every name of
+:data:`baselines.tracking.METRIC_NAMES`, null where undefined), ``plots/*.png``, ``checkpoint/``
+(model, tokenizer, optimizer, trainer state; written crash-safely by :mod:`baselines.checkpoint`),
+``samples/step_<step>.txt`` (a few episodes as text), ``tensorboard/`` (with
+``train.report_to: [tensorboard]``) and ``config.yaml``. While it runs, the progress bar shows the
+phase of the step (:mod:`baselines.progress`); steps without an update are explained and, after
+``train.max_steps_without_update`` of them in a row, end the run.
 """
 
 from __future__ import annotations
@@ -32,9 +36,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
-import shutil
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -44,7 +47,15 @@ import numpy as np
 import torch
 import yaml
 
+from agentgym.threads import set_torch_threads
 from baselines.advantages import gae, grpo_advantages, whiten
+from baselines.checkpoint import (
+    append_metrics_line,
+    begin_resume,
+    save_checkpoint,
+    truncate_metrics_after,
+    write_text_durable,
+)
 from baselines.config import TrainConfig, config_to_dict
 from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
 from baselines.filtering import snr_filter
@@ -67,6 +78,20 @@ from baselines.rollout import (
 )
 
 __all__ = ["Trainer", "vocabulary_texts"]
+
+#: Settings a resumed run may change (they steer output and stopping, not what a step computes).
+RESUMABLE_TRAIN_KEYS = frozenset(
+    {
+        "steps",
+        "threads",
+        "keep_checkpoints",
+        "final_optimizer_state",
+        "max_steps_without_update",
+        "report_to",
+        "samples_per_step",
+        "save_every",
+    }
+)
 
 
 def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> list[str]:
@@ -96,22 +121,15 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
     """
     for section, values in now.items():
         for key, value in values.items():
-            if section == "train" and key == "steps":
+            if section == "train" and key in RESUMABLE_TRAIN_KEYS:
                 continue
             before = saved.get(section, {}).get(key)
             if before != value:
                 raise ValueError(
                     f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
-                    "a resumed run keeps its settings (only train.steps may change): start a new "
+                    "a resumed run keeps its settings (only train.steps and the output settings may change): start a new "
                     "run in another train.out_dir to change it"
                 )
-
-
-def _finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
-    """NaN/inf are not JSON: write them as null, so metrics.jsonl parses with any JSON reader."""
-    return {
-        k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
-    }
 
 
 class ValueHead(torch.nn.Module):
@@ -163,20 +181,28 @@ class Trainer:
         self.out_dir = Path(config.train.out_dir)
         self.metrics_path = self.out_dir / "metrics.jsonl"
         self.checkpoint_dir = self.out_dir / "checkpoint"
-        if config.train.threads:
-            torch.set_num_threads(config.train.threads)
-        if resume and not (self.checkpoint_dir / "state.json").is_file():
+        set_torch_threads(config.train.threads)
+        # Crash safety: put the newest complete checkpoint back in place (baselines.checkpoint).
+        resume_from_scratch = resume and begin_resume(self.out_dir, config.train.keep_checkpoints)
+        if (
+            resume
+            and not resume_from_scratch
+            and not (self.checkpoint_dir / "state.json").is_file()
+        ):
             raise FileNotFoundError(f"--resume: no checkpoint in {self.checkpoint_dir}")
-        if not resume and self.metrics_path.exists():
+        if resume_from_scratch:
+            resume = False
+            truncate_metrics_after(self.metrics_path, 0)
+        if not resume and not resume_from_scratch and self.metrics_path.exists():
             raise FileExistsError(
                 f"{self.out_dir} already holds a run; pass --resume to continue it or choose "
                 "another train.out_dir"
             )
         self.out_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.out_dir / "config.yaml"
-        if resume and config_path.is_file():
+        if (resume or resume_from_scratch) and config_path.is_file():
             _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
-        config_path.write_text(yaml.safe_dump(config_to_dict(config)))
+        write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)
@@ -208,6 +234,9 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
         self.tracker = ZScoreTracker(ema_decay=config.diagnostics.ema)
         self.start_step = 0
+        self.steps_without_update = 0  # in a row, for train.max_steps_without_update
+        self.stopped_early = False
+        self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
             self._load_state()
         self.sampling = SamplingSettings(
@@ -510,6 +539,7 @@ class Trainer:
         cfg = self.config
         t_start = time.perf_counter()
         episodes, timings = self._rollout(step)
+        self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
         if self.engine.provides_logprobs:
@@ -519,6 +549,7 @@ class Trainer:
 
         if cfg.diagnostics.every and step % cfg.diagnostics.every == 0:
             t0 = time.perf_counter()
+            self._phase("scoring (MI diagnostics)")  # hook: live progress
             self.model.eval()
             diag = self._diagnostics(episodes, step)
             timings["timing/diagnostics_s"] = time.perf_counter() - t0
@@ -533,6 +564,7 @@ class Trainer:
         seqs = [all_seqs[i] for i in kept]
         metrics["filter/tokens_before"] = float(sum(sum(s.loss_mask) for s in all_seqs))
         metrics["filter/tokens_after"] = float(sum(sum(s.loss_mask) for s in seqs))
+        self._phase("update (forward/backward)")  # hook: live progress
         if kept:
             adv = grpo_advantages(
                 rewards[kept_groups].float(), normalize_std=cfg.algorithm.name == "grpo"
@@ -580,55 +612,80 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save(self, step: int) -> None:
-        """Write ``checkpoint/`` atomically (a temporary folder renamed into place)."""
-        staging = self.out_dir / ".checkpoint.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        if self.lora:
-            self.model.save_pretrained(staging / "adapter")
-            self.model.get_base_model().save_pretrained(staging, safe_serialization=True)
-        else:
-            self.model.save_pretrained(staging, safe_serialization=True)
-        self.tokenizer.save_pretrained(staging)
-        torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
-        if self.value_head is not None:
-            torch.save(self.value_head.state_dict(), staging / "value_head.pt")
-        state = {"step": step, "tracker": self.tracker.state_dict()}
-        (staging / "state.json").write_text(json.dumps(state))
-        old = self.out_dir / ".checkpoint.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if self.checkpoint_dir.exists():
-            os.replace(self.checkpoint_dir, old)
-        os.replace(staging, self.checkpoint_dir)
-        shutil.rmtree(old, ignore_errors=True)
+    def save(self, step: int, *, final: bool = False) -> None:
+        """Write ``checkpoint/`` crash-safely (:func:`baselines.checkpoint.save_checkpoint`).
+
+        ``final`` (the run's last step) leaves out the optimizer state when
+        ``train.final_optimizer_state`` is false (a resume then restarts AdamW's moments).
+        """
+        tc = self.config.train
+
+        def write(staging: Path) -> dict[str, Any]:
+            if self.lora:
+                self.model.save_pretrained(staging / "adapter")
+                self.model.get_base_model().save_pretrained(staging, safe_serialization=True)
+            else:
+                self.model.save_pretrained(staging, safe_serialization=True)
+            self.tokenizer.save_pretrained(staging)
+            with_optimizer = not final or tc.final_optimizer_state
+            if with_optimizer:
+                torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
+            if self.value_head is not None:
+                torch.save(self.value_head.state_dict(), staging / "value_head.pt")
+            return {
+                "tracker": self.tracker.state_dict(),
+                "optimizer_state": with_optimizer,
+                "steps_without_update": self.steps_without_update,
+            }
+
+        save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
 
     def _load_state(self) -> None:
         state = json.loads((self.checkpoint_dir / "state.json").read_text())
-        self.optimizer.load_state_dict(
-            torch.load(self.checkpoint_dir / "optimizer.pt", map_location=self.device)
-        )
+        if (self.checkpoint_dir / "optimizer.pt").is_file():
+            self.optimizer.load_state_dict(
+                torch.load(self.checkpoint_dir / "optimizer.pt", map_location=self.device)
+            )
+        else:
+            print(
+                f"note: {self.checkpoint_dir} holds no optimizer state (saved with "
+                "train.final_optimizer_state=false): AdamW restarts from zero moments",
+                file=sys.stderr,
+            )
         if self.value_head is not None:
             self.value_head.load_state_dict(
                 torch.load(self.checkpoint_dir / "value_head.pt", map_location=self.device)
             )
         self.tracker.load_state_dict(state["tracker"])
+        self.steps_without_update = int(state.get("steps_without_update", 0))
         self.start_step = int(state["step"]) + 1
-        if self.metrics_path.exists():  # drop lines of steps after the checkpoint
-            lines = [
-                line
-                for line in self.metrics_path.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] < self.start_step
-            ]
-            self.metrics_path.write_text("".join(line + "\n" for line in lines))
+        # Drop lines of steps after the checkpoint (they run again), atomically.
+        truncate_metrics_after(self.metrics_path, self.start_step)
 
     # ------------------------------------------------------------------ the run
 
+    def _phase(self, phase: str) -> None:
+        """Show the phase of the running step (:class:`baselines.progress.StepProgress`)."""
+        if self.phases is not None:
+            self.phases.set(phase)
+
+    def _on_rollout(self, step: int, episodes: list[EpisodeRecord]) -> None:
+        """Write a few episodes of the step as text (``train.samples_per_step``)."""
+        from baselines.samples import write_samples
+
+        write_samples(self.out_dir, step, episodes, self.config.train.samples_per_step)
+
     def run(self) -> list[dict[str, float]]:
-        """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run."""
+        """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run.
+
+        Stops early after ``train.max_steps_without_update`` steps in a row without an update
+        (:class:`baselines.progress.StallMonitor`), with the checkpoint of the last step saved.
+        """
         from tqdm import tqdm
 
         from baselines.plots import write_plots
+        from baselines.progress import ProgressEngine, StallMonitor, StepProgress, max_turns_of, say
+        from baselines.tracking import complete_metrics, make_trackers
 
         cfg = self.config
         history = []
@@ -640,23 +697,59 @@ class Trainer:
             disable=not self.progress,
             unit="step",
         )
+        self.phases = StepProgress(
+            bar if self.progress else None,
+            max_turns_of(cfg.rollout.env_id, cfg.rollout.env_kwargs),
+        )
+        self.engine = ProgressEngine(self.engine, self.phases)
+        stall = StallMonitor(cfg.train.max_steps_without_update, self.steps_without_update)
+        trackers = []
         try:
+            trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
+            initial = {}
+            if self.start_step == 0 and cfg.rollout.val_episodes:
+                # The policy before any update: the reference point of every validation curve.
+                self.phases.set("validation before training")
+                initial = {
+                    k.replace("val/", "val_initial/", 1): v for k, v in self.validate().items()
+                }
             for step in bar:
+                self.phases.begin_step(step)
                 metrics = self.step(step)
+                if step == 0:
+                    metrics.update(initial)
                 last = step == cfg.train.steps - 1
                 if (step + 1) % cfg.rollout.val_every == 0 or last:
+                    self.phases.set("validation")
                     metrics.update(self.validate())
-                with self.metrics_path.open("a") as fh:
-                    fh.write(json.dumps(_finite_or_none(metrics), allow_nan=False) + "\n")
+                warning = stall.observe(step, metrics)
+                self.steps_without_update = stall.count
+                line = complete_metrics(metrics)
+                append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
+                for tracker in trackers:
+                    tracker.log(line, step)
                 history.append(metrics)
                 bar.set_postfix(
                     reward=f"{metrics['rollout/reward_mean']:.3f}",
                     success=f"{metrics['rollout/success_rate']:.2f}",
+                    valid=f"{metrics['rollout/valid_action_rate']:.2f}",
+                    updated="no" if metrics.get("actor/skipped") else "yes",
                 )
-                if (step + 1) % cfg.train.save_every == 0 or last:
-                    self.save(step)
+                if warning:
+                    say(warning)
+                stop = stall.should_stop
+                if (step + 1) % cfg.train.save_every == 0 or last or stop:
+                    self.phases.set("saving checkpoint")
+                    self.save(step, final=last or stop)
                     write_plots(self.metrics_path, self.out_dir / "plots")
+                if stop:
+                    say(stall.stop_message())
+                    self.stopped_early = True
+                    break
         finally:
+            for tracker in trackers:
+                tracker.close()
+            bar.close()
             self.close()
         return history
 

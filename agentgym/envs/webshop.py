@@ -68,7 +68,14 @@ import numpy as np
 from agentgym.envs.webshop_goals import Goal, RewardParts, get_reward, make_goal
 from agentgym.parsing import format_answer, parse_turn
 from agentgym.text_env import ActionOutcome, TextEnv
-from sandboxes.web.browser import BrowserConfig, ChromiumBrowser
+
+try:  # selenium (and psutil): only the browser back end needs them; WebShopText-v0 runs without
+    from sandboxes.web.browser import BrowserConfig, ChromiumBrowser
+except ModuleNotFoundError as _err:
+    BrowserConfig = ChromiumBrowser = None  # type: ignore[assignment,misc]
+    _BROWSER_IMPORT_ERROR: ModuleNotFoundError | None = _err
+else:
+    _BROWSER_IMPORT_ERROR = None
 from sandboxes.web.catalog import Catalog, Product
 from sandboxes.web.page import PageView, clean_query
 from sandboxes.web.server import ShopServer, acquire_server, release_server, shop_for
@@ -136,11 +143,23 @@ class WebShopEnv(TextEnv):
         self.catalog_seed = int(catalog_seed)
         self.num_products = int(num_products)
         self.max_query_length = int(max_query_length)
-        self.browser_config = BrowserConfig(
-            chromium_path=chromium_path,
-            chromedriver_path=chromedriver_path,
-            page_load_timeout=page_load_timeout,
-            command_timeout=command_timeout,
+        if backend == "browser" and _BROWSER_IMPORT_ERROR is not None:
+            package = (_BROWSER_IMPORT_ERROR.name or "selenium").partition(".")[0]
+            raise ModuleNotFoundError(
+                f"WebShop's browser back end needs the package {package!r}: pip install "
+                "'agentgym[web]' (WebShopText-v0, backend='text', needs no browser)",
+                name=package,
+            )
+        self.page_load_timeout = float(page_load_timeout)
+        self.browser_config = (
+            BrowserConfig(
+                chromium_path=chromium_path,
+                chromedriver_path=chromedriver_path,
+                page_load_timeout=page_load_timeout,
+                command_timeout=command_timeout,
+            )
+            if BrowserConfig is not None
+            else None
         )
         if backend == "browser":
             self.browser_config.resolved()  # fail now, with the fix, if a binary is missing
@@ -182,7 +201,7 @@ class WebShopEnv(TextEnv):
             if self.backend == "browser":
                 self._reader = ChromiumBrowser(self._server.url, self.browser_config)
             else:
-                self._reader = HttpReader(self._server.url, self.browser_config.page_load_timeout)
+                self._reader = HttpReader(self._server.url, self.page_load_timeout)
         return self._reader
 
     def close(self) -> None:

@@ -1,0 +1,280 @@
+"""Crash-safe trainer files: checkpoints and ``metrics.jsonl`` that survive a SIGKILL anywhere.
+
+Layout in ``train.out_dir``::
+
+    checkpoint/            the newest complete checkpoint (what --resume and eval read)
+    checkpoint-<step>/     older ones, kept while ``train.keep_checkpoints`` allows
+    .checkpoint.tmp/       a checkpoint being written (never read unless complete)
+    .checkpoint.old/       the previous checkpoint while the new one is renamed into place
+
+A checkpoint folder is *complete* when it holds ``state.json``; that file is written last and
+atomically (temp file + ``os.replace``), after every other file has been flushed to disk, so its
+presence proves the rest is there. :func:`save_checkpoint` swaps folders with two renames; a kill
+between them leaves no ``checkpoint/`` but two complete copies, and :func:`recover` (run before
+every save and on ``--resume``) puts the newest complete copy back in place and clears the rest.
+
+``metrics.jsonl`` is only ever appended to (one ``write`` of one whole line, flushed and fsynced);
+on resume, :func:`truncate_metrics_after` rewrites it through a temp file and a rename, so a kill
+during the rewrite leaves the old file whole. A line cut by a kill during an append does not parse
+and is dropped at that rewrite (its step had no checkpoint yet, so it runs again).
+
+Fault injection for tests: set ``AGENTGYM_CRASH_AT`` to a point name of :data:`CRASH_POINTS` and
+the process SIGKILLs itself when it reaches that point (optionally ``name@N``: at the N-th time,
+counting from 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CRASH_POINTS",
+    "crash_point",
+    "recover",
+    "begin_resume",
+    "save_checkpoint",
+    "append_metrics_line",
+    "truncate_metrics_after",
+    "read_metrics_lines",
+    "write_text_durable",
+    "checkpoint_step",
+]
+
+#: Every point where a test may kill the trainer (in the order one save/resume passes them).
+CRASH_POINTS: tuple[str, ...] = (
+    "metrics_append",  # half of a metrics line written
+    "metrics_appended",  # a whole line written, no checkpoint yet
+    "save_staging",  # staging folder made, weights half written
+    "save_staged",  # staging complete (state.json written)
+    "save_old_moved",  # checkpoint/ renamed to .checkpoint.old; staging not yet in place
+    "save_new_moved",  # staging is checkpoint/; .checkpoint.old still there
+    "save_pruned",  # older copies pruned
+    "resume_metrics_tmp",  # resume: the rewritten metrics written to a temp file, not renamed
+)
+
+_counts: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``AGENTGYM_CRASH_AT`` names ``name`` (tests only; no-op otherwise)."""
+    want = os.environ.get("AGENTGYM_CRASH_AT")
+    if not want:
+        return
+    target, _, nth = want.partition("@")
+    if target != name:
+        return
+    _counts[name] = _counts.get(name, 0) + 1
+    if _counts[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    """Flush every file under ``path`` to disk (so a later rename never exposes empty files)."""
+    for item in sorted(path.rglob("*")):
+        if item.is_file():
+            with open(item, "rb") as fh:
+                os.fsync(fh.fileno())
+    for folder in [path, *[p for p in path.rglob("*") if p.is_dir()]]:
+        _fsync_dir(folder)
+
+
+def write_text_durable(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def checkpoint_step(folder: Path) -> int | None:
+    """The step of a *complete* checkpoint folder, or None (missing or incomplete)."""
+    try:
+        return int(json.loads((folder / "state.json").read_text())["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _older(out_dir: Path) -> list[tuple[int, Path]]:
+    found = []
+    for p in out_dir.glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", p.name)
+        if match and p.is_dir():
+            found.append((int(match.group(1)), p))
+    return sorted(found)
+
+
+def _prune(out_dir: Path, keep: int) -> None:
+    """Keep ``keep - 1`` older copies beside ``checkpoint/`` (``keep`` counts all checkpoints)."""
+    older = _older(out_dir)
+    for _, path in older[: max(0, len(older) - (keep - 1))]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _retire(out_dir: Path, folder: Path, keep: int) -> None:
+    """Move a complete older checkpoint to ``checkpoint-<step>/`` (if kept) or delete it."""
+    step = checkpoint_step(folder)
+    if keep > 1 and step is not None:
+        target = out_dir / f"checkpoint-{step:06d}"
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(folder, target)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def recover(out_dir: str | os.PathLike[str], keep: int = 1) -> int | None:
+    """Bring the checkpoint folders of ``out_dir`` back to a consistent state after any crash.
+
+    The newest complete one among ``checkpoint/``, ``.checkpoint.tmp/`` and ``.checkpoint.old/``
+    becomes ``checkpoint/``; incomplete ones are deleted; other complete ones are retired (kept
+    as ``checkpoint-<step>/`` while ``keep`` allows).
+
+    Returns:
+        The step of ``checkpoint/`` afterwards, or None when there is no complete checkpoint.
+    """
+    out = Path(out_dir)
+    main = out / "checkpoint"
+    candidates = [main, out / ".checkpoint.tmp", out / ".checkpoint.old"]
+    complete = [(checkpoint_step(p), p) for p in candidates if p.is_dir()]
+    for step, path in complete:
+        if step is None:
+            shutil.rmtree(path, ignore_errors=True)
+    complete = sorted(((s, p) for s, p in complete if s is not None), key=lambda x: -x[0])
+    if not complete:
+        return None
+    best_step, best = complete[0]
+    if best != main:
+        if main.is_dir():
+            _retire(out, main, keep)
+        os.replace(best, main)
+    for _, path in complete[1:]:
+        if path.exists() and path != main:
+            _retire(out, path, keep)
+    _prune(out, keep)
+    _fsync_dir(out)
+    return best_step
+
+
+def begin_resume(out_dir: str | os.PathLike[str], keep: int = 1) -> bool:
+    """Recover ``out_dir`` for ``--resume``; True when the run must start again from step 0.
+
+    That is the case when the run was started (``config.yaml`` is there) but killed before its
+    first checkpoint was complete: nothing is lost by running step 0 again.
+    """
+    out = Path(out_dir)
+    if not out.is_dir():
+        return False
+    step = recover(out, keep)
+    return step is None and (out / "config.yaml").is_file()
+
+
+def save_checkpoint(out_dir: str | os.PathLike[str], write: Any, step: int, keep: int = 1) -> Path:
+    """Write a checkpoint of ``step`` crash-safely and make it ``checkpoint/``.
+
+    Args:
+        out_dir: the run folder.
+        write: ``write(folder: Path) -> dict`` writes the model files into ``folder`` and returns
+            the JSON state to store (``step`` is added).
+        step: the training step the checkpoint holds (0-based, the last finished one).
+        keep: checkpoints to keep in all (``checkpoint/`` plus ``keep - 1`` older ones), >= 1.
+
+    Returns:
+        The ``checkpoint/`` path.
+    """
+    out = Path(out_dir)
+    recover(out, keep)
+    staging = out / ".checkpoint.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    crash_point("save_staging")
+    state = dict(write(staging))
+    state["step"] = step
+    _fsync_tree(staging)
+    write_text_durable(staging / "state.json", json.dumps(state))  # last: marks it complete
+    crash_point("save_staged")
+    main = out / "checkpoint"
+    old = out / ".checkpoint.old"
+    if main.exists():
+        os.replace(main, old)
+        crash_point("save_old_moved")
+    os.replace(staging, main)
+    _fsync_dir(out)
+    crash_point("save_new_moved")
+    if old.exists():
+        _retire(out, old, keep)
+    _prune(out, keep)
+    crash_point("save_pruned")
+    return main
+
+
+def read_metrics_lines(path: Path) -> list[dict[str, Any]]:
+    """The parsed lines of ``metrics.jsonl``; a line cut by a crash (does not parse) is skipped."""
+    rows = []
+    if not path.exists():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows
+
+
+def append_metrics_line(path: Path, line: str) -> None:
+    """Append one whole line (``line`` without its newline) and fsync it."""
+    data = (line + "\n").encode("utf-8")
+    with open(path, "ab") as fh:
+        if os.environ.get("AGENTGYM_CRASH_AT", "").startswith("metrics_append"):
+            fh.write(data[: len(data) // 2])
+            fh.flush()
+            crash_point("metrics_append")
+            fh.write(data[len(data) // 2 :])
+        else:
+            fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    crash_point("metrics_appended")
+
+
+def truncate_metrics_after(path: Path, start_step: int) -> int:
+    """Keep the lines of steps ``< start_step`` (and drop cut lines), rewriting atomically.
+
+    Returns:
+        The number of lines kept.
+    """
+    rows = [r for r in read_metrics_lines(path) if r["step"] < start_step]
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    crash_point("resume_metrics_tmp")
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return len(rows)

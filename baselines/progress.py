@@ -1,0 +1,178 @@
+"""What a training run shows while it runs: the phase inside a step, and steps that learn nothing.
+
+* :class:`StepProgress` puts the current phase of a step on the progress bar, live: generation
+  turn t of T with the tokens/s of the last call, environment stepping, scoring (MI diagnostics),
+  the update (forward/backward). It wraps the rollout engine (:class:`ProgressEngine`) to see each
+  generation call; nothing in the rollout loop changes.
+* :class:`StallMonitor` watches for steps without a policy update and says why (no valid actions,
+  or no reward spread in any group), what helps, and stops the run after
+  ``train.max_steps_without_update`` such steps in a row (RAGEN stops after 5; Wang et al., 2025,
+  ``ragen/trainer``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+__all__ = ["StepProgress", "ProgressEngine", "StallMonitor", "no_update_cause", "REMEDIES"]
+
+#: What helps when steps keep ending without an update (printed with the warning).
+REMEDIES = (
+    "remedies: start from a policy that already acts validly (a supervised warm start: fine-tune on "
+    "oracle episodes, `agentgym eval --agent oracle --chat-out oracle.jsonl` writes them as chat "
+    "data), a larger model (model.path=...), a shorter or easier task (e.g. "
+    "rollout.env_kwargs={max_turns: 2}, a smaller level), more episodes per group "
+    "(rollout.group_size) or a higher rollout.temperature for reward spread, or more "
+    "rollout.max_new_tokens when replies are cut before the answer"
+)
+
+
+def no_update_cause(metrics: dict[str, Any]) -> str | None:
+    """Why the step of ``metrics`` made no policy update, or None when it made one.
+
+    Causes, first match: no valid actions (``rollout/valid_action_rate`` == 0), no reward spread
+    (every group's rewards equal: ``filter/num_zero_spread`` == ``filter/num_groups``), filtering
+    dropped every group, no policy tokens.
+    """
+    if not metrics.get("actor/skipped"):
+        return None
+    valid = metrics.get("rollout/valid_action_rate")
+    groups = metrics.get("filter/num_groups")
+    zero = metrics.get("filter/num_zero_spread")
+    if valid == 0:
+        return (
+            "no valid actions: every turn of every episode was invalid "
+            "(rollout/valid_action_rate=0), so every episode got the same reward"
+        )
+    if groups and zero == groups:
+        return (
+            f"no reward spread: in all {int(groups)} groups every episode got the same reward "
+            "(filter/num_zero_spread = filter/num_groups), so every advantage is 0"
+        )
+    if metrics.get("filter/kept_fraction") == 0:
+        return "SNR-Aware Filtering kept no group (filter/kept_fraction=0)"
+    return "the kept episodes hold no policy tokens (actor/tokens_trained=0)"
+
+
+class StallMonitor:
+    """Counts consecutive steps without an update; warns and decides when to stop.
+
+    Args:
+        limit: stop after this many steps in a row without an update; 0 never stops.
+        count: steps without an update already in a row (restored on resume).
+    """
+
+    def __init__(self, limit: int, count: int = 0):
+        self.limit = limit
+        self.count = count
+
+    def observe(self, step: int, metrics: dict[str, Any]) -> str | None:
+        """Record one step; returns the warning to print, or None when the step updated."""
+        cause = no_update_cause(metrics)
+        if cause is None:
+            self.count = 0
+            return None
+        self.count += 1
+        limit = f" of train.max_steps_without_update={self.limit}" if self.limit else ""
+        return (
+            f"warning: step {step} made no policy update ({self.count}{limit} in a row): "
+            f"{cause}. {REMEDIES}"
+        )
+
+    @property
+    def should_stop(self) -> bool:
+        return bool(self.limit) and self.count >= self.limit
+
+    def stop_message(self) -> str:
+        return (
+            f"stopping: {self.count} steps in a row without a policy update "
+            f"(train.max_steps_without_update={self.limit}; 0 never stops). The checkpoint and "
+            "metrics so far are kept; see the warnings above for the cause."
+        )
+
+
+class StepProgress:
+    """The phase of the current step, shown live as the progress bar's postfix.
+
+    Args:
+        bar: a tqdm bar (or None: phases are then only kept in :attr:`phase`).
+        max_turns: turns per episode (T in "generation turn t/T"), or None when unknown.
+    """
+
+    def __init__(self, bar: Any | None, max_turns: int | None = None):
+        self.bar = bar
+        self.max_turns = max_turns
+        self.step = 0
+        self.turn = 0
+        self.phase = ""
+        self.history: list[str] = []
+
+    def begin_step(self, step: int) -> None:
+        self.step, self.turn = step, 0
+        self.set("rollout")
+
+    def set(self, phase: str) -> None:
+        """Show ``phase`` (e.g. "scoring", "backward") for the current step."""
+        self.phase = phase
+        self.history.append(phase)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"step {self.step}: {phase}", refresh=True)
+
+    def generating(self, episodes: int) -> None:
+        self.turn += 1
+        total = f"/{self.max_turns}" if self.max_turns else ""
+        self.set(f"generation turn {self.turn}{total} ({episodes} episodes)")
+
+    def generated(self, tokens: int, seconds: float) -> None:
+        total = f"/{self.max_turns}" if self.max_turns else ""
+        rate = tokens / seconds if seconds > 0 else 0.0
+        self.set(f"env step after turn {self.turn}{total} ({tokens} tokens at {rate:.0f} tokens/s)")
+
+
+class ProgressEngine:
+    """A rollout engine that reports each ``generate`` call to a :class:`StepProgress`.
+
+    Every other attribute (``name``, ``provides_logprobs``, ``sync_weights``, ``close``) is the
+    wrapped engine's.
+    """
+
+    def __init__(self, engine: Any, progress: StepProgress):
+        self._engine = engine
+        self._progress = progress
+
+    def generate(self, prompts: list[str], sampling: Any) -> list[Any]:
+        self._progress.generating(len(prompts))
+        t0 = time.perf_counter()
+        out = self._engine.generate(prompts, sampling)
+        self._progress.generated(sum(len(g.token_ids) for g in out), time.perf_counter() - t0)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def max_turns_of(env_id: str, env_kwargs: dict[str, Any]) -> int | None:
+    """The ``max_turns`` an environment of ``env_id`` would have (None when it has none)."""
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except Exception:  # only for display
+        return None
+    try:
+        value = getattr(env.unwrapped, "max_turns", None)
+        return int(value) if value else None
+    finally:
+        env.close()
+
+
+def say(message: str) -> None:
+    """Print ``message`` to stderr without breaking a tqdm bar."""
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+    except ModuleNotFoundError:
+        print(message, file=sys.stderr)

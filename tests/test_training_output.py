@@ -1,0 +1,203 @@
+"""Training that says what is happening (issue 16): no-update warnings and the early stop, live
+phases, sample episodes, every metric on every line, TensorBoard event files, plots."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from baselines.config import load_config
+from baselines.progress import StallMonitor, no_update_cause
+from baselines.tracking import METRIC_NAMES
+from baselines.trainer import Trainer
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ["model.path=tiny", "train.threads=1", "rollout.think_prefix=false"]
+
+
+def test_no_update_cause_names_the_reason() -> None:
+    updated = {"actor/skipped": 0.0, "rollout/valid_action_rate": 0.0}
+    assert no_update_cause(updated) is None
+    no_valid = {"actor/skipped": 1.0, "rollout/valid_action_rate": 0.0, "filter/num_groups": 4.0}
+    assert no_update_cause(no_valid).startswith("no valid actions")
+    flat = {
+        "actor/skipped": 1.0,
+        "rollout/valid_action_rate": 0.5,
+        "filter/num_groups": 4.0,
+        "filter/num_zero_spread": 4.0,
+    }
+    assert no_update_cause(flat).startswith("no reward spread: in all 4 groups")
+    monitor = StallMonitor(limit=2)
+    assert "1 of train.max_steps_without_update=2" in monitor.observe(0, flat)
+    assert not monitor.should_stop
+    assert monitor.observe(1, updated) is None and monitor.count == 0  # an update resets it
+    monitor.observe(2, flat)
+    assert "warm start" in monitor.observe(3, flat)
+    assert monitor.should_stop
+    assert not StallMonitor(limit=0, count=100).should_stop  # 0: never stop
+
+
+def test_run_without_valid_actions_warns_and_stops(tmp_path: Path, capsys) -> None:
+    # One token can never hold "<answer>...</answer>": every turn is invalid.
+    config = load_config(
+        None,
+        [
+            *TINY,
+            "rollout.env_id=Bandit-v0",
+            "rollout.max_new_tokens=1",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+            "train.steps=6",
+            "train.max_steps_without_update=2",
+            f"train.out_dir={tmp_path / 'run'}",
+        ],
+    )
+    trainer = Trainer(config, progress=False)
+    history = trainer.run()
+    err = capsys.readouterr().err
+    assert [m["step"] for m in history] == [0.0, 1.0]
+    assert trainer.stopped_early
+    assert "warning: step 0 made no policy update (1 of train.max_steps_without_update=2" in err
+    assert "no valid actions" in err and "warm start" in err and "larger model" in err
+    assert "stopping: 2 steps in a row without a policy update" in err
+    state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    assert state["step"] == 1 and state["steps_without_update"] == 2
+
+
+@pytest.fixture(scope="module")
+def tb_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Trainer]:
+    out = tmp_path_factory.mktemp("tb") / "run"
+    config = load_config(
+        None,
+        [
+            *TINY,
+            "rollout.env_id=Sokoban-v0",  # multi-turn, the short id
+            "rollout.env_kwargs={action_format: raw, max_turns: 2}",
+            "rollout.max_new_tokens=3",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.val_episodes=2",
+            "rollout.val_every=1",
+            "filter.strategy=none",
+            "diagnostics.max_pairs=4",
+            "diagnostics.permutations=4",
+            "train.steps=2",
+            "train.report_to=[tensorboard]",
+            "train.samples_per_step=2",
+            f"train.out_dir={out}",
+        ],
+    )
+    trainer = Trainer(config, progress=False)
+    trainer.run()
+    return out, trainer
+
+
+def test_every_metric_on_every_line_and_never_nan(tb_run) -> None:
+    out, _ = tb_run
+    text = (out / "metrics.jsonl").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        assert set(METRIC_NAMES) <= set(line), set(METRIC_NAMES) - set(line)
+        assert set(line) <= set(METRIC_NAMES), set(line) - set(METRIC_NAMES)  # all documented
+    # Defined on these steps: validation before training (step 0 only) and after each step.
+    assert lines[0]["val_initial/success_rate"] is not None
+    assert lines[1]["val_initial/success_rate"] is None
+    assert lines[1]["val/success_rate"] is not None
+    assert lines[0]["critic/vf_loss"] is None  # GRPO has no critic: null, not missing
+
+
+def test_readme_documents_every_metric() -> None:
+    readme = (REPO / "README.md").read_text()
+    names = set(re.findall(r"`([a-z_]+/[a-z_@0-9*]+)`", readme))
+    patterns = {n for n in names if "*" in n}
+    missing = [
+        m
+        for m in METRIC_NAMES
+        if m != "step" and m not in names and not any(fnmatch.fnmatch(m, p) for p in patterns)
+    ]
+    assert missing == []
+
+
+def test_tensorboard_events_hold_the_same_scalars(tb_run) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, _ = tb_run
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for line in lines:
+        for key, value in line.items():
+            if key == "step" or value is None:
+                continue
+            assert key in tags, key
+            logged = {e.step: e.value for e in events.Scalars(key)}
+            assert logged[line["step"]] == pytest.approx(value, rel=1e-6, abs=1e-6), key
+    # Undefined values are gaps, not zeros.
+    assert "critic/vf_loss" not in tags
+    assert [e.step for e in events.Scalars("val_initial/success_rate")] == [0]
+
+
+def test_phases_and_samples(tb_run) -> None:
+    out, trainer = tb_run
+    phases = trainer.phases.history
+    assert "validation before training" in phases
+    assert "generation turn 1/2 (4 episodes)" in phases
+    rates = [p for p in phases if p.startswith("env step after turn 1/2")]
+    assert rates and re.search(r"\(\d+ tokens at \d+ tokens/s\)", rates[0])
+    assert "scoring (MI diagnostics)" in phases and "update (forward/backward)" in phases
+    assert phases.index("scoring (MI diagnostics)") < phases.index("update (forward/backward)")
+    sample = (out / "samples" / "step_000000.txt").read_text()
+    assert sample.count("=== step 0 · episode") == 2
+    assert "--- instructions (system prompt)" in sample
+    assert "--- turn 1: observation" in sample and "--- turn 1: policy (" in sample
+    assert re.search(r"--- turn 1: reward -?\d+\.\d{3}, valid action (True|False)", sample)
+
+
+def test_plots_mark_no_update_steps_and_start_at_the_initial_validation(tb_run) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from baselines.plots import _series
+
+    out, _ = tb_run
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # Validation: x = 0 before training, then after each update.
+    assert [x for x, _ in _series(rows, "val/success_rate")] == [0, 1, 2]
+    assert [x for x, _ in _series(rows, "rollout/success_rate")] == [0, 1]
+    for name in (
+        "success",
+        "reward",
+        "valid_actions",
+        "entropy_vs_mi",
+        "retrieval",
+        "kept_fraction",
+        "loss",
+        "kl",
+        "grad_norm",
+        "response_length",
+    ):
+        assert (out / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all(math.isfinite(v) for _, v in _series(rows, "rollout/reward_mean"))
+
+
+def test_report_to_names_its_install_line_when_missing(monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
+    with pytest.raises(ValueError, match="train.report_to: wandb needs the package 'wandb': pip"):
+        load_config(None, ["train.report_to=[wandb]"])
+    with pytest.raises(ValueError, match="must be one of"):
+        load_config(None, ["train.report_to=[mlflow]"])
