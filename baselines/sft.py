@@ -150,6 +150,11 @@ def read_chats(paths: str | list[str]) -> list[list[dict[str, str]]]:
     """
     chats = []
     for path in [paths] if isinstance(paths, str) else paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(
+                f"sft.data: {path} not found; write it with `agentgym export-sft --env ID "
+                f"--episodes N --out {path}`"
+            )
         with Path(path).open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():

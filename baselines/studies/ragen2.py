@@ -75,7 +75,7 @@ def spearman(x: list[float], y: list[float]) -> float:
     Returns NaN when either side is constant or fewer than 3 pairs are given.
 
     Example:
-        >>> spearman([1, 2, 3, 4], [10, 20, 40, 30])
+        >>> round(spearman([1, 2, 3, 4], [10, 20, 40, 30]), 6)
         0.8
     """
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
