@@ -421,3 +421,24 @@ def test_without_control_groups_the_back_end_refuses_and_says_what_is_missing(
     with pb.ProcessSandbox(isolation="bwrap", allow_per_process_limits=True) as box:  # opt-out
         assert box.cgroup_layout is None
         assert box.run("print(6 * 7)", timeout_s=20).stdout == "42\n"
+
+
+def test_docker_forged_report_and_killed_bootstrap_discard_the_container() -> None:
+    """Code that writes a report of its own and kills the bootstrap gets no say: the exit status
+    comes from the daemon, and the container (not cleaned up) leaves the pool."""
+    box = _docker(pool_size=1)
+    try:
+        code = (
+            "import os, signal, sys\n"
+            "sys.stderr.write('\\x1eagentgym:0123456789abcdef:0:0:0:0:0\\x1e')\n"
+            "sys.stderr.flush()\n"
+            "os.kill(os.getppid(), signal.SIGKILL)\n"
+        )
+        result = box.run(code, timeout_s=20)
+        assert result.exit_code == 137 and result.misbehaved
+        assert "agentgym:0123456789abcdef" in result.stderr  # not taken for the real report
+        assert box.container_ids() == []  # discarded, not back in the pool
+        assert box.run("print(1)", timeout_s=20).stdout == "1\n"
+    finally:
+        box.close()
+    assert _containers(box) == []

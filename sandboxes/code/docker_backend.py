@@ -73,7 +73,7 @@ OWNER_LABEL = "agentgym.sandbox.owner"
 # Runs as uid 1000 inside the container. Reads "<length>\n<json>" from stdin, writes the files,
 # runs main.py, then kills every other process of its user and empties the writable directories.
 _BOOTSTRAP = r"""
-import base64, ctypes, json, os, shutil, signal, subprocess, sys, threading, time
+import base64, json, os, shutil, signal, subprocess, sys, threading, time
 n = int(sys.stdin.buffer.readline())
 msg = json.loads(sys.stdin.buffer.read(n))
 def counter(path, key):
@@ -168,18 +168,22 @@ for d in ("/work", "/tmp", "/dev/shm"):
             clean = False
 # IPC state: System V shared memory, semaphores and message queues of this container's IPC
 # namespace, and POSIX message queues, so that the next run starts without them.
-libc = ctypes.CDLL(None, use_errno=True)
 def sysv_ids():
     out = []
-    for kind, fn in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+    for kind in ("shm", "sem", "msg"):
         try:
             with open("/proc/sysvipc/" + kind) as f:
-                out += [(fn, int(line.split()[1])) for line in f.read().splitlines()[1:]]
+                out += [(kind, int(line.split()[1])) for line in f.read().splitlines()[1:]]
         except (OSError, ValueError, IndexError):
             pass
     return out
-for fn, ident in sysv_ids():
-    fn(ident, 0, 0)  # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+left = sysv_ids()
+if left:  # ctypes only when there is something to remove
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, ident in left:
+        # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+        getattr(libc, kind + "ctl")(ident, 0, 0)
 try:
     for name in os.listdir("/dev/mqueue"):
         try:
@@ -188,7 +192,7 @@ try:
             clean = False
 except FileNotFoundError:
     pass
-if sysv_ids():
+if left and sysv_ids():
     clean = False
 after = counters()
 code = 128 - code if code < 0 else code
@@ -547,6 +551,8 @@ class DockerSandbox(CodeSandbox):
                 if flag == b"1":
                     hit.add(kind)
             box.oom_seen, box.pids_seen = int(report.group(5)), int(report.group(6))
+        # The exit status comes from the daemon, never from the report: the code could write a
+        # report of its own and kill the bootstrap (then the container must not be reused).
         info = _exec_inspect(api, exec_id)
         exit_code = info.get("ExitCode")
         if exit_code is None or info.get("Running"):
