@@ -442,3 +442,26 @@ def test_docker_forged_report_and_killed_bootstrap_discard_the_container() -> No
     finally:
         box.close()
     assert _containers(box) == []
+
+
+def test_docker_refuses_a_daemon_that_cannot_enforce_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel without swap or pids accounting (as ``docker info`` reports it) is refused."""
+    import docker
+
+    _docker().close()
+    real_info = docker.APIClient.info
+
+    def info_without_pids(self: object) -> dict:
+        return {**real_info(self), "PidsLimit": False, "SwapLimit": False}
+
+    monkeypatch.setattr(docker.APIClient, "info", info_without_pids)
+    with pytest.raises(SandboxError, match="cannot enforce swap limits, pids limits") as err:
+        DockerSandbox()
+    assert "allow_missing_limits=True" in str(err.value)
+    box = DockerSandbox(allow_missing_limits=True)  # the explicit opt-out
+    try:
+        assert box.run("print(1)", timeout_s=20).stdout == "1\n"
+    finally:
+        box.close()

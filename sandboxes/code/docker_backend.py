@@ -255,6 +255,8 @@ class DockerSandbox(CodeSandbox):
         output_kill_mb: a run whose output (both streams) passes this many MiB is killed
             (``limit="output"``); below it, output past ``output_limit`` is read and dropped.
         base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
+        allow_missing_limits: start even when the daemon reports that the kernel cannot enforce
+            a memory, swap or process limit (``docker info``), instead of refusing.
 
     Raises:
         SandboxError: no daemon answers, or the image is missing (the message says how to build it).
@@ -279,6 +281,7 @@ class DockerSandbox(CodeSandbox):
         output_limit: int = OUTPUT_LIMIT,
         output_kill_mb: int = 32,
         base_url: str | None = None,
+        allow_missing_limits: bool = False,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
@@ -305,6 +308,15 @@ class DockerSandbox(CodeSandbox):
                 "`python -m sandboxes.code.image build` (root, debootstrap), or "
                 "`docker build -t agentgym-sandbox:py3 sandboxes/docker` with a registry"
             ) from err
+        missing = [] if allow_missing_limits else _missing_limits(self._client)
+        if missing:
+            self._client.close()
+            raise SandboxError(
+                f"the Docker daemon says this kernel cannot enforce {', '.join(missing)} "
+                "(docker info), so a run could take more than its limits: enable the missing "
+                "cgroup controllers (e.g. swapaccount=1, a kernel with the pids controller), use "
+                "the process back end, or pass allow_missing_limits=True"
+            )
         self.image = image
         self.pool_size = pool_size
         self.cpus = cpus
@@ -713,6 +725,16 @@ def _read_frames(
                 out.write(payload)
         if out.total + err.total > kill_bytes:
             return "flood"
+
+
+def _missing_limits(client: Any) -> list[str]:
+    """The limits ``docker info`` says the kernel cannot enforce (memory, swap, pids)."""
+    try:
+        info = client.info()
+    except Exception:  # noqa: BLE001 - no answer: the calls after this one report the daemon
+        return []
+    names = {"MemoryLimit": "memory limits", "SwapLimit": "swap limits", "PidsLimit": "pids limits"}
+    return [text for key, text in names.items() if info.get(key) is False]
 
 
 def _host_counters(container_id: str) -> tuple[int, int]:
