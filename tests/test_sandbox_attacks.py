@@ -227,7 +227,9 @@ def test_files_that_do_not_fit_are_a_disk_limit() -> None:
     _assert_host_clean(box)
 
 
-def test_no_nested_user_namespaces_under_bubblewrap() -> None:
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_no_nested_user_namespaces(isolation: str) -> None:
+    """bwrap: --disable-userns; unshare: the code runs chrooted, where unshare(2) gives EPERM."""
     code = textwrap.dedent(
         """
         import ctypes
@@ -235,7 +237,7 @@ def test_no_nested_user_namespaces_under_bubblewrap() -> None:
         print(libc.unshare(0x10000000), ctypes.get_errno() != 0)  # CLONE_NEWUSER
         """
     )
-    with pb.ProcessSandbox(isolation="bwrap") as box:
+    with pb.ProcessSandbox(isolation=isolation) as box:
         assert box.run(code, timeout_s=20).stdout == "-1 True\n"
 
 
