@@ -77,8 +77,18 @@ def _containers(box: DockerSandbox) -> list[dict]:
     return box._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
 
 
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _processes_before() -> None:
+    """Descendants this process already had (other tests' helpers): not this test's leftovers."""
+    _BEFORE.clear()
+    _BEFORE.update(_descendants())
+
+
 def _assert_host_clean(box: CodeSandbox) -> None:
-    assert _descendants() == []
+    assert [pid for pid in _descendants() if pid not in _BEFORE] == []
     assert _run_groups() == []
     assert _temp_dirs() == []
     if isinstance(box, DockerSandbox):
