@@ -77,8 +77,18 @@ def _containers(box: DockerSandbox) -> list[dict]:
     return box._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
 
 
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _processes_before() -> None:
+    """Descendants this process already had (other tests' helpers): not this test's leftovers."""
+    _BEFORE.clear()
+    _BEFORE.update(_descendants())
+
+
 def _assert_host_clean(box: CodeSandbox) -> None:
-    assert _descendants() == []
+    assert [pid for pid in _descendants() if pid not in _BEFORE] == []
     assert _run_groups() == []
     assert _temp_dirs() == []
     if isinstance(box, DockerSandbox):
@@ -227,7 +237,9 @@ def test_files_that_do_not_fit_are_a_disk_limit() -> None:
     _assert_host_clean(box)
 
 
-def test_no_nested_user_namespaces_under_bubblewrap() -> None:
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_no_nested_user_namespaces(isolation: str) -> None:
+    """bwrap: --disable-userns; unshare: the code runs chrooted, where unshare(2) gives EPERM."""
     code = textwrap.dedent(
         """
         import ctypes
@@ -235,7 +247,7 @@ def test_no_nested_user_namespaces_under_bubblewrap() -> None:
         print(libc.unshare(0x10000000), ctypes.get_errno() != 0)  # CLONE_NEWUSER
         """
     )
-    with pb.ProcessSandbox(isolation="bwrap") as box:
+    with pb.ProcessSandbox(isolation=isolation) as box:
         assert box.run(code, timeout_s=20).stdout == "-1 True\n"
 
 
@@ -421,3 +433,47 @@ def test_without_control_groups_the_back_end_refuses_and_says_what_is_missing(
     with pb.ProcessSandbox(isolation="bwrap", allow_per_process_limits=True) as box:  # opt-out
         assert box.cgroup_layout is None
         assert box.run("print(6 * 7)", timeout_s=20).stdout == "42\n"
+
+
+def test_docker_forged_report_and_killed_bootstrap_discard_the_container() -> None:
+    """Code that writes a report of its own and kills the bootstrap gets no say: the exit status
+    comes from the daemon, and the container (not cleaned up) leaves the pool."""
+    box = _docker(pool_size=1)
+    try:
+        code = (
+            "import os, signal, sys\n"
+            "sys.stderr.write('\\x1eagentgym:0123456789abcdef:0:0:0:0:0\\x1e')\n"
+            "sys.stderr.flush()\n"
+            "os.kill(os.getppid(), signal.SIGKILL)\n"
+        )
+        result = box.run(code, timeout_s=20)
+        assert result.exit_code == 137 and result.misbehaved
+        assert "agentgym:0123456789abcdef" in result.stderr  # not taken for the real report
+        assert box.container_ids() == []  # discarded, not back in the pool
+        assert box.run("print(1)", timeout_s=20).stdout == "1\n"
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
+def test_docker_refuses_a_daemon_that_cannot_enforce_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel without swap or pids accounting (as ``docker info`` reports it) is refused."""
+    import docker
+
+    _docker().close()
+    real_info = docker.APIClient.info
+
+    def info_without_pids(self: object) -> dict:
+        return {**real_info(self), "PidsLimit": False, "SwapLimit": False}
+
+    monkeypatch.setattr(docker.APIClient, "info", info_without_pids)
+    with pytest.raises(SandboxError, match="cannot enforce swap limits, pids limits") as err:
+        DockerSandbox()
+    assert "allow_missing_limits=True" in str(err.value)
+    box = DockerSandbox(allow_missing_limits=True)  # the explicit opt-out
+    try:
+        assert box.run("print(1)", timeout_s=20).stdout == "1\n"
+    finally:
+        box.close()

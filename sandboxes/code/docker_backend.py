@@ -73,7 +73,7 @@ OWNER_LABEL = "agentgym.sandbox.owner"
 # Runs as uid 1000 inside the container. Reads "<length>\n<json>" from stdin, writes the files,
 # runs main.py, then kills every other process of its user and empties the writable directories.
 _BOOTSTRAP = r"""
-import base64, ctypes, json, os, shutil, signal, subprocess, sys, threading, time
+import base64, json, os, shutil, signal, subprocess, sys, threading, time
 n = int(sys.stdin.buffer.readline())
 msg = json.loads(sys.stdin.buffer.read(n))
 def counter(path, key):
@@ -168,18 +168,22 @@ for d in ("/work", "/tmp", "/dev/shm"):
             clean = False
 # IPC state: System V shared memory, semaphores and message queues of this container's IPC
 # namespace, and POSIX message queues, so that the next run starts without them.
-libc = ctypes.CDLL(None, use_errno=True)
 def sysv_ids():
     out = []
-    for kind, fn in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+    for kind in ("shm", "sem", "msg"):
         try:
             with open("/proc/sysvipc/" + kind) as f:
-                out += [(fn, int(line.split()[1])) for line in f.read().splitlines()[1:]]
+                out += [(kind, int(line.split()[1])) for line in f.read().splitlines()[1:]]
         except (OSError, ValueError, IndexError):
             pass
     return out
-for fn, ident in sysv_ids():
-    fn(ident, 0, 0)  # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+left = sysv_ids()
+if left:  # ctypes only when there is something to remove
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, ident in left:
+        # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+        getattr(libc, kind + "ctl")(ident, 0, 0)
 try:
     for name in os.listdir("/dev/mqueue"):
         try:
@@ -188,7 +192,7 @@ try:
             clean = False
 except FileNotFoundError:
     pass
-if sysv_ids():
+if left and sysv_ids():
     clean = False
 after = counters()
 code = 128 - code if code < 0 else code
@@ -251,6 +255,8 @@ class DockerSandbox(CodeSandbox):
         output_kill_mb: a run whose output (both streams) passes this many MiB is killed
             (``limit="output"``); below it, output past ``output_limit`` is read and dropped.
         base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
+        allow_missing_limits: start even when the daemon reports that the kernel cannot enforce
+            a memory, swap or process limit (``docker info``), instead of refusing.
 
     Raises:
         SandboxError: no daemon answers, or the image is missing (the message says how to build it).
@@ -275,6 +281,7 @@ class DockerSandbox(CodeSandbox):
         output_limit: int = OUTPUT_LIMIT,
         output_kill_mb: int = 32,
         base_url: str | None = None,
+        allow_missing_limits: bool = False,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
@@ -301,6 +308,15 @@ class DockerSandbox(CodeSandbox):
                 "`python -m sandboxes.code.image build` (root, debootstrap), or "
                 "`docker build -t agentgym-sandbox:py3 sandboxes/docker` with a registry"
             ) from err
+        missing = [] if allow_missing_limits else _missing_limits(self._client)
+        if missing:
+            self._client.close()
+            raise SandboxError(
+                f"the Docker daemon says this kernel cannot enforce {', '.join(missing)} "
+                "(docker info), so a run could take more than its limits: enable the missing "
+                "cgroup controllers (e.g. swapaccount=1, a kernel with the pids controller), use "
+                "the process back end, or pass allow_missing_limits=True"
+            )
         self.image = image
         self.pool_size = pool_size
         self.cpus = cpus
@@ -547,6 +563,8 @@ class DockerSandbox(CodeSandbox):
                 if flag == b"1":
                     hit.add(kind)
             box.oom_seen, box.pids_seen = int(report.group(5)), int(report.group(6))
+        # The exit status comes from the daemon, never from the report: the code could write a
+        # report of its own and kill the bootstrap (then the container must not be reused).
         info = _exec_inspect(api, exec_id)
         exit_code = info.get("ExitCode")
         if exit_code is None or info.get("Running"):
@@ -707,6 +725,16 @@ def _read_frames(
                 out.write(payload)
         if out.total + err.total > kill_bytes:
             return "flood"
+
+
+def _missing_limits(client: Any) -> list[str]:
+    """The limits ``docker info`` says the kernel cannot enforce (memory, swap, pids)."""
+    try:
+        info = client.info()
+    except Exception:  # noqa: BLE001 - no answer: the calls after this one report the daemon
+        return []
+    names = {"MemoryLimit": "memory limits", "SwapLimit": "swap limits", "PidsLimit": "pids limits"}
+    return [text for key, text in names.items() if info.get(key) is False]
 
 
 def _host_counters(container_id: str) -> tuple[int, int]:

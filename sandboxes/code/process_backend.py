@@ -43,8 +43,9 @@ Isolation, the first that works (``isolation="auto"``):
 * ``unshare`` (util-linux): new network, PID, mount, IPC and UTS namespaces (plus a user namespace
   when not root); inside, a shell builds a read-only tmpfs root with the same read-only ``/usr``
   bind, sized ``/work`` and ``/tmp`` (16,384 inodes each), ``/proc`` and four device nodes, then
-  ``chroot``\\ s into it and ``setpriv`` drops every capability (and, as root, the uid) before
-  running the launcher.
+  ``chroot``\\ s into it and ``setpriv`` drops every capability (and, as root, the uid) and keeps
+  the parent-death signal before running the launcher. Nested user namespaces: ``unshare(2)``
+  refuses them to a chrooted process.
 
 With neither, :class:`ProcessSandbox` raises :class:`~sandboxes.code.base.IsolationUnavailable`
 saying what to install, unless built with ``allow_unisolated=True`` (rlimits, a control group where
