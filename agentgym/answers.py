@@ -11,7 +11,7 @@ An answer is read in three steps, the same for the reference and for the model's
    otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or`` into a *list* (one part: a
    *scalar*). A comma between digit groups of three (``1,234``, ``1{,}234``) is a thousands
    separator; any other comma separates parts (``3, 4`` and ``3,4`` are two numbers, never 3.4).
-   A leading ``x =`` is dropped from each part (``x = 1 or x = 2``).
+   A part written as an equation counts its last side (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3).
 3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
    exact decimal written), ``a/b``, ``\\frac{a}{b}``, scientific forms (``3e-9``,
    ``3 \\times 10^{-9}``), with a currency sign before or a unit after (``$18.00``,
@@ -227,7 +227,6 @@ def final_span(text: str) -> str:
 
 _THOUSANDS = re.compile(r"(?<![\d.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)")
 _SEPARATOR = re.compile(r"\s*(?:;|,|\band\b|\bor\b)\s*")
-_ASSIGN = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*")
 _BRACKETS = {"(": ")", "[": "]", "\\{": "\\}"}
 
 
@@ -402,7 +401,9 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
 
 
 def _read_part(part: str) -> Value | None:
-    part = _ASSIGN.sub("", part, count=1).strip(_TRAILING)
+    if "=" in part:  # "x = 5", "8 - 7 + 0 + 5 - 3 = 3": the value is the last side
+        part = part.rpartition("=")[2]
+    part = part.strip(_TRAILING)
     if not part:
         return None
     value = _plain_value(part)
@@ -427,21 +428,47 @@ def parse_answer(text: object) -> ParsedAnswer | None:
     Raises:
         ImportError: ``math-verify`` is not installed (needed only for non-plain numbers).
     """
+    require_math_verify()
     if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
         return None
-    span = final_span(text)
-    if not span:
+    try:
+        return _parse_answer(text)
+    except Exception:  # noqa: BLE001 - a guard: never raise on any text
         return None
-    kind, parts, ordered = _split(span)
+
+
+def _parse_answer(text: str) -> ParsedAnswer | None:
+    if not _readable(text):
+        return None
+    span = final_span(text)
+    kind, parts, ordered = _split(span) if span else ("scalar", [""], True)
     if len(parts) <= MAX_PARTS:
         values = [_read_part(p) for p in parts]
         if all(v is not None for v in values):
             return ParsedAnswer(text=text, kind=kind, parts=tuple(values), ordered=ordered)  # type: ignore[arg-type]
     # A sentence: its last value counts (math-verify reads the text with its delimiters).
     value = _sympy_value(text.strip().replace("\u2212", "-"), whole=False)
-    if value is None:
-        return None
-    return ParsedAnswer(text=text, kind="scalar", parts=(value,))
+    return ParsedAnswer(text=text, kind="scalar", parts=(value or Value(),))
+
+
+_SIMPLE_NUMBER = re.compile(r"-?\d{1,15}(?:\.\d{1,15})?")
+
+
+def _readable(text: str) -> bool:
+    """Whether ``math-verify`` finds a mathematical expression in ``text``: the rule that tells a
+    valid answer from an invalid turn, unchanged since Math-v0 was registered (so recorded episodes
+    replay the same; e.g. ``c`` and ``+6`` are not read, ``2x`` is)."""
+    import sympy
+
+    prepared = text.strip().replace("\u2212", "-")
+    if _SIMPLE_NUMBER.fullmatch(prepared):  # math-verify reads these; skip its parse (speed)
+        return True
+    unescaped = prepared.replace("\\$", "")
+    if "\\" in prepared and not ("$" in unescaped or "\\(" in prepared or "\\[" in prepared):
+        prepared = f"${prepared}$"
+    return bool(prepared) and any(
+        isinstance(v, (sympy.Basic, sympy.MatrixBase)) for v in _parse(prepared)
+    )
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -470,7 +497,7 @@ def _as_fraction(expr: Any) -> Fraction | None:
         if not value.is_real or not value.is_finite:
             return None
         return Fraction(str(sympy.Float(value, EXACT_DIGITS)))
-    except (TypeError, ValueError, ArithmeticError, RecursionError):
+    except Exception:  # noqa: BLE001 - a value SymPy cannot evaluate (And, sets...) is no number
         return None
 
 
@@ -565,6 +592,16 @@ def check_answer(
         >>> check_answer("x = 1 or x = 2", "x = 2 or x = 1"), check_answer("3, 4", "3.4")
         (True, False)
     """
+    require_math_verify()
+    try:
+        return _check(reference, answer, unordered)
+    except Exception:  # noqa: BLE001 - a guard: SymPy edge cases are "not equal", never a raise
+        return False
+
+
+def _check(
+    reference: str | ParsedAnswer | None, answer: str | ParsedAnswer | None, unordered: bool
+) -> bool:
     gold = reference if isinstance(reference, ParsedAnswer) else parse_answer(reference)
     pred = answer if isinstance(answer, ParsedAnswer) else parse_answer(answer)
     if gold is None or pred is None or gold.too_large or pred.too_large:

@@ -117,7 +117,7 @@ def main() -> None:
     from sandboxes.code import docker_available
 
     bench_math(args.math_rounds)
-    for backend in args.backends.split(","):
+    for backend in filter(None, args.backends.split(",")):  # --backends '' : math only
         if backend == "docker" and not docker_available():
             print("code/docker: no daemon with the image at $DOCKER_HOST; skipped")
             continue

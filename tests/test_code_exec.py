@@ -28,7 +28,7 @@ from agentgym.envs.code_exec import (
     humaneval_problems,
 )
 from agentgym.envs.code_exec_grading import UnsupportedCheck, judge, plan_checks
-from sandboxes.code import make_sandbox
+from sandboxes.code import ExecResult, SandboxError, make_sandbox
 
 
 def run_oracle_on_humaneval(box: Any, workers: int = 2) -> tuple[list[tuple[str, Any]], int]:
@@ -298,6 +298,32 @@ def check_wrong_scores(scores: list[tuple[int, int]]) -> None:
     assert bare == [0] * 8 + [1, 0, 0, 2, 0, 1, 0, 0, 2, 1, 0, 1]
     assert scores == [(b, len(p.tests)) for b, p in zip(bare, plans, strict=True)]
     assert all(passed < total for passed, total in scores)
+
+
+class _FailsToStart:
+    """A runner whose first ``failures`` runs fail the way a sandbox does when the kernel has no
+    free namespace (seen under load here); later runs go to the real sandbox."""
+
+    def __init__(self, box: Any, failures: int):
+        self.box, self.failures, self.calls = box, failures, 0
+
+    def run(self, code: str, **kwargs: Any) -> ExecResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            why = "bwrap: Creating new namespace failed: Resource temporarily unavailable\n"
+            return ExecResult("", why, 1, False, False, 0.01, False)
+        return self.box.run(code, **kwargs)
+
+
+def test_a_sandbox_that_never_started_is_retried_then_reported(box: Any) -> None:
+    """The harness's first line comes before the answer runs, so its absence is the sandbox's
+    failure, never the answer's: retried, then SandboxError rather than a reward of 0."""
+    problem = humaneval_problems()[0]
+    runner = _FailsToStart(box, failures=3)
+    result = grade(runner, problem, problem.solution)
+    assert (result.passed, result.total, runner.calls) == (7, 7, 4)
+    with pytest.raises(SandboxError, match="did not start the grader .4 tries.: bwrap"):
+        grade(_FailsToStart(box, failures=4), problem, problem.solution)
 
 
 # ----------------------------------------------------------------------------- the environment

@@ -44,6 +44,7 @@ import builtins
 import functools
 import random as _random
 import re
+import time
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from typing import Any
 
 from agentgym.envs import code_exec_channel as channel
 from agentgym.envs.code_exec_tasks import CodeProblem
+from sandboxes.code import SandboxError
 
 __all__ = [
     "CHECK_SEED",
@@ -574,7 +576,8 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 
 # Runs inside the sandbox as main.py, beside spec.json and channel.py. For each problem of the
 # batch: run the prompt and the answer in a fresh namespace, then call the entry point on each
-# argument list and write one line per call on a duplicate of stdout taken before the answer ran:
+# argument list and write one line per call on a duplicate of stdout taken before the answer ran
+# (after a first line "STARTED", written before anything of the answer runs):
 # "<problem> <call> R<wire json>" (returned), "T" (timed out), "N<why>" (not plain data),
 # "E<why>" (raised); "<problem> M E<why>" when the answer's module code raised. Nothing here
 # decides a verdict: the host judges the values.
@@ -587,6 +590,8 @@ with open("channel.py", encoding="utf-8") as f:
 with open("spec.json", encoding="utf-8") as f:
     batch = json.load(f)
 report = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
+report.write("STARTED\n")  # before the answer runs: it cannot take this line back
+report.flush()
 try:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 except OSError:
@@ -654,6 +659,10 @@ for p, spec in enumerate(batch):
 """
 
 _LINE = re.compile(r"(\d+) (\d+|M) ([RTNE])(.*)")
+#: Runs tried when the sandbox fails before the harness starts (not the answer's doing).
+_START_ATTEMPTS = 4
+#: First pause between those tries, seconds (doubling). Only the wait changes, never a verdict.
+_START_BACKOFF_S = 0.25
 
 
 def grade(
@@ -680,6 +689,8 @@ def grade(
 
     Raises:
         UnsupportedCheck: the problem's check has a form the host cannot evaluate.
+        SandboxError: the sandbox failed before the grader's harness started, four times (the
+            answer never ran; no verdict is given rather than a wrong one).
     """
     return grade_batch(
         runner,
@@ -717,12 +728,19 @@ def grade_batch(
     ]
     import json
 
-    result = runner.run(
-        HARNESS,
-        files={"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")},
-        timeout_s=timeout_s,
-        memory_mb=memory_mb,
-    )
+    files = {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
+    for attempt in range(_START_ATTEMPTS):
+        result = runner.run(HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
+        if result.stdout.startswith("STARTED\n"):
+            break
+        # The harness never started, so the answer never ran: the sandbox failed (e.g. no free
+        # namespace under load). That is not the answer's fault: try again, then say so.
+        if attempt == _START_ATTEMPTS - 1:
+            tail = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[-1]
+            raise SandboxError(
+                f"the sandbox did not start the grader ({_START_ATTEMPTS} tries): {tail[:300]}"
+            )
+        time.sleep(_START_BACKOFF_S * 2**attempt)  # a busy kernel frees namespaces soon
     lines: dict[tuple[int, str], tuple[str, str]] = {}
     for line in result.stdout.splitlines():
         match = _LINE.fullmatch(line)
