@@ -191,6 +191,11 @@ class Trainer:
         ):
             raise FileNotFoundError(f"--resume: no checkpoint in {self.checkpoint_dir}")
         if resume_from_scratch:
+            print(
+                f"--resume: {self.out_dir} has no complete checkpoint yet (the run stopped during "
+                "its first step); starting again from step 0",
+                file=sys.stderr,
+            )
             resume = False
             truncate_metrics_after(self.metrics_path, 0)
         if not resume and not resume_from_scratch and self.metrics_path.exists():
