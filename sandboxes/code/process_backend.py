@@ -500,6 +500,7 @@ class ProcessSandbox(CodeSandbox):
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen[bytes]] = {}
         self._groups: dict[int, cgroups.RunCgroup] = {}
+        self._destroying: list[threading.Thread] = []
         self._dirs: set[str] = set()
 
     def run(
@@ -532,11 +533,16 @@ class ProcessSandbox(CodeSandbox):
                 if parent:
                     shutil.rmtree(parent, ignore_errors=True)
                 raise SandboxError(f"cannot create the run's control group: {err}") from err
+        result: ExecResult | None = None
         try:
-            return self._run_in(parent, group, all_files, stdin, float(timeout_s), memory_mb)
+            result = self._run_in(parent, group, all_files, stdin, float(timeout_s), memory_mb)
+            return result
         finally:
             if group is not None:
-                group.destroy()
+                if result is not None and result.misbehaved:
+                    self._destroy_later(group)  # killed processes may take a while to go
+                else:
+                    group.destroy()
             if parent:
                 shutil.rmtree(parent, ignore_errors=True)
                 with self._lock:
@@ -611,10 +617,10 @@ class ProcessSandbox(CodeSandbox):
         for fd in (payload_r, report_w, *memfds):
             os.close(fd)
 
-        def stop() -> None:
+        def stop() -> None:  # one pass: the PID namespace's end takes the rest down
             _kill_group(proc)
             if group is not None:
-                group.kill_all()
+                group.kill_all(timeout_s=0)
 
         def on_write() -> None:
             if out.total + err.total > self.output_kill_bytes and not flooded.is_set():
@@ -648,8 +654,8 @@ class ProcessSandbox(CodeSandbox):
                 self._live.pop(proc.pid, None)
                 self._groups.pop(proc.pid, None)
         duration = time.monotonic() - start
-        for thread in readers:
-            thread.join(timeout=1)
+        for thread in readers:  # killed: what came before the kill is the output
+            thread.join(timeout=0.25 if timed_out or flooded.is_set() else 1)
         for thread in writers:
             thread.join(timeout=0.2)
         for stream in (proc.stdout, proc.stderr):
@@ -734,16 +740,26 @@ class ProcessSandbox(CodeSandbox):
 
         return limit
 
+    def _destroy_later(self, group: cgroups.RunCgroup) -> None:
+        """Remove a killed run's group in the background (:meth:`close` waits for it)."""
+        thread = threading.Thread(target=group.destroy, daemon=True)
+        with self._lock:
+            self._destroying = [t for t in self._destroying if t.is_alive()] + [thread]
+        thread.start()
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
             live = list(self._live.values())
             groups = list(self._groups.values())
             dirs = list(self._dirs)
+            destroying = list(self._destroying)
         for proc in live:
             _kill_group(proc)
         for group in groups:
             group.kill_all()
+        for thread in destroying:
+            thread.join(timeout=10)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
