@@ -513,6 +513,7 @@ class ProcessSandbox(CodeSandbox):
         memory_mb: int = DEFAULT_MEMORY_MB,
     ) -> ExecResult:
         all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
+        called = time.monotonic()  # the deadline counts from the call: set-up is part of the run
         if self._closed:
             raise RuntimeError("this sandbox is closed")
         parent = None
@@ -535,7 +536,8 @@ class ProcessSandbox(CodeSandbox):
                 raise SandboxError(f"cannot create the run's control group: {err}") from err
         result: ExecResult | None = None
         try:
-            result = self._run_in(parent, group, all_files, stdin, float(timeout_s), memory_mb)
+            deadline = called + float(timeout_s)
+            result = self._run_in(parent, group, all_files, stdin, (called, deadline), memory_mb)
             return result
         finally:
             if group is not None:
@@ -554,9 +556,11 @@ class ProcessSandbox(CodeSandbox):
         group: cgroups.RunCgroup | None,
         files: dict[str, bytes],
         stdin: str,
-        timeout_s: float,
+        span: tuple[float, float],
         memory_mb: int,
     ) -> ExecResult:
+        called, deadline = span  # monotonic times of the call and of its deadline
+        timeout_s = max(0.01, deadline - time.monotonic())
         drop_to = NOBODY if os.geteuid() == 0 else None
         report_r, report_w = os.pipe()
         payload_r, payload_w = os.pipe()
@@ -596,7 +600,7 @@ class ProcessSandbox(CodeSandbox):
         preexec = self._preexec(memory_mb, timeout_s, drop_to, nproc, group)
         out, err = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
         flooded = threading.Event()
-        start = time.monotonic()
+        start = called
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -644,7 +648,7 @@ class ProcessSandbox(CodeSandbox):
             thread.start()
         timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = not flooded.is_set()
         finally:
@@ -654,8 +658,9 @@ class ProcessSandbox(CodeSandbox):
                 self._live.pop(proc.pid, None)
                 self._groups.pop(proc.pid, None)
         duration = time.monotonic() - start
+        wait_until = time.monotonic() + (0.25 if timed_out or flooded.is_set() else 1.0)
         for thread in readers:  # killed: what came before the kill is the output
-            thread.join(timeout=0.25 if timed_out or flooded.is_set() else 1)
+            thread.join(timeout=max(0.0, wait_until - time.monotonic()))
         for thread in writers:
             thread.join(timeout=0.2)
         for stream in (proc.stdout, proc.stderr):
