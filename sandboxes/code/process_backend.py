@@ -500,6 +500,7 @@ class ProcessSandbox(CodeSandbox):
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen[bytes]] = {}
         self._groups: dict[int, cgroups.RunCgroup] = {}
+        self._destroying: list[threading.Thread] = []
         self._dirs: set[str] = set()
 
     def run(
@@ -512,6 +513,7 @@ class ProcessSandbox(CodeSandbox):
         memory_mb: int = DEFAULT_MEMORY_MB,
     ) -> ExecResult:
         all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
+        called = time.monotonic()  # the deadline counts from the call: set-up is part of the run
         if self._closed:
             raise RuntimeError("this sandbox is closed")
         parent = None
@@ -532,11 +534,17 @@ class ProcessSandbox(CodeSandbox):
                 if parent:
                     shutil.rmtree(parent, ignore_errors=True)
                 raise SandboxError(f"cannot create the run's control group: {err}") from err
+        result: ExecResult | None = None
         try:
-            return self._run_in(parent, group, all_files, stdin, float(timeout_s), memory_mb)
+            deadline = called + float(timeout_s)
+            result = self._run_in(parent, group, all_files, stdin, (called, deadline), memory_mb)
+            return result
         finally:
             if group is not None:
-                group.destroy()
+                if result is not None and result.misbehaved:
+                    self._destroy_later(group)  # killed processes may take a while to go
+                else:
+                    group.destroy()
             if parent:
                 shutil.rmtree(parent, ignore_errors=True)
                 with self._lock:
@@ -548,9 +556,11 @@ class ProcessSandbox(CodeSandbox):
         group: cgroups.RunCgroup | None,
         files: dict[str, bytes],
         stdin: str,
-        timeout_s: float,
+        span: tuple[float, float],
         memory_mb: int,
     ) -> ExecResult:
+        called, deadline = span  # monotonic times of the call and of its deadline
+        timeout_s = max(0.01, deadline - time.monotonic())
         drop_to = NOBODY if os.geteuid() == 0 else None
         report_r, report_w = os.pipe()
         payload_r, payload_w = os.pipe()
@@ -590,7 +600,7 @@ class ProcessSandbox(CodeSandbox):
         preexec = self._preexec(memory_mb, timeout_s, drop_to, nproc, group)
         out, err = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
         flooded = threading.Event()
-        start = time.monotonic()
+        start = called
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -611,10 +621,10 @@ class ProcessSandbox(CodeSandbox):
         for fd in (payload_r, report_w, *memfds):
             os.close(fd)
 
-        def stop() -> None:
+        def stop() -> None:  # one pass: the PID namespace's end takes the rest down
             _kill_group(proc)
             if group is not None:
-                group.kill_all()
+                group.kill_all(timeout_s=0)
 
         def on_write() -> None:
             if out.total + err.total > self.output_kill_bytes and not flooded.is_set():
@@ -638,7 +648,7 @@ class ProcessSandbox(CodeSandbox):
             thread.start()
         timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = not flooded.is_set()
         finally:
@@ -648,8 +658,9 @@ class ProcessSandbox(CodeSandbox):
                 self._live.pop(proc.pid, None)
                 self._groups.pop(proc.pid, None)
         duration = time.monotonic() - start
-        for thread in readers:
-            thread.join(timeout=1)
+        wait_until = time.monotonic() + (0.25 if timed_out or flooded.is_set() else 1.0)
+        for thread in readers:  # killed: what came before the kill is the output
+            thread.join(timeout=max(0.0, wait_until - time.monotonic()))
         for thread in writers:
             thread.join(timeout=0.2)
         for stream in (proc.stdout, proc.stderr):
@@ -734,16 +745,26 @@ class ProcessSandbox(CodeSandbox):
 
         return limit
 
+    def _destroy_later(self, group: cgroups.RunCgroup) -> None:
+        """Remove a killed run's group in the background (:meth:`close` waits for it)."""
+        thread = threading.Thread(target=group.destroy, daemon=True)
+        with self._lock:
+            self._destroying = [t for t in self._destroying if t.is_alive()] + [thread]
+        thread.start()
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
             live = list(self._live.values())
             groups = list(self._groups.values())
             dirs = list(self._dirs)
+            destroying = list(self._destroying)
         for proc in live:
             _kill_group(proc)
         for group in groups:
             group.kill_all()
+        for thread in destroying:
+            thread.join(timeout=10)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
