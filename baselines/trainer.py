@@ -127,8 +127,8 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
             if before != value:
                 raise ValueError(
                     f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
-                    "a resumed run keeps its settings (only train.steps and the output settings may change): start a new "
-                    "run in another train.out_dir to change it"
+                    "a resumed run keeps its settings (only train.steps and the output settings "
+                    "may change): start a new run in another train.out_dir to change it"
                 )
 
 
