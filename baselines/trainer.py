@@ -2,7 +2,8 @@
 
 One step, top to bottom (:meth:`Trainer.step`):
 
-1. **Rollout.** P groups x N episodes (:func:`baselines.rollout.collect_rollouts`); group g of
+1. **Rollout.** P groups x N episodes (:func:`baselines.episodes.collect_rollouts`: token ids in,
+   token ids out, each episode's training rows assembled from the ids the engine sampled); group g of
    step s resets with seed ``train_seed + s*P + g``, and torch's generator is reseeded from
    ``(train.seed, s)``, so a step is reproducible on its own and a resumed run repeats nothing.
 2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
@@ -10,15 +11,18 @@ One step, top to bottom (:meth:`Trainer.step`):
    which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates.
 3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): groups whose episode rewards
    do not vary are dropped before advantages and loss.
-4. **Advantages.** GRPO / Dr.GRPO: one advantage per episode from its group's rewards, given to
-   every policy token of the episode (StarPO's trajectory-level credit). PPO: each turn's reward is
-   placed on its last policy token and GAE runs over policy tokens with the value head.
+4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
+   advantage per episode from its group's rewards, given to every policy token of the episode
+   (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
+   and GAE runs over the episode's policy tokens with the value head.
 5. **Update.** Clipped surrogate with separate low/high bounds, token mean over the whole batch
    (micro-batch losses are weighted by their token share, so accumulation gives the same
    gradient as one big batch), entropy bonus, optional KL to the frozen reference (k1/k3),
    value loss (PPO), gradient clipping, one AdamW step per PPO epoch.
 
-With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
+Every log-prob (policy, old, reference, entropy, MI scorer) is of the sampling distribution,
+``log_softmax(logits / rollout.temperature)`` (verl's convention), so the ratio and the KL are
+those of the policy that sampled the batch. With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
 log-probabilities equal the current ones and are taken from the same forward pass (detached);
 the ratio is then exactly 1 and clipping starts to act from the second epoch.
 

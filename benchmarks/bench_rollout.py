@@ -117,14 +117,9 @@ def bench_loop(args: argparse.Namespace) -> None:
     )
     engine = HFEngine(model, tokenizer)
     sampling = SamplingSettings(max_new_tokens=args.max_new_tokens, stop_strings=())
+    engine.generate(_prompts(tokenizer, 2), sampling)  # warm-up
     print(f"{'episodes':>8} {'engine tok/s':>12} {'loop tok/s':>10} {'loop/engine':>11}")
     for count in args.episodes:
-        prompts = _prompts(tokenizer, count)
-        torch.manual_seed(0)
-        t0 = time.perf_counter()
-        raw = engine.generate(prompts, sampling)
-        raw_s = time.perf_counter() - t0
-        raw_tokens = sum(len(g.token_ids) for g in raw)
         torch.manual_seed(0)
         t0 = time.perf_counter()
         episodes = collect_rollouts(
@@ -133,6 +128,12 @@ def bench_loop(args: argparse.Namespace) -> None:
         )  # fmt: skip
         loop_s = time.perf_counter() - t0
         tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+        prompts = [e.turns[0].prompt_ids for e in episodes]
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        raw = engine.generate(prompts, sampling)
+        raw_s = time.perf_counter() - t0
+        raw_tokens = sum(len(g.token_ids) for g in raw)
         assert [e.turns[0].generated_ids for e in episodes] == [g.token_ids for g in raw]
         print(
             f"{count:>8} {raw_tokens / raw_s:>12.1f} {tokens / loop_s:>10.1f} "
