@@ -16,9 +16,10 @@ Agent specs (:func:`make_agent`):
 * ``oracle``: the environment's own ``oracle_answer()`` (privileged: it reads the state). An env
   without an oracle records an error for each episode.
 * ``hf:PATH``: a local transformers causal LM (``PATH`` a checkpoint folder or ``embedded``, the
-  SmolLM2-135M-Instruct that :func:`agentgym.models.embedded_model_path` converts). Prompts are the
-  :class:`~agentgym.chat.ChatEpisode` messages through the tokenizer's chat template; greedy by
-  default. Needs torch and transformers (``pip install 'agentgym[train]'``), imported lazily.
+  SmolLM2-135M-Instruct that :func:`agentgym.models.embedded_model_path` converts), played through
+  the trainer's own generation path and token-level prompts (:class:`HFAgent`); greedy by
+  default. Needs torch, transformers and the ``baselines`` package of this repository
+  (``pip install 'agentgym[train]'``), imported lazily: the one place agentgym uses baselines.
 * ``cmd:COMMAND``: any program, in any language. It is started once (``shlex.split(COMMAND)``, no
   shell) and, for each turn, reads one JSON object on a line on stdin (see :func:`request_json`)
   and writes one line on stdout: the action text, or a JSON string literal (a line starting with
@@ -389,18 +390,17 @@ class CommandAgent(Agent):
         self._stop()
 
 
-_STOP = "</answer>"  # what a model writes after its answer is never an action (RAGEN)
-
-
 class HFAgent(Agent):
-    """A local transformers causal LM that plays through the chat layer, batched.
+    """A local transformers causal LM, played exactly as the trainer plays it.
 
-    Each turn of every live episode in the batch is one left-padded ``generate`` call. The prompt is
-    the episode's :class:`~agentgym.chat.ChatEpisode` messages through the tokenizer's chat
-    template, plus ``<think>`` when ``think_prefix`` is set and the env's format is
-    ``think_answer`` (as in RAGEN; the action the env sees then starts with ``<think>``).
-    Generation stops at the end-of-turn token or at ``</answer>``; the reply is cut after the
-    first ``</answer>``.
+    Generation and prompt building are the trainer's own (imported lazily from ``baselines``, so
+    ``agentgym`` itself never needs torch): :class:`baselines.engines.HFEngine` generates, and one
+    :class:`baselines.episodes.TokenContext` per episode builds each turn's prompt as token ids
+    (the chat template's text tokenised once, earlier replies kept as the ids sampled, the
+    ``<think>`` prefix in the ``think_answer`` format). A checkpoint is therefore scored on
+    exactly the prompts it was trained on (the same stop rules, end tokens and dtype as
+    ``python -m baselines.train``). Each turn of every live episode in a batch is one
+    ``generate`` call; a reply stops at an end token, at ``</answer>`` or at ``max_new_tokens``.
 
     Args:
         path: a local checkpoint folder, or ``"embedded"`` (SmolLM2-135M-Instruct).
@@ -408,10 +408,16 @@ class HFAgent(Agent):
         temperature: 0 for greedy decoding (default), else sampling with ``top_p``.
         top_p: nucleus mass when sampling.
         batch_size: episodes per ``generate`` call.
-        think_prefix: start every reply with ``<think>``.
+        think_prefix: start every reply with ``<think>`` (``think_answer`` format only).
         max_context_tokens: a prompt longer than this minus ``max_new_tokens`` fails its episode.
         device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
+        dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU, as the trainer), ``"float32"`` or
+            ``"bfloat16"``.
         seed: torch seed for sampling.
+
+    Attributes:
+        prompt_ids: per episode index, the prompt ids given to the engine on each turn so far
+            (the latest run of that index).
 
     Raises:
         FileNotFoundError: ``path`` is not a checkpoint folder.
@@ -429,12 +435,16 @@ class HFAgent(Agent):
         think_prefix: bool = True,
         max_context_tokens: int = 4096,
         device: str = "auto",
+        dtype: str = "auto",
         seed: int = 0,
     ):
         super().__init__()
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            # The trainer's generation path (a documented lazy import: agentgym -> baselines).
+            from baselines.engines import HFEngine, SamplingSettings
+            from baselines.policy import load_policy
         except ModuleNotFoundError as err:
             raise ModuleNotFoundError(
                 f"the hf: agent needs torch and transformers ({err}); "
@@ -443,22 +453,19 @@ class HFAgent(Agent):
         from agentgym.models import EMBEDDED_MODEL_NAME, resolve_model_path
 
         folder = resolve_model_path(path)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(
-            self.device
+        self.model, self.tokenizer = load_policy(
+            str(folder) if path != "embedded" else "embedded", device=device, dtype=dtype
         )
         self.model.eval()
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.tokenizer.padding_side = "left"
-        eos = {self.tokenizer.eos_token_id}
-        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
-            eos.add(end_of_turn)
-        self._eos_ids = sorted(i for i in eos if i is not None)
+        self.device = next(self.model.parameters()).device
+        self.engine = HFEngine(self.model, self.tokenizer)
+        self.sampling = SamplingSettings(
+            max_new_tokens=int(max_new_tokens),
+            temperature=float(temperature),
+            top_p=float(top_p),
+            think_prefix=bool(think_prefix),
+            max_context_tokens=int(max_context_tokens),
+        )
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -466,16 +473,9 @@ class HFAgent(Agent):
         self.think_prefix = bool(think_prefix)
         self.max_context_tokens = int(max_context_tokens)
         self.seed = int(seed)
+        self._contexts: dict[int, Any] = {}
+        self.prompt_ids: dict[int, list[list[int]]] = {}
         torch.manual_seed(self.seed)
-        # Stopping at "</answer>" during generation saves time; some tokenizers (word-level ones)
-        # cannot build transformers' StopStringCriteria, and then the reply is only cut after.
-        try:
-            from transformers import StopStringCriteria
-
-            StopStringCriteria(stop_strings=[_STOP], tokenizer=self.tokenizer)
-            self._stop_in_generate = True
-        except Exception:
-            self._stop_in_generate = False
         model_name = EMBEDDED_MODEL_NAME if path == "embedded" else Path(folder).name
         self.name = f"hf:{model_name}"
         decoding = "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top_p={top_p}"
@@ -494,70 +494,42 @@ class HFAgent(Agent):
             "max_context_tokens": self.max_context_tokens,
             "seed": self.seed,
             "device": self.device.type,
+            "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
         }
 
     def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
-        import torch
+        from baselines.episodes import TokenContext, think_prefix_for
 
-        prefixes = [
-            "<think>" if self.think_prefix and r.action_format == "think_answer" else ""
-            for r in requests
-        ]
-        prompts = [
-            self.tokenizer.apply_chat_template(
-                r.messages, tokenize=False, add_generation_prompt=True
-            )
-            + p
-            for r, p in zip(requests, prefixes, strict=True)
-        ]
         out: list[str | AgentError] = [AgentError("not generated")] * len(requests)
-        fits = []
-        for i, prompt in enumerate(prompts):
-            n = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-            if n + self.max_new_tokens > self.max_context_tokens:
+        prefixes, prompts, fits = [], [], []
+        for i, r in enumerate(requests):
+            prefix = think_prefix_for(self.sampling, r.action_format)
+            if r.turn == 1 or r.episode not in self._contexts:
+                self._contexts[r.episode] = TokenContext(self.tokenizer, prefix)
+                self.prompt_ids[r.episode] = []
+            ids = self._contexts[r.episode].prompt(r.messages)
+            prefixes.append(prefix)
+            prompts.append(ids)
+            self.prompt_ids[r.episode].append(ids)
+            if len(ids) + self.max_new_tokens > self.max_context_tokens:
                 out[i] = AgentError(
-                    f"prompt of {n} tokens + {self.max_new_tokens} new tokens exceeds "
+                    f"prompt of {len(ids)} tokens + {self.max_new_tokens} new tokens exceeds "
                     f"max_context_tokens={self.max_context_tokens}"
                 )
             else:
                 fits.append(i)
         if not fits:
             return out
-        enc = self.tokenizer(
-            [prompts[i] for i in fits], return_tensors="pt", padding=True, add_special_tokens=False
-        )
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": self.max_new_tokens,
-            "pad_token_id": self.tokenizer.pad_token_id,
-            "eos_token_id": self._eos_ids,
-        }
-        if self._stop_in_generate:
-            kwargs.update(stop_strings=[_STOP], tokenizer=self.tokenizer)
-        if self.temperature > 0:
-            kwargs.update(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        with torch.no_grad():
-            generated = self.model.generate(
-                input_ids=enc["input_ids"].to(self.device),
-                attention_mask=enc["attention_mask"].to(self.device),
-                **kwargs,
-            )
-        rows = generated[:, enc["input_ids"].shape[1] :].tolist()
-        eos = set(self._eos_ids)
-        for i, row in zip(fits, rows, strict=True):
-            ids = []
-            for token in row:
-                if token in eos:
-                    break
-                ids.append(token)
-            text = prefixes[i] + self.tokenizer.decode(ids, skip_special_tokens=False)
-            end = text.find(_STOP)
-            out[i] = text if end < 0 else text[: end + len(_STOP)]
+        generations = self.engine.generate([prompts[i] for i in fits], self.sampling)
+        for i, gen in zip(fits, generations, strict=True):
+            self._contexts[requests[i].episode].add(gen)
+            out[i] = prefixes[i] + gen.text
         return out
 
     def close(self) -> None:
         self.model = None
+        self.engine = None
+        self._contexts.clear()
 
 
 def _load_object(target: str, attr: str) -> Any:

@@ -91,8 +91,9 @@ class RolloutConfig:
         val_episodes: episodes per validation (0 disables validation).
         val_every: validate every this many steps (and at the end).
         val_temperature: 0 for greedy validation, else sampled.
-        engine: ``"hf"`` (transformers ``generate`` on the policy itself) or ``"vllm"`` (a vLLM
-            engine started once per run, weights synced after every optimizer step; needs vLLM
+        engine: ``"auto"`` (vLLM when it is importable and LoRA is off, else ``"hf"``), ``"hf"``
+            (transformers ``generate`` on the policy itself) or ``"vllm"`` (a vLLM engine
+            started once per run, weights synced after every optimizer step; needs vLLM
             installed, see docs/engines.md; not with LoRA).
         ray_workers: 0 steps the environments in-process; > 0 steps them in this many Ray actors
             (:class:`baselines.ray_rollout.RayEnvPool`), same seeds and order.
@@ -114,7 +115,7 @@ class RolloutConfig:
     val_episodes: int = 16
     val_every: int = 5
     val_temperature: float = 0.0
-    engine: str = "hf"
+    engine: str = "auto"
     ray_workers: int = 0
     ray_address: str = ""
 
@@ -141,7 +142,7 @@ class RolloutConfig:
         _at_least("rollout.val_episodes", self.val_episodes, 0)
         _at_least("rollout.val_every", self.val_every, 1)
         _at_least("rollout.val_temperature", self.val_temperature, 0.0)
-        _one_of("rollout.engine", self.engine, ("hf", "vllm"))
+        _one_of("rollout.engine", self.engine, ("auto", "hf", "vllm"))
         _at_least("rollout.ray_workers", self.ray_workers, 0)
 
 
@@ -282,6 +283,9 @@ class TrainSettings:
             names the install line.
         samples_per_step: sample episodes written as readable text to
             ``out_dir/samples/step_<step>.txt`` each step (0: none).
+        dump_rollouts: write every step's episodes (ids, sampling log-probs, trained rows) to
+            ``out_dir/rollouts/step_NNNNNN.jsonl``; view them with
+            ``python -m baselines.show_rollouts OUT_DIR --step N``.
     """
 
     steps: int = 10
@@ -294,6 +298,7 @@ class TrainSettings:
     max_steps_without_update: int = 5
     report_to: list[str] = field(default_factory=list)
     samples_per_step: int = 2
+    dump_rollouts: bool = False
 
     def validate(self) -> None:
         _at_least("train.steps", self.steps, 1)

@@ -661,6 +661,7 @@ def score_matrix(
     prompts_ids: Sequence[Sequence[int]],
     reasonings_ids: Sequence[Sequence[int]],
     batch_size: int = 16,
+    temperature: float = 1.0,
 ) -> Tensor:
     """``log p(z_m | x_j)`` for every reasoning and prompt, reusing each prompt's KV cache.
 
@@ -683,16 +684,21 @@ def score_matrix(
         prompts_ids: K token-id lists, each non-empty.
         reasonings_ids: M token-id lists; an empty one scores 0 (log 1).
         batch_size: reasonings per forward pass, >= 1.
+        temperature: logits are divided by it (the sampling temperature: z is scored under the
+            distribution it was sampled from), > 0.
 
     Returns:
         float32 CPU tensor ``[M, K]``.
 
     Raises:
-        ValueError: no prompts or reasonings, an empty prompt, or ``batch_size < 1``.
+        ValueError: no prompts or reasonings, an empty prompt, ``batch_size < 1`` or
+            ``temperature <= 0``.
     """
     _check_ids(prompts_ids, reasonings_ids)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1; got {batch_size}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}")
     device = _model_device(model)
     cache_kw = _cache_kwarg(model)
     num_z = len(reasonings_ids)
@@ -711,7 +717,7 @@ def score_matrix(
             encoded = model(input_ids=x, use_cache=True)
             prompt_cache = _output_cache(encoded)
             # The prompt's last position predicts the first reasoning token.
-            first_logprobs = torch.log_softmax(encoded.logits[0, -1].float(), dim=-1)
+            first_logprobs = torch.log_softmax(encoded.logits[0, -1].float() / temperature, dim=-1)
             for members, ids, mask in batches:
                 b, width = ids.shape
                 total = first_logprobs[ids[:, 0]] * mask[:, 0]
@@ -731,7 +737,7 @@ def score_matrix(
                         use_cache=True,
                         **{cache_kw: cache},
                     ).logits
-                    token_logprobs = logprobs_from_logits(logits, ids[:, 1:])
+                    token_logprobs = logprobs_from_logits(logits.float() / temperature, ids[:, 1:])
                     total = total + (token_logprobs * mask[:, 1:]).sum(dim=1)
                 out[members, j] = total.float().cpu()
     return out

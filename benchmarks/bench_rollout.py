@@ -4,6 +4,8 @@ Usage::
 
     # engines (run in the venv that has vLLM, e.g. .venv-vllm; --no-vllm for hf alone)
     .venv-vllm/bin/python benchmarks/bench_rollout.py engines --episodes 8 32 64 --max-new-tokens 32
+    # the trainer's episode loop against the raw engine on the same batch
+    python benchmarks/bench_rollout.py loop --episodes 8 --max-new-tokens 32
     # Ray workers against in-process stepping (main venv, `ray` extra)
     python benchmarks/bench_rollout.py ray --workers 1 2 4 --episodes 64
 
@@ -11,6 +13,11 @@ Usage::
 temperature 1 with no stop strings, ``--max-new-tokens`` per reply, on SmolLM2-135M-Instruct
 (float32 on CPU, bfloat16 on CUDA); prints generated tokens/s per engine and batch size, and the
 vLLM weight-sync time (safetensors to /dev/shm + in-place reload), mean of ``--syncs`` syncs.
+
+``loop``: the trainer's episode loop (:func:`baselines.episodes.collect_rollouts`, one turn of
+``E`` Sokoban episodes: prompt building, generation, environment steps) against the raw HF engine
+on the same prompt ids and seed (the same sampled ids, checked); prints tokens/s of each and their
+ratio (the loop's overhead).
 
 ``ray``: ``E`` Sokoban episodes stepped with scripted replies (a seeded choice of moves) until
 they end, in-process and with each number of Ray workers; prints environment steps/s (resets
@@ -32,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ENV = "agentgym/Sokoban-v0"
 
 
-def _prompts(tokenizer, count: int) -> list[str]:
+def _prompts(tokenizer, count: int) -> list[list[int]]:
     import gymnasium as gym
 
-    from baselines.rollout import render_prompt
+    from baselines.episodes import render_prompt
 
     env = gym.make(ENV)
     prompts = []
@@ -45,7 +52,8 @@ def _prompts(tokenizer, count: int) -> list[str]:
             {"role": "system", "content": info["instructions"]},
             {"role": "user", "content": obs},
         ]
-        prompts.append(render_prompt(tokenizer, messages, think_prefix=True))
+        text = render_prompt(tokenizer, messages, True)
+        prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     env.close()
     return prompts
 
@@ -53,9 +61,8 @@ def _prompts(tokenizer, count: int) -> list[str]:
 def bench_engines(args: argparse.Namespace) -> None:
     import torch
 
-    from baselines.engines import HFEngine
+    from baselines.engines import HFEngine, SamplingSettings
     from baselines.policy import load_policy
-    from baselines.rollout import SamplingSettings
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -95,6 +102,51 @@ def bench_engines(args: argparse.Namespace) -> None:
             vllm_engine.close()
 
 
+def bench_loop(args: argparse.Namespace) -> None:
+    """The trainer's episode loop against the raw engine on the same batch and seed."""
+    import torch
+
+    from baselines.engines import HFEngine, SamplingSettings
+    from baselines.episodes import collect_rollouts
+    from baselines.policy import load_policy
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_policy(
+        args.model, texts=_tiny_texts() if args.model == "tiny" else None
+    )
+    engine = HFEngine(model, tokenizer)
+    sampling = SamplingSettings(max_new_tokens=args.max_new_tokens, stop_strings=())
+    engine.generate(_prompts(tokenizer, 2), sampling)  # warm-up
+    print(f"{'episodes':>8} {'engine tok/s':>12} {'loop tok/s':>10} {'loop/engine':>11}")
+    for count in args.episodes:
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        episodes = collect_rollouts(
+            model, tokenizer, ENV, list(range(count)), 1, sampling,
+            env_kwargs={"max_turns": 1}, engine=engine,
+        )  # fmt: skip
+        loop_s = time.perf_counter() - t0
+        tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+        prompts = [e.turns[0].prompt_ids for e in episodes]
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        raw = engine.generate(prompts, sampling)
+        raw_s = time.perf_counter() - t0
+        raw_tokens = sum(len(g.token_ids) for g in raw)
+        assert [e.turns[0].generated_ids for e in episodes] == [g.token_ids for g in raw]
+        print(
+            f"{count:>8} {raw_tokens / raw_s:>12.1f} {tokens / loop_s:>10.1f} "
+            f"{(tokens / loop_s) / (raw_tokens / raw_s):>11.2f}"
+        )
+
+
+def _tiny_texts() -> list[str]:
+    from baselines.trainer import vocabulary_texts
+
+    return vocabulary_texts(ENV, {}, range(32))
+
+
 def _scripted_steps(pool, count: int, seed: int) -> tuple[int, float]:
     import numpy as np
 
@@ -121,8 +173,8 @@ def bench_ray(args: argparse.Namespace) -> None:
     import ray
 
     import agentgym  # noqa: F401
+    from baselines.episodes import _LocalEnvs
     from baselines.ray_rollout import RayEnvPool
-    from baselines.rollout import _LocalEnvs
 
     count = max(args.episodes)
     print(f"{'stepping':>12} {'episodes':>8} {'steps':>6} {'seconds':>8} {'steps/s':>9}")
@@ -149,7 +201,8 @@ def bench_ray(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["engines", "ray"])
+    parser.add_argument("part", choices=["engines", "loop", "ray"])
+    parser.add_argument("--model", default="embedded", help="loop: embedded | tiny | folder")
     parser.add_argument("--episodes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--hf-max-episodes", type=int, default=64)
@@ -160,6 +213,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.part == "engines":
         bench_engines(args)
+    elif args.part == "loop":
+        bench_loop(args)
     else:
         bench_ray(args)
 

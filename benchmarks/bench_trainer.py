@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from baselines.config import load_config  # noqa: E402
 from baselines.diagnostics import score_matrix, score_matrix_naive  # noqa: E402
-from baselines.rollout import extract_reasoning  # noqa: E402
+from baselines.episodes import reasoning_ids  # noqa: E402
 from baselines.trainer import Trainer  # noqa: E402
 
 
@@ -43,11 +43,10 @@ def _kv_speedup(trainer: Trainer, episodes) -> tuple[float, float, float]:
     """Time the cached and the naive scorer on the batch's first-turn pairs."""
     tok = trainer.tokenizer
     pairs = [
-        (e.turns[0].prompt, extract_reasoning(e.turns[0].response)) for e in episodes if e.turns
+        (tuple(e.turns[0].prompt_ids), reasoning_ids(tok, e.turns[0])) for e in episodes if e.turns
     ]
-    prompts = sorted({p for p, _ in pairs})
-    prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    z_ids = [tok(z + "</think>", add_special_tokens=False)["input_ids"] for _, z in pairs]
+    prompt_ids = [list(p) for p in sorted({p for p, _ in pairs})]
+    z_ids = [z for _, z in pairs]
     with torch.no_grad():
         t0 = time.perf_counter()
         cached = score_matrix(trainer.model, prompt_ids, z_ids, batch_size=8)
@@ -111,6 +110,7 @@ def run(
         "ref_old_logprob_s": mean("timing/ref_old_logprob_s"),
         "diagnostics_s": mean("timing/diagnostics_s"),
         "backward_s": mean("timing/backward_s"),
+        "prompt_s": mean("timing/prompt_s"),
         "generated_tokens_per_s": mean("timing/generated_tokens_per_s"),
         "env_share_of_rollout": mean("timing/env_s") / rollout_s if rollout_s else 0.0,
         "diagnostics_share_of_step": mean("timing/diagnostics_s") / mean("timing/step_s"),

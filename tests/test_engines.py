@@ -13,9 +13,11 @@ from baselines.engines import (
     HFEngine,
     RolloutEngine,
     VLLMEngine,
+    end_token_ids,
     logprob_diff,
     make_engine,
     recompute_logprobs,
+    vllm_available,
 )
 from baselines.policy import load_policy
 from baselines.rollout import SamplingSettings, collect_rollouts, generate, render_prompt
@@ -40,7 +42,8 @@ def _prompts(tokenizer, seeds=(0, 1, 2)) -> list[str]:
             {"role": "system", "content": info["instructions"]},
             {"role": "user", "content": obs},
         ]
-        out.append(render_prompt(tokenizer, messages, think_prefix=True))
+        text = render_prompt(tokenizer, messages, True)
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     return out
 
 
@@ -54,27 +57,78 @@ def test_hf_engine_returns_what_generate_returns(tiny) -> None:
     engine = HFEngine(model, tokenizer)
     assert isinstance(engine, RolloutEngine)
     got = engine.generate(prompts, sampling)
-    assert [(g.token_ids, g.ended_with_eos) for g in got] == expected
-    assert [g.text for g in got] == [tokenizer.decode(ids) for ids, _ in expected]
-    assert all(g.logprobs == [] for g in got)  # not asked for
+    assert got == expected
+    for g in got:
+        assert len(g.logprobs) == len(g.token_ids) > 0
+        assert g.text == tokenizer.decode(g.reply_ids)
+
+
+def _by_hand(model, prompt: list[int], sampled: list[int], temperature: float) -> list[float]:
+    """Independent: one unpadded sequence, log_softmax(logits / T) of each sampled token."""
+    ids = list(prompt) + list(sampled)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    start = len(prompt) - 1
+    return [logp[start + k, token].item() for k, token in enumerate(sampled)]
 
 
 def test_hf_engine_logprobs_match_one_sequence_at_a_time_and_greedy_is_the_argmax(tiny) -> None:
     model, tokenizer = tiny
     sampling = SamplingSettings(max_new_tokens=5, temperature=0.0, stop_strings=())
     prompts = _prompts(tokenizer, seeds=(3, 4))
-    got = HFEngine(model, tokenizer, logprobs=True).generate(prompts, sampling)
+    got = HFEngine(model, tokenizer).generate(prompts, sampling)
     for prompt, gen in zip(prompts, got, strict=True):
         assert len(gen.logprobs) == len(gen.token_ids) > 0
-        # Independent: one unpadded sequence, logits of each position by hand.
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] + gen.token_ids
+        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 1.0), abs=1e-5)
+        ids = list(prompt) + gen.token_ids
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([ids])).logits[0].float()
-        logp = torch.log_softmax(logits, dim=-1)
-        start = len(ids) - len(gen.token_ids) - 1
-        for k, (token, lp) in enumerate(zip(gen.token_ids, gen.logprobs, strict=True)):
-            assert lp == pytest.approx(logp[start + k, token].item(), abs=1e-5)
-            assert lp == pytest.approx(logp[start + k].max().item(), abs=1e-5)  # greedy
+            logits = model(input_ids=torch.tensor([ids])).logits[0]
+        start = len(prompt) - 1
+        for k, token in enumerate(gen.token_ids):
+            assert token == int(logits[start + k].argmax())  # greedy
+
+
+def test_sampling_logprobs_are_of_the_tempered_distribution(tiny) -> None:
+    """At T=0.7 the engine reports log_softmax(logits / 0.7), not of the raw logits."""
+    model, tokenizer = tiny
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    prompts = _prompts(tokenizer, seeds=(5, 6))
+    torch.manual_seed(2)
+    got = HFEngine(model, tokenizer).generate(prompts, sampling)
+    for prompt, gen in zip(prompts, got, strict=True):
+        tempered = _by_hand(model, prompt, gen.token_ids, 0.7)
+        raw = _by_hand(model, prompt, gen.token_ids, 1.0)
+        assert gen.logprobs == pytest.approx(tempered, abs=1e-5)
+        assert max(abs(a - b) for a, b in zip(gen.logprobs, raw, strict=True)) > 1e-3
+        again = recompute_logprobs(model, [prompt], [gen.token_ids], temperature=0.7)[0]
+        assert again == pytest.approx(tempered, abs=1e-5)
+
+
+def test_the_end_token_is_kept_whatever_the_tokenizer_calls_eos(tiny) -> None:
+    """Make a token of a sampled reply (the first one that is new at k >= 1) an end token, as a
+    checkpoint whose EOS is not the template's end of turn: the reply stops there, keeps it, and
+    reports ended."""
+    model, tokenizer = tiny
+    sampling = SamplingSettings(max_new_tokens=8, temperature=1.0, stop_strings=())
+    prompts = _prompts(tokenizer, seeds=(7,))
+    torch.manual_seed(11)
+    free = HFEngine(model, tokenizer).generate(prompts, sampling)[0]
+    assert len(free.token_ids) == 8 and not free.ended_with_eos
+    k = next(k for k in range(1, 8) if free.token_ids[k] not in free.token_ids[:k])
+    end = free.token_ids[k]
+    saved = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [saved, end]
+    try:
+        assert end_token_ids(model, tokenizer) >= {end, tokenizer.eos_token_id}
+        torch.manual_seed(11)  # the same draws: the same tokens up to the new end token
+        cut = HFEngine(model, tokenizer).generate(prompts, sampling)[0]
+    finally:
+        model.generation_config.eos_token_id = saved
+    assert cut.token_ids == free.token_ids[: k + 1] and cut.ended_with_eos
+    assert cut.reply_ids == free.token_ids[:k]
+    assert cut.logprobs == pytest.approx(free.logprobs[: k + 1], abs=1e-5)
+    assert cut.text == tokenizer.decode(free.token_ids[:k])
 
 
 def test_collect_rollouts_with_an_explicit_hf_engine_equals_the_default(tiny) -> None:
@@ -94,10 +148,8 @@ def test_recompute_logprobs_handles_empty_replies_and_batches(tiny) -> None:
     model, tokenizer = tiny
     prompts = _prompts(tokenizer)
     ids = [[5, 6, 7], [], [8]]
-    batched = recompute_logprobs(model, tokenizer, prompts, ids, batch_size=2)
-    single = [
-        recompute_logprobs(model, tokenizer, [p], [i])[0] for p, i in zip(prompts, ids, strict=True)
-    ]
+    batched = recompute_logprobs(model, prompts, ids, batch_size=2)
+    single = [recompute_logprobs(model, [p], [i])[0] for p, i in zip(prompts, ids, strict=True)]
     assert [len(x) for x in batched] == [3, 0, 1]
     for a, b in zip(batched, single, strict=True):
         assert a == pytest.approx(b, abs=1e-5)
@@ -120,13 +172,17 @@ def test_engine_selection_and_its_errors(tiny, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
     with pytest.raises(ImportError, match="docs/engines.md"):
         VLLMEngine(model, tokenizer)
+    # "auto": vLLM when importable, else transformers (this venv has no vLLM).
+    assert make_engine("auto", model, tokenizer).name == ("vllm" if vllm_available() else "hf")
     assert Generation([1], "a").logprobs == [] and not Generation([1], "a").ended_with_eos
 
 
 def test_config_engine_field() -> None:
-    assert load_config(None, []).rollout.engine == "hf"
+    assert load_config(None, []).rollout.engine == "auto"
     assert load_config(None, ["rollout.engine=vllm"]).rollout.engine == "vllm"
-    with pytest.raises(ValueError, match=r"rollout.engine: must be one of \['hf', 'vllm'\]"):
+    with pytest.raises(
+        ValueError, match=r"rollout.engine: must be one of \['auto', 'hf', 'vllm'\]"
+    ):
         load_config(None, ["rollout.engine=tgi"])
     with pytest.raises(ValueError, match="model.lora_rank=0"):
         load_config(None, ["rollout.engine=vllm", "model.lora_rank=4"])

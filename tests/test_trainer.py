@@ -214,7 +214,8 @@ def test_train_cli(tmp_path: Path) -> None:
     assert "already complete: 1 of train.steps=1 steps done" in again.stdout
     assert "train.steps=2" in again.stdout
     assert len((tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()) == 1
-    # The checkpoint scores on held-out seeds with baselines.evaluate.
+    # The checkpoint scores on held-out seeds with baselines.evaluate (agentgym eval's hf: agent
+    # with the run's settings), which writes a result bundle.
     evaluated = subprocess.run(
         [
             sys.executable,
@@ -235,9 +236,15 @@ def test_train_cli(tmp_path: Path) -> None:
         timeout=300,
     )
     assert evaluated.returncode == 0, evaluated.stderr
-    summary = json.loads(evaluated.stdout)
-    assert summary["eval/episodes"] == 3.0
-    assert 0.0 <= summary["eval/success_ci_low"] <= summary["eval/success_rate"]
+    printed = json.loads(evaluated.stdout)
+    assert printed["bundle"] == str(tmp_path / "cli" / "eval.json")
+    summary = printed["summary"]["agentgym/Bandit-v0"]
+    assert summary["episodes"] == 3
+    assert 0.0 <= summary["success_rate"] <= 1.0
+    bundle = json.loads((tmp_path / "cli" / "eval.json").read_text())
+    assert bundle["agent"]["name"] == "hf:checkpoint"
+    assert bundle["agent"]["settings"]["max_new_tokens"] == 2
+    assert bundle["agent"]["settings"]["think_prefix"] is False  # from the run's config
     bad = subprocess.run(
         [sys.executable, "-m", "baselines.train", "algorithm.clip_low=2"],
         cwd=REPO,

@@ -1,5 +1,6 @@
-"""The vLLM engine against the transformers engine: same weights, same greedy text; in-place weight
-sync; a training run with rollout.engine=vllm. Needs vLLM (the .venv-vllm venv, .ci/vllm_tests.sh)."""
+"""The vLLM engine against the transformers engine: same weights, same greedy text; sampling
+log-probs at temperature 0.7 against the trainer's; in-place weight sync; a training run with
+rollout.engine=vllm. Needs vLLM (the .venv-vllm venv, .ci/vllm_tests.sh)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ RESTORE_TOL = 1e-4
 GREEDY = SamplingSettings(max_new_tokens=32, temperature=0.0)
 
 
-def _prompts(tokenizer) -> list[str]:
+def _prompts(tokenizer) -> list[list[int]]:
     """First prompts of 2 Sokoban, 2 Bandit and 2 Countdown episodes (a fixed prompt set)."""
     out = []
     for env_id, seeds in (
@@ -40,7 +41,8 @@ def _prompts(tokenizer) -> list[str]:
                 {"role": "system", "content": info["instructions"]},
                 {"role": "user", "content": obs},
             ]
-            out.append(render_prompt(tokenizer, messages, think_prefix=True))
+            text = render_prompt(tokenizer, messages, True)
+            out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
         env.close()
     return out
 
@@ -52,7 +54,7 @@ def _max_diff(a: list[list[float]], b: list[list[float]]) -> float:
 def test_hf_and_vllm_agree_greedily_on_the_same_weights(policy, engine):
     model, tokenizer = policy
     prompts = _prompts(tokenizer)
-    hf = HFEngine(model, tokenizer, logprobs=True).generate(prompts, GREEDY)
+    hf = HFEngine(model, tokenizer).generate(prompts, GREEDY)
     vl = engine.generate(prompts, GREEDY)
     assert [g.text for g in vl] == [g.text for g in hf]
     assert [g.token_ids for g in vl] == [g.token_ids for g in hf]
@@ -82,8 +84,8 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
     after = engine.generate(prompts, GREEDY)
     assert seconds > 0
     assert [g.text for g in after] != [g.text for g in before]
-    mine = recompute_logprobs(updated, tokenizer, prompts, [g.token_ids for g in after])
-    old = recompute_logprobs(model, tokenizer, prompts, [g.token_ids for g in after])
+    mine = recompute_logprobs(updated, prompts, [g.token_ids for g in after])
+    old = recompute_logprobs(model, prompts, [g.token_ids for g in after])
     diff = _max_diff([g.logprobs for g in after], mine)
     print(
         f"after sync: max |logprob diff| = {diff:.2e} (vs the old weights: "
@@ -103,6 +105,19 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
     # The same text exactly; log-probs equal up to float32 rounding: the kernels are rebuilt
     # from the same weights, but oneDNN may sum in another order (observed 0.0 and 1.2e-5).
     assert back < RESTORE_TOL
+
+
+def test_sampling_logprobs_at_temperature_0_7_are_the_trainers(policy, engine):
+    """vLLM's processed log-probs (after temperature) against log_softmax(logits / 0.7) of the
+    trainer's forward pass, on the tokens vLLM sampled (top_p = 1: no truncation)."""
+    model, tokenizer = policy
+    prompts = _prompts(tokenizer)
+    sampled = engine.generate(prompts, SamplingSettings(max_new_tokens=24, temperature=0.7))
+    mine = recompute_logprobs(model, prompts, [g.token_ids for g in sampled], temperature=0.7)
+    raw = recompute_logprobs(model, prompts, [g.token_ids for g in sampled], temperature=1.0)
+    diff = _max_diff([g.logprobs for g in sampled], mine)
+    print(f"T=0.7: max |vLLM - trainer| = {diff:.2e}")
+    assert diff < LOGPROB_TOL < _max_diff([g.logprobs for g in sampled], raw)
 
 
 def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, float]]:

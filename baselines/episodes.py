@@ -1,0 +1,489 @@
+"""The episode loop and its records: token ids in, token ids out.
+
+One loop (:func:`collect_rollouts`) plays every episode the trainer learns from and validates on;
+the ``hf:`` agent of ``agentgym eval`` builds its prompts with the same :class:`TokenContext`, so a
+checkpoint is scored on exactly the prompts it was trained on.
+
+**Token-in-token-out** (the scheme of docs/engines.md). Each episode keeps a running token
+context. On turn 1 the chat template's generation prompt (plus ``<think>`` in the
+``think_answer`` format) is tokenised once. After the policy replies, its sampled ids (the end
+token included when it sampled one) are appended *as ids*, never re-tokenised from text, and the
+rendered text is extended by their decoding. On the next turn the template renders the whole chat
+again; when that text starts with the text the context already stands for, only the new part
+(the template's end of the assistant turn, the next user message and the next generation header)
+is tokenised and appended. The engine is given exactly these ids, and the training row is these
+same ids: the trainer learns from the very ids that were sampled, in the very context they were
+sampled in, whatever BPE would merge on a re-tokenisation (``'Cast','ing'`` stays two tokens, a
+``</think>`` right after the ``<think>`` prefix stays its own token).
+
+**Templates that rewrite earlier turns** (e.g. ones that drop the reasoning of earlier assistant
+turns): the new rendering does not start with the context's text, so the row so far is closed and
+a new row starts from the freshly tokenised prompt. Each row is exact (what the policy was given
+that turn, then what it sampled); every sampled token is trained in exactly one row. An episode is
+one row under a prefix-preserving template (ChatML, SmolLM2) and one row per changed prefix
+otherwise. A chat template that renders no generation prompt cannot be used and raises
+:class:`ValueError` naming the template.
+
+Source: the token-in-token-out multi-turn rollouts of verl (``agent_loop``) and RAGEN, and
+TRL's GRPO trainer (training on the completion ids the generator returned).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import agentgym  # noqa: F401  (registers the ids)
+from agentgym.chat import ChatEpisode
+from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
+
+__all__ = [
+    "THINK_PREFIX",
+    "TokenContext",
+    "TrainingRow",
+    "TurnRecord",
+    "EpisodeRecord",
+    "collect_rollouts",
+    "render_prompt",
+    "think_prefix_for",
+    "extract_reasoning",
+    "reasoning_ids",
+    "episode_json",
+    "write_rollouts",
+]
+
+THINK_PREFIX = "<think>"
+
+
+def think_prefix_for(sampling: SamplingSettings, action_format: str) -> str:
+    """``"<think>"`` when ``sampling.think_prefix`` is set and the format is ``think_answer``."""
+    return THINK_PREFIX if sampling.think_prefix and action_format == "think_answer" else ""
+
+
+def _template_name(tokenizer: Any) -> str:
+    return f"{type(tokenizer).__name__}({getattr(tokenizer, 'name_or_path', '') or 'unnamed'})"
+
+
+def render_prompt(tokenizer: Any, messages: list[dict[str, str]], prefix: str | bool) -> str:
+    """The generation prompt as text: the chat template with the assistant header, plus
+    ``prefix`` (``True`` means ``"<think>"``, ``False`` nothing).
+
+    Raises:
+        ValueError: the tokenizer has no chat template.
+    """
+    if prefix is True:
+        prefix = THINK_PREFIX
+    elif prefix is False:
+        prefix = ""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"the tokenizer {_template_name(tokenizer)} has no chat template; set "
+            "tokenizer.chat_template (a Jinja template) before rollouts"
+        )
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return text + prefix
+
+
+@dataclass
+class TrainingRow:
+    """One training sequence of an episode (exactly what the policy was given and sampled).
+
+    Attributes:
+        input_ids: token ids (length L).
+        loss_mask: 1 on sampled ids (the end token included when sampled), else 0 (length L).
+        logprobs: the engine's sampling log-prob on sampled ids, 0.0 elsewhere (length L).
+        turns: indices of the episode's turns sampled in this row, in order.
+        turn_ends: per entry of ``turns``, the position of that turn's last sampled id (-1 when
+            the turn sampled nothing).
+    """
+
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    turn_ends: list[int] = field(default_factory=list)
+
+
+class TokenContext:
+    """The running token context of one episode (see the module docstring for the scheme).
+
+    Args:
+        tokenizer: the policy's tokenizer, with a chat template.
+        prefix: text that ends every generation prompt (``"<think>"`` or ``""``).
+
+    Example:
+        >>> ctx = TokenContext(tokenizer, "<think>")  # doctest: +SKIP
+        >>> ids = ctx.prompt(chat.messages())          # give these to the engine
+        >>> ctx.add(generation)                        # then record what it sampled
+    """
+
+    def __init__(self, tokenizer: Any, prefix: str = THINK_PREFIX):
+        self.tokenizer, self.prefix = tokenizer, prefix
+        self.rows: list[TrainingRow] = []
+        self.row = TrainingRow()
+        self.text: str | None = None
+        self.turn = 0
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _close_row(self) -> None:
+        row = self.row
+        if any(row.loss_mask):
+            last = max(i for i, m in enumerate(row.loss_mask) if m)  # trailing prompt: no loss
+            del row.input_ids[last + 1 :], row.loss_mask[last + 1 :], row.logprobs[last + 1 :]
+            self.rows.append(row)
+        self.row = TrainingRow()
+
+    def prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids to give the engine for the turn that answers ``messages``' last message.
+
+        Raises:
+            ValueError: no chat template, or one that adds nothing for
+                ``add_generation_prompt=True`` (the reply would not be marked as the assistant's).
+        """
+        full = render_prompt(self.tokenizer, messages, self.prefix)
+        if self.text is None:
+            bare = self.tokenizer.apply_chat_template(messages, tokenize=False)
+            if bare + self.prefix == full:
+                raise ValueError(
+                    f"the chat template of {_template_name(self.tokenizer)} renders no "
+                    "generation prompt (add_generation_prompt=True adds nothing), so a reply "
+                    "would not be marked as the assistant's; use a template with one"
+                )
+        if self.text is not None and full.startswith(self.text):
+            new = self._encode(full[len(self.text) :])
+        else:
+            self._close_row()  # first turn, or the template rewrote an earlier turn
+            new = self._encode(full)
+        row = self.row
+        row.input_ids += new
+        row.loss_mask += [0] * len(new)
+        row.logprobs += [0.0] * len(new)
+        self.text = full
+        return list(row.input_ids)
+
+    def add(self, generation: Generation) -> int:
+        """Append the ids the policy sampled for the current turn; returns this turn's row index."""
+        ids = list(generation.token_ids)
+        lps = list(generation.logprobs) or [0.0] * len(ids)
+        if len(lps) != len(ids):
+            raise ValueError(f"{len(ids)} sampled ids but {len(lps)} log-probs")
+        row = self.row
+        row.input_ids += ids
+        row.loss_mask += [1] * len(ids)
+        row.logprobs += lps
+        row.turns.append(self.turn)
+        row.turn_ends.append(len(row.input_ids) - 1 if ids else -1)
+        self.turn += 1
+        assert self.text is not None, "call prompt() before add()"
+        self.text += self.tokenizer.decode(ids, skip_special_tokens=False)
+        return len(self.rows)
+
+    def finish(self) -> list[TrainingRow]:
+        """Close the context; returns every row that holds sampled ids."""
+        self._close_row()
+        self.text = None
+        return self.rows
+
+
+@dataclass
+class TurnRecord:
+    """One turn.
+
+    Attributes:
+        prompt_ids: the ids the engine was given.
+        generated_ids: the ids it sampled (the end token included when sampled).
+        logprobs: sampling log-prob of each generated id (same length).
+        response: the action text the environment received (``<think>`` prefix + reply text).
+        ended_with_eos: the policy sampled an end token.
+        reward: the environment's reward for this turn.
+        info: the environment's ``info`` after this turn.
+        row: index of the episode's :class:`TrainingRow` that trains this turn.
+    """
+
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    logprobs: list[float]
+    response: str
+    ended_with_eos: bool
+    reward: float
+    info: dict[str, Any]
+    row: int = 0
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode.
+
+    Attributes:
+        group: index of its group in the batch (episodes of a group share ``seed``).
+        seed: the reset seed.
+        chat: its :class:`ChatEpisode` (``chat.messages()`` is the whole conversation).
+        env_id: the environment id.
+        turns: one :class:`TurnRecord` per turn.
+        rows: the training rows (:class:`TokenContext`), usually one.
+        terminated, truncated: how it ended (``truncated`` also when the context ran out).
+    """
+
+    group: int
+    seed: int
+    chat: ChatEpisode
+    env_id: str = ""
+    turns: list[TurnRecord] = field(default_factory=list)
+    rows: list[TrainingRow] = field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def success(self) -> bool:
+        return bool(self.turns and self.turns[-1].info.get("success", False))
+
+    @property
+    def valid_turn_fraction(self) -> float:
+        if not self.turns:
+            return 0.0
+        return float(np.mean([t.info.get("action_is_valid", False) for t in self.turns]))
+
+
+def extract_reasoning(response: str) -> str:
+    """The text inside ``<think>...</think>`` of a reply (up to the end if unclosed), else ``""``."""
+    start = response.find("<think>")
+    if start < 0:
+        return ""
+    start += len("<think>")
+    end = response.find("</think>", start)
+    return response[start:] if end < 0 else response[start:end]
+
+
+def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
+    """The sampled ids of a turn's reasoning z, through the token that closes ``</think>``.
+
+    The sampled ids are used as they are (no re-tokenisation). A reasoning the policy never
+    closed is its sampled ids (end token dropped) followed by the tokens of ``"</think>"``; a
+    prompt that did not end with ``<think>`` gives only ``"</think>"``'s tokens (an empty z).
+    """
+    closing = list(tokenizer("</think>", add_special_tokens=False)["input_ids"])
+    if not turn.response.startswith(THINK_PREFIX):
+        return closing
+    ids = turn.generated_ids[:-1] if turn.ended_with_eos else turn.generated_ids
+    for k in range(1, len(ids) + 1):
+        if "</think>" in tokenizer.decode(ids[:k], skip_special_tokens=False):
+            return list(ids[:k])
+    return list(ids) + closing
+
+
+def collect_rollouts(
+    model: Any,
+    tokenizer: Any,
+    env_id: str,
+    seeds: list[int],
+    group_size: int,
+    sampling: SamplingSettings,
+    env_kwargs: dict[str, Any] | None = None,
+    envs: list[gym.Env] | Any | None = None,
+    timings: dict[str, float] | None = None,
+    engine: RolloutEngine | None = None,
+) -> list[EpisodeRecord]:
+    """Play ``len(seeds) * group_size`` episodes in lock step; group g resets with ``seeds[g]``.
+
+    Args:
+        model: a causal LM (Hugging Face); used only when ``engine`` is ``None``.
+        tokenizer: its tokenizer, with a chat template.
+        env_id: a registered agentgym id.
+        seeds: one reset seed per group.
+        group_size: N episodes per group.
+        sampling: generation settings.
+        env_kwargs: constructor overrides for the environment (its ``action_format`` decides
+            whether the ``<think>`` prefix applies).
+        envs: environments to reuse (at least ``len(seeds) * group_size``), or an environment
+            pool with ``reset_many(seeds)`` and ``step_many(indices, actions)`` (e.g.
+            :class:`baselines.ray_rollout.RayEnvPool`); made in-process if ``None`` and closed
+            at the end.
+        timings: if given, receives ``timing/generation_s`` (engine), ``timing/env_s``
+            (environment resets and steps) and ``timing/prompt_s`` (rendering and tokenising
+            the new part of each prompt), in seconds.
+        engine: a :class:`baselines.engines.RolloutEngine`; ``None`` uses
+            :class:`baselines.engines.HFEngine` on ``model``.
+
+    Returns:
+        Episodes ordered by group, then member (``group * group_size + member``), each with its
+        turns and training rows.
+
+    Raises:
+        ValueError: fewer environments than episodes, or an unusable chat template.
+    """
+    if engine is None:
+        engine = HFEngine(model, tokenizer)
+    env_kwargs = dict(env_kwargs or {})
+    prefix = think_prefix_for(sampling, env_kwargs.get("action_format", "think_answer"))
+    count = len(seeds) * group_size
+    own_envs = envs is None
+    if envs is None:
+        envs = [gym.make(env_id, **env_kwargs) for _ in range(count)]
+    pool = envs if hasattr(envs, "step_many") else _LocalEnvs(envs)
+    if len(pool) < count:
+        raise ValueError(f"need {count} environments, got {len(pool)}")
+    episodes: list[EpisodeRecord] = []
+    contexts = [TokenContext(tokenizer, prefix) for _ in range(count)]
+    gen_s = env_s = prompt_s = 0.0
+    try:
+        t0 = time.perf_counter()
+        resets = pool.reset_many([seeds[index // group_size] for index in range(count)])
+        env_s += time.perf_counter() - t0
+        for index, (observation, info) in enumerate(resets):
+            group, seed = index // group_size, seeds[index // group_size]
+            chat = ChatEpisode.from_reset(observation, info)
+            episodes.append(EpisodeRecord(group, seed, chat, env_id))
+        live = list(range(count))
+        while live:
+            t0 = time.perf_counter()
+            prompts = [contexts[i].prompt(episodes[i].chat.messages()) for i in live]
+            prompt_s += time.perf_counter() - t0
+            fits = [
+                len(p) + sampling.max_new_tokens <= sampling.max_context_tokens for p in prompts
+            ]
+            for i, ok in zip(live, fits, strict=True):
+                if not ok:
+                    episodes[i].truncated = True  # the context is full: end the episode
+            live = [i for i, ok in zip(live, fits, strict=True) if ok]
+            prompts = [p for p, ok in zip(prompts, fits, strict=True) if ok]
+            if not live:
+                break
+            t0 = time.perf_counter()
+            generations = engine.generate(prompts, sampling)
+            gen_s += time.perf_counter() - t0
+            responses = [prefix + g.text for g in generations]
+            t0 = time.perf_counter()
+            results = pool.step_many(live, responses)
+            env_s += time.perf_counter() - t0
+            still_live = []
+            for i, prompt, gen, response, result in zip(
+                live, prompts, generations, responses, results, strict=True
+            ):
+                obs, reward, terminated, truncated, info = result
+                episode = episodes[i]
+                row = contexts[i].add(gen)
+                episode.chat.record(response, obs, reward, terminated, truncated, info)
+                episode.turns.append(
+                    TurnRecord(
+                        prompt,
+                        list(gen.token_ids),
+                        list(gen.logprobs) or [0.0] * len(gen.token_ids),
+                        response,
+                        gen.ended_with_eos,
+                        float(reward),
+                        info,
+                        row,
+                    )
+                )
+                if terminated or truncated:
+                    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
+                else:
+                    still_live.append(i)
+            live = still_live
+    finally:
+        if own_envs:
+            for env in envs:
+                env.close()
+    for episode, context in zip(episodes, contexts, strict=True):
+        episode.rows = context.finish()
+    if timings is not None:
+        for key, value in (
+            ("timing/generation_s", gen_s),
+            ("timing/env_s", env_s),
+            ("timing/prompt_s", prompt_s),
+        ):
+            timings[key] = timings.get(key, 0.0) + value
+    return episodes
+
+
+def _plain(value: Any) -> Any:
+    """``info`` values as JSON (numpy scalars and arrays to Python, anything else to ``str``)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def episode_json(episode: EpisodeRecord) -> dict[str, Any]:
+    """One line of a rollout dump (``train.dump_rollouts``).
+
+    Keys: ``env_id``, ``seed``, ``group``, ``reward`` (episode total), ``success``,
+    ``terminated``, ``truncated``; ``turns``: per turn ``prompt_ids``, ``sampled_ids``,
+    ``logprobs`` (sampling log-probs, natural log), ``response`` (the action text),
+    ``ended_with_eos``, ``reward``, ``row``, ``info``; and the trained rows: ``input_ids`` and
+    ``loss_mask`` (lists with one entry per training row, usually one; ``loss_mask`` 1 on the
+    sampled ids).
+    """
+    return {
+        "env_id": episode.env_id,
+        "seed": episode.seed,
+        "group": episode.group,
+        "reward": episode.total_reward,
+        "success": episode.success,
+        "terminated": episode.terminated,
+        "truncated": episode.truncated,
+        "turns": [
+            {
+                "prompt_ids": t.prompt_ids,
+                "sampled_ids": t.generated_ids,
+                "logprobs": t.logprobs,
+                "response": t.response,
+                "ended_with_eos": t.ended_with_eos,
+                "reward": t.reward,
+                "row": t.row,
+                "info": _plain(t.info),
+            }
+            for t in episode.turns
+        ],
+        "input_ids": [row.input_ids for row in episode.rows],
+        "loss_mask": [row.loss_mask for row in episode.rows],
+    }
+
+
+def write_rollouts(path: str | os.PathLike[str], episodes: list[EpisodeRecord], step: int) -> None:
+    """Write ``episodes`` as JSON lines (:func:`episode_json`, plus ``step``) to ``path``.
+
+    The file is written under a temporary name and renamed, so a reader never sees half a file.
+    """
+    target = os.fspath(path)
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    tmp = target + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for episode in episodes:
+            fh.write(json.dumps({"step": step, **episode_json(episode)}, allow_nan=False) + "\n")
+    os.replace(tmp, target)
+
+
+class _LocalEnvs:
+    """In-process environments behind the pool interface of :func:`collect_rollouts`."""
+
+    def __init__(self, envs: list[gym.Env]):
+        self.envs = envs
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset_many(self, seeds: list[int]) -> list[tuple[Any, dict[str, Any]]]:
+        return [self.envs[i].reset(seed=seed) for i, seed in enumerate(seeds)]
+
+    def step_many(self, indices: list[int], actions: list[str]) -> list[tuple]:
+        return [self.envs[i].step(a) for i, a in zip(indices, actions, strict=True)]

@@ -1,0 +1,93 @@
+"""``python -m baselines.show_rollouts RUN_DIR --step N``: print a step's episodes as text.
+
+Reads ``RUN_DIR/rollouts/step_NNNNNN.jsonl`` (written with ``train.dump_rollouts: true``, format in
+:func:`baselines.episodes.episode_json`) and the tokenizer saved next to it, and prints each
+episode's training rows decoded, with the trained spans (the ids the policy sampled) between
+``[[`` and ``]]`` (or in colour with ``--color``), followed by each turn's reward and mean
+sampling log-prob.
+
+Example:
+    python -m baselines.show_rollouts runs/quick --step 0 --episodes 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_step", "format_episode", "main"]
+
+_OPEN, _CLOSE = "[[", "]]"
+_GREEN, _RESET = "\033[32m", "\033[0m"
+
+
+def load_step(run_dir: str | Path, step: int) -> list[dict[str, Any]]:
+    """The episodes of ``step`` (one dict per line of its dump).
+
+    Raises:
+        FileNotFoundError: no dump for that step (the message lists the steps there are).
+    """
+    folder = Path(run_dir) / "rollouts"
+    path = folder / f"step_{step:06d}.jsonl"
+    if not path.is_file():
+        have = sorted(int(p.stem.split("_")[1]) for p in folder.glob("step_*.jsonl"))
+        raise FileNotFoundError(
+            f"no rollout dump {path}; steps dumped: {have or 'none'} (train with "
+            "train.dump_rollouts=true to write them)"
+        )
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def format_episode(tokenizer: Any, episode: dict[str, Any], color: bool = False) -> str:
+    """An episode as text: header, each training row with trained spans marked, turn summary."""
+    opening, closing = (_GREEN, _RESET) if color else (_OPEN, _CLOSE)
+    lines = [
+        f"=== {episode['env_id']} seed={episode['seed']} group={episode['group']} "
+        f"reward={episode['reward']:g} success={episode['success']} turns={len(episode['turns'])}"
+    ]
+    for r, (ids, mask) in enumerate(zip(episode["input_ids"], episode["loss_mask"], strict=True)):
+        lines.append(f"--- row {r}: {len(ids)} tokens, {sum(mask)} trained")
+        pieces, start = [], 0
+        for k in range(1, len(ids) + 1):
+            if k == len(ids) or mask[k] != mask[start]:
+                text = tokenizer.decode(ids[start:k], skip_special_tokens=False)
+                pieces.append(f"{opening}{text}{closing}" if mask[start] else text)
+                start = k
+        lines.append("".join(pieces))
+    for t, turn in enumerate(episode["turns"]):
+        lps = turn["logprobs"]
+        mean = sum(lps) / len(lps) if lps else float("nan")
+        lines.append(
+            f"turn {t + 1}: reward={turn['reward']:g} sampled={len(turn['sampled_ids'])} "
+            f"mean_logprob={mean:.3f} ended_with_eos={turn['ended_with_eos']} row={turn['row']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m baselines.show_rollouts", description=__doc__)
+    parser.add_argument("run_dir", help="the run folder (train.out_dir)")
+    parser.add_argument("--step", type=int, required=True, help="training step to show")
+    parser.add_argument("--episodes", type=int, default=0, help="show the first K (0: all)")
+    parser.add_argument("--color", action="store_true", help="trained spans in green")
+    args = parser.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    try:
+        episodes = load_step(args.run_dir, args.step)
+    except FileNotFoundError as err:
+        print(err, file=sys.stderr)
+        return 2
+    tokenizer = AutoTokenizer.from_pretrained(Path(args.run_dir) / "rollouts" / "tokenizer")
+    if args.episodes:
+        episodes = episodes[: args.episodes]
+    for episode in episodes:
+        print(format_episode(tokenizer, episode, color=args.color))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
