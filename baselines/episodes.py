@@ -41,6 +41,7 @@ import numpy as np
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
+from baselines.diagnostics import THINK_CLOSE, reasoning_text
 from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
 
 __all__ = [
@@ -267,20 +268,52 @@ def extract_reasoning(response: str) -> str:
 
 
 def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
-    """The sampled ids of a turn's reasoning z, through the token that closes ``</think>``.
+    """The sampled ids of a turn's reasoning z, without ``</think>``; ``[]`` when z is empty.
 
-    The sampled ids are used as they are (no re-tokenisation). A reasoning the policy never
-    closed is its sampled ids (end token dropped) followed by the tokens of ``"</think>"``; a
-    prompt that did not end with ``<think>`` gives only ``"</think>"``'s tokens (an empty z).
+    RAGEN-2's z (:func:`baselines.diagnostics.reasoning_text`) is the stripped text between
+    ``<think>`` and the first ``</think>``; a reply that never closed the block, or whose block
+    holds only white space or special tokens, has none (``[]``: the MI diagnostics drop it and
+    count it in ``valid_thinking_rate``). No ``</think>`` the policy did not sample is added.
+
+    The ids are the sampled ones, not a re-tokenisation: the longest prefix of the sampled ids
+    (end token dropped) whose text ends before ``</think>`` starts, less special-token ids and
+    leading/trailing ids that decode to white space only. A token that holds both the last
+    characters of z and the start of ``</think>`` (e.g. ``"done</"``) is left out, as it is part
+    of the closing tag.
+
+    Args:
+        tokenizer: the policy's tokenizer.
+        turn: a played turn (``response`` starts with ``<think>`` when the prompt ended with it).
+
+    Returns:
+        int token ids, possibly ``[]``.
     """
-    closing = list(tokenizer("</think>", add_special_tokens=False)["input_ids"])
-    if not turn.response.startswith(THINK_PREFIX):
-        return closing
-    ids = turn.generated_ids[:-1] if turn.ended_with_eos else turn.generated_ids
+    special = list(getattr(tokenizer, "all_special_tokens", []) or [])
+    if not turn.response.startswith(THINK_PREFIX) or not reasoning_text(turn.response, special):
+        return []
+    ids = list(turn.generated_ids[:-1] if turn.ended_with_eos else turn.generated_ids)
+    close = None
     for k in range(1, len(ids) + 1):
-        if "</think>" in tokenizer.decode(ids[:k], skip_special_tokens=False):
-            return list(ids[:k])
-    return list(ids) + closing
+        text = tokenizer.decode(ids[:k], skip_special_tokens=False)
+        if THINK_CLOSE in text:
+            close, cut = k, text.index(THINK_CLOSE)
+            break
+    if close is None:  # the <think> prefix came from the prompt and z closed in it: not sampled
+        return []
+    end = close
+    while end > 0 and len(tokenizer.decode(ids[:end], skip_special_tokens=False)) > cut:
+        end -= 1
+    special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    z = [i for i in ids[:end] if i not in special_ids]
+
+    def blank(i: int) -> bool:
+        return not tokenizer.decode([i], skip_special_tokens=False).strip()
+
+    while z and blank(z[0]):
+        z.pop(0)
+    while z and blank(z[-1]):
+        z.pop()
+    return z
 
 
 def collect_rollouts(

@@ -66,7 +66,7 @@ from baselines.checkpoint import (
     write_text_durable,
 )
 from baselines.config import TrainConfig, config_to_dict
-from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
+from baselines.diagnostics import ZScoreTracker, mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import EpisodeRecord, collect_rollouts, reasoning_ids, write_rollouts
 from baselines.filtering import snr_filter
@@ -78,6 +78,7 @@ from baselines.losses import (
     policy_loss,
     value_loss,
 )
+from baselines.minibatches import minibatch_indices
 from baselines.policy import load_policy
 
 __all__ = ["Trainer", "vocabulary_texts"]
@@ -350,20 +351,37 @@ class Trainer:
 
     def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
         """MI diagnostics on the sampled (prompt ids, reasoning ids) pairs, scored at the
-        sampling temperature (the policy's sampling distribution)."""
+        sampling temperature (the policy's sampling distribution).
+
+        z is RAGEN-2's reasoning (:func:`baselines.diagnostics.mi_pairs`: the stripped text
+        between the think tags; empty and unclosed ones dropped, no unsampled ``</think>``),
+        taken token-exact as the sampled ids of that span (:func:`reasoning_ids`). Returns
+        :func:`mi_metrics`' values and ``num_pairs_total``, ``num_pairs_valid``,
+        ``valid_thinking_rate``; only the latter three when fewer than 2 distinct prompts keep
+        a z.
+        """
         dc = self.config.diagnostics
-        pairs: list[tuple[tuple[int, ...], list[int]]] = []
+        turns = []
         for episode in episodes:
-            chosen = episode.turns[:1] if dc.turn == "first" else episode.turns
-            for turn in chosen:
-                pairs.append((tuple(turn.prompt_ids), reasoning_ids(self.tokenizer, turn)))
+            turns.extend(episode.turns[:1] if dc.turn == "first" else episode.turns)
         rng = np.random.default_rng(self.config.train.seed * 7919 + step)
-        if len(pairs) > dc.max_pairs:
-            pick = np.sort(rng.choice(len(pairs), size=dc.max_pairs, replace=False))
-            pairs = [pairs[i] for i in pick]
+        if len(turns) > dc.max_pairs:
+            pick = np.sort(rng.choice(len(turns), size=dc.max_pairs, replace=False))
+            turns = [turns[i] for i in pick]
+        special = list(self.tokenizer.all_special_tokens)
+        _, texts, _, stats = mi_pairs(
+            [repr(tuple(t.prompt_ids)) for t in turns], [t.response for t in turns], special
+        )
+        pairs = [(tuple(t.prompt_ids), reasoning_ids(self.tokenizer, t)) for t in turns]
+        pairs = [(p, z) for p, z in pairs if z]
+        if len(pairs) != len(texts):
+            raise RuntimeError(
+                f"reasoning_ids kept {len(pairs)} reasonings but mi_pairs kept {len(texts)}; "
+                "the two rules for z disagree"
+            )
         prompts = sorted({p for p, _ in pairs})
         if len(prompts) < 2:
-            return {}
+            return stats
         index = {p: j for j, p in enumerate(prompts)}
         z_ids = [z for _, z in pairs]
         with torch.no_grad():
@@ -376,9 +394,29 @@ class Trainer:
             )
         prompt_index = torch.tensor([index[p] for p, _ in pairs])
         lengths = torch.tensor([len(z) for z in z_ids])
-        return mi_metrics(
+        out = mi_metrics(
             loglik, prompt_index, lengths=lengths, num_permutations=dc.permutations, seed=step
         )
+        out.update(stats)
+        return out
+
+    def _episode_entropies(self, full: RolloutBatch, shape: tuple[int, int]) -> torch.Tensor:
+        """Each episode's mean token entropy (nats) over its sampled tokens, float64 ``[G, N]``,
+        at the sampling temperature (for ``filter.metric`` entropy / entropy_std)."""
+        sums = torch.zeros(full.row_episode.max().item() + 1, dtype=torch.float64)
+        counts = torch.zeros_like(sums)
+        self.model.eval()
+        with torch.no_grad():
+            for rows in self._batches(list(range(full.num_rows))):
+                part = full.select(rows).to(self.device)
+                _, entropy, _ = self._forward(part, want_values=False)
+                mask = part.loss_mask
+                episode = full.row_episode[torch.as_tensor(rows)]
+                sums.index_add_(0, episode, (entropy * mask).sum(1).double().cpu())
+                counts.index_add_(0, episode, mask.sum(1).double().cpu())
+        out = torch.zeros(shape[0] * shape[1], dtype=torch.float64)
+        out[: len(sums)] = sums / counts.clamp(min=1)
+        return out.view(shape)
 
     def _batches(self, items: list[int]) -> list[list[int]]:
         size = self.config.algorithm.micro_batch_size
@@ -448,7 +486,9 @@ class Trainer:
             metrics["actor/skipped"] = 1.0
             return
         is_ppo = ac.name == "ppo"
-        need_old = ac.ppo_epochs > 1
+        several_steps = len(minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size)) > 1
+        # Old log-probs from the pre-update pass whenever the policy moves within the batch.
+        need_old = ac.ppo_epochs > 1 or several_steps
         need_ref = ac.kl_coef > 0
         t0 = time.perf_counter()
         if need_old or need_ref or is_ppo:
@@ -463,42 +503,65 @@ class Trainer:
         self.model.train()
         sums: dict[str, float] = {}
         diffs: list[torch.Tensor] = []
+        if need_old and self.engine.provides_logprobs:
+            # The engine's sampling log-probs against the pre-update pass.
+            gap = (batch.old_logprobs - batch.sampling_logprobs).abs()
+            diffs.append(gap[batch.loss_mask.bool()])
+        grad_norms: list[float] = []
+        self.minibatch_stats = []  # one dict per optimizer step (ratio, clip fractions)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        shares_total = 0.0
         for epoch in range(ac.ppo_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            for rows in self._batches(list(range(batch.num_rows))):
-                part = batch.select(rows).to(self.device)
-                mask = part.loss_mask
-                logprobs, entropy, values = self._forward(part, is_ppo)
-                if epoch == 0 and self.engine.provides_logprobs:
-                    # The engine's sampling log-probs against this first, pre-update forward.
-                    gap = (logprobs.detach() - part.sampling_logprobs).abs()
-                    diffs.append(gap[mask.bool()].cpu())
-                old = part.old_logprobs if need_old else logprobs.detach()
-                share = float(mask.sum()) / total_tokens
-                pg, stats = policy_loss(
-                    logprobs, old, part.advantages, mask, ac.clip_low, ac.clip_high
-                )
-                ent = masked_mean(entropy, mask)
-                loss = pg - ac.entropy_coef * ent
-                if need_ref:
-                    kl = masked_mean(kl_penalty(logprobs, part.ref_logprobs, ac.kl_estimator), mask)
-                    loss = loss + ac.kl_coef * kl
-                    sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * kl.item()
-                if is_ppo:
-                    vl, vstats = value_loss(values, part.values, part.returns, mask, ac.value_clip)
-                    loss = loss + ac.value_coef * vl
-                    for key, val in vstats.items():
+            for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
+                mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
+                if mini_tokens == 0:
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                step_stats: dict[str, float] = {}
+                for rows in self._batches(mini):
+                    part = batch.select(rows).to(self.device)
+                    mask = part.loss_mask
+                    logprobs, entropy, values = self._forward(part, is_ppo)
+                    if epoch == 0 and not need_old and self.engine.provides_logprobs:
+                        # The engine's sampling log-probs against this first, pre-update forward.
+                        gap = (logprobs.detach() - part.sampling_logprobs).abs()
+                        diffs.append(gap[mask.bool()].cpu())
+                    old = part.old_logprobs if need_old else logprobs.detach()
+                    local = float(mask.sum()) / mini_tokens  # loss weight in this step
+                    share = float(mask.sum()) / total_tokens  # metric weight in the pass
+                    pg, stats = policy_loss(
+                        logprobs, old, part.advantages, mask, ac.clip_low, ac.clip_high
+                    )
+                    ent = masked_mean(entropy, mask)
+                    loss = pg - ac.entropy_coef * ent
+                    if need_ref:
+                        kl = masked_mean(
+                            kl_penalty(logprobs, part.ref_logprobs, ac.kl_estimator), mask
+                        )
+                        loss = loss + ac.kl_coef * kl
+                        sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * kl.item()
+                    if is_ppo:
+                        vl, vstats = value_loss(
+                            values, part.values, part.returns, mask, ac.value_clip
+                        )
+                        loss = loss + ac.value_coef * vl
+                        for key, val in vstats.items():
+                            sums[key] = sums.get(key, 0.0) + share * val.item()
+                    (loss * local).backward()
+                    sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * ent.item()
+                    for key, val in stats.items():
                         sums[key] = sums.get(key, 0.0) + share * val.item()
-                (loss * share).backward()
-                sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * ent.item()
-                for key, val in stats.items():
-                    sums[key] = sums.get(key, 0.0) + share * val.item()
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
-            self.optimizer.step()
-            sums["actor/grad_norm"] = float(grad_norm)
+                        step_stats[key] = step_stats.get(key, 0.0) + local * val.item()
+                    shares_total += share
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
+                self.optimizer.step()
+                grad_norms.append(float(grad_norm))
+                self.minibatch_stats.append(step_stats)
+        passes = shares_total if shares_total > 0 else 1.0  # = ppo_epochs
         for key, val in sums.items():
-            metrics[key] = val / (ac.ppo_epochs if key != "actor/grad_norm" else 1)
+            metrics[key] = val / passes
+        metrics["actor/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else math.nan
+        metrics["actor/optimizer_steps"] = float(len(grad_norms))
         metrics["actor/lr"] = ac.lr
         if diffs:
             flat = torch.cat(diffs)
@@ -530,12 +593,25 @@ class Trainer:
         else:
             diag = {}
 
-        result = snr_filter(rewards, cfg.filter)
+        extra: dict[str, torch.Tensor] = {}
+        if cfg.filter.needs == "lengths":  # policy tokens of each episode
+            extra["lengths"] = torch.tensor(
+                [sum(len(t.generated_ids) for t in e.turns) for e in episodes],
+                dtype=torch.float64,
+            ).view(P, N)
+        elif cfg.filter.needs == "entropies":
+            extra["entropies"] = self._episode_entropies(full, (P, N))
+        result = snr_filter(rewards, cfg.filter, **extra)
         metrics.update(result.stats)
         kept_groups = result.kept.tolist()
         kept = [g * N + n for g in kept_groups for n in range(N)]
         metrics["filter/tokens_before"] = float(full.num_tokens)
         self._phase("update (forward/backward)")  # hook: live progress
+        spread = rewards.amax(1) - rewards.amin(1)
+        if cfg.algorithm.name != "ppo" and kept and bool((spread[kept_groups] == 0).all()):
+            # Every kept group has equal rewards, so every GRPO advantage is 0: no reward signal
+            # (RAGEN would still step on the entropy/KL terms alone; we count it as no update).
+            kept = []
         if kept:
             batch = build_batch([episodes[i] for i in kept], pad)
             metrics["filter/tokens_after"] = float(batch.num_tokens)
@@ -558,8 +634,10 @@ class Trainer:
         metrics.update(timings)
         if diag:
             metrics.update({f"collapse/{key}": value for key, value in diag.items()})
-            # The policy's token entropy on this batch (NaN when the update was skipped).
-            metrics.update(self.tracker.update(diag, metrics.get("actor/entropy", math.nan)))
+        if "mi_zscore" in diag:
+            # Entropy: the per-token conditional entropy estimate of the whole diagnostic
+            # sample (before filtering), not the kept groups' actor entropy.
+            metrics.update(self.tracker.update(diag))
         return metrics
 
     def validate(self) -> dict[str, float]:

@@ -136,5 +136,8 @@ def test_shipped_configs_use_the_main_table_filter(name):
 def test_ragen_filter_names_and_no_filter_arm():
     config = load_config(None, ["filter.metric=reward_variance", "filter.p=1.0"])
     assert (config.filter.metric, config.filter.p) == ("std", 1.0)
+    assert (
+        load_config(None, ["algorithm.ppo_mini_batch_size=32"]).algorithm.ppo_mini_batch_size == 32
+    )
     with pytest.raises(ValueError, match="ppo_mini_batch_size"):
-        load_config(None, ["algorithm.ppo_mini_batch_size=32"])
+        load_config(None, ["algorithm.ppo_mini_batch_size=-1"])

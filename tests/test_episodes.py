@@ -169,10 +169,25 @@ def test_a_reply_that_starts_with_close_think_right_after_the_prefix(smol_tokeni
         turn.prompt_ids[-1],
         reply[0],
     ]
-    # The MI scorer's z is the sampled ids through the one that completes "</think>" ("></"
-    # "think" "><": the last token also opens the answer tag, as sampled).
-    assert reasoning_ids(tok, turn) == reply[:3]
-    assert tok.decode(reply[:3]).startswith("</think>")
+    # The MI scorer's z (RAGEN-2's rule, baselines.diagnostics.reasoning_text): the think block
+    # is empty, so there is no z to score (the pair is dropped and counted as invalid thinking).
+    assert reasoning_ids(tok, turn) == []
+
+
+def test_reasoning_ids_are_the_sampled_ids_of_z_without_the_closing_tag(smol_tokenizer):
+    tok = smol_tokenizer
+    z = tok(" arm A paid 0.7", add_special_tokens=False)["input_ids"]
+    close = tok("</think><answer>Up</answer>", add_special_tokens=False)["input_ids"]
+    reply = z + close
+    (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
+    turn = episode.turns[0]
+    assert turn.response == THINK_PREFIX + " arm A paid 0.7</think><answer>Up</answer>"
+    # The leading blank is part of the first token (" arm"), so every id of z is kept as sampled.
+    assert reasoning_ids(tok, turn) == z
+    assert tok.decode(z).strip() == "arm A paid 0.7"
+    # Never closed: no z, and no "</think>" is added.
+    (open_episode,) = _play(tok, ScriptedEngine(tok, [z], set()), env_kwargs={"max_turns": 1})
+    assert reasoning_ids(tok, open_episode.turns[0]) == []
 
 
 # Drops the reasoning of every earlier assistant turn (as several current instruct templates do).

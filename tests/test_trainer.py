@@ -55,6 +55,38 @@ def test_grpo_learns_bandit(tmp_path: Path) -> None:
     assert np.mean(valid[-5:]) > 0.9 > 0.3 > np.mean(valid[:4])
 
 
+def test_two_mini_batches_move_the_ratio_and_clip(tmp_path: Path) -> None:
+    """RAGEN's PPO mini-batches (``algorithm.ppo_mini_batch_size``): 64 sequences in mini-batches
+    of 32 are two optimizer steps per pass. PPO: the random value head gives every token an
+    advantage even though the random policy's rewards are all equal at step 0. The first step's ratio is exactly 1 (its policy is the
+    rollout policy); the second step sees the policy the first step moved, so its ratio is off 1
+    and, with a large learning rate, the clip acts (clip fraction > 0)."""
+    config = _config(
+        tmp_path,
+        "train.steps=1",
+        "rollout.num_groups=8",
+        "rollout.group_size=8",
+        "rollout.val_episodes=0",
+        "algorithm.name=ppo",
+        "algorithm.lr=0.5",
+        "algorithm.micro_batch_size=64",
+        "algorithm.ppo_mini_batch_size=32",
+        "diagnostics.every=0",
+        "filter.strategy=none",
+    )
+    trainer = Trainer(config, progress=False)
+    try:
+        metrics = trainer.step(0)
+    finally:
+        trainer.close()
+    assert metrics["actor/optimizer_steps"] == 2.0
+    first, second = trainer.minibatch_stats
+    assert first["actor/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert first["actor/pg_clipfrac"] == 0.0
+    assert abs(second["actor/ratio_mean"] - 1.0) > 1e-3
+    assert second["actor/pg_clipfrac"] > 0.0
+
+
 @pytest.mark.parametrize(
     "algorithm",
     [
