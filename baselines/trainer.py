@@ -8,17 +8,23 @@ One step, top to bottom (:meth:`Trainer.step`):
    ``(train.seed, s)``, so a step is reproducible on its own and a resumed run repeats nothing.
 2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
    *before* filtering: the matrix ``log p(z_m | x_j)`` (:func:`baselines.diagnostics.score_matrix`,
-   which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates.
-3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): groups whose episode rewards
-   do not vary are dropped before advantages and loss.
+   which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates. z is
+   RAGEN-2's (the sampled ids between ``<think>`` and the first sampled ``</think>``; empty or
+   unclosed ones dropped and counted in ``valid_thinking_rate``); the collapse flag reads the
+   whole sample's per-token conditional entropy estimate.
+3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): RAGEN's selection rule on a
+   per-group score (reward std by default; per-episode lengths or token entropies ``[G, N]`` for
+   those metrics). GRPO / Dr.GRPO make no update when every kept group has equal rewards.
 4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
    advantage per episode from its group's rewards, given to every policy token of the episode
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
    and GAE runs over the episode's policy tokens with the value head.
-5. **Update.** Clipped surrogate with separate low/high bounds, token mean over the whole batch
+5. **Update.** Clipped surrogate with separate low/high bounds, token mean over each mini-batch
    (micro-batch losses are weighted by their token share, so accumulation gives the same
    gradient as one big batch), entropy bonus, optional KL to the frozen reference (k1/k3),
-   value loss (PPO), gradient clipping, one AdamW step per PPO epoch.
+   value loss (PPO), gradient clipping, one AdamW step per mini-batch of
+   ``algorithm.ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the whole batch)
+   per PPO epoch, old log-probs from a pre-update pass when the policy moves within a batch.
 
 Every log-prob (policy, old, reference, entropy, MI scorer) is of the sampling distribution,
 ``log_softmax(logits / rollout.temperature)`` (verl's convention), so the ratio and the KL are

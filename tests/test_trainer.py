@@ -11,6 +11,7 @@ import gymnasium
 import numpy as np
 import pytest
 
+from baselines.batch import build_batch
 from baselines.config import load_config
 from baselines.trainer import Trainer
 
@@ -343,3 +344,43 @@ def test_diagnostics_score_the_think_block_and_the_mi_bound_is_the_prompt_entrop
     _, counts = np.unique([env.reset(seed=s)[0] for s in range(4, 8)], return_counts=True)
     weights = counts / counts.sum()
     assert diag["mi_upper_bound"] == pytest.approx(-(weights * np.log(weights)).sum())
+
+
+@pytest.mark.parametrize("metric", ["length", "entropy"])
+def test_filter_metrics_read_per_episode_lengths_and_entropies(tmp_path, metric) -> None:
+    """``filter.metric`` length / entropy get ``[G, N]`` per-episode values from the trainer: the
+    kept group (top_k_abs 1, largest) is the one with the largest group mean."""
+    config = _config(
+        tmp_path,
+        "rollout.env_kwargs={action_format: raw, high_arm_prob: 1.0}",
+        "rollout.max_new_tokens=3",
+        "rollout.num_groups=3",
+        "rollout.group_size=2",
+        "rollout.val_episodes=0",
+        "diagnostics.every=0",
+        "filter.strategy=top_k_abs",
+        "filter.k=1",
+        f"filter.metric={metric}",
+    )
+    trainer = Trainer(config, progress=False)
+    seen: dict[str, np.ndarray] = {}
+
+    def before_update(step, episodes):  # the trainer's hook, called before the update
+        if metric == "length":
+            lengths = [sum(len(t.generated_ids) for t in e.turns) for e in episodes]
+            seen["values"] = np.array(lengths, dtype=float)
+        else:
+            full = build_batch(episodes, trainer.tokenizer.pad_token_id or 0)
+            seen["values"] = trainer._episode_entropies(full, (3, 2)).numpy().ravel()
+
+    trainer._on_rollout = before_update
+    try:
+        metrics = trainer.step(0)
+    finally:
+        trainer.close()
+    values = seen["values"]
+    if metric == "entropy":
+        assert ((values > 0) & (values <= np.log(len(trainer.tokenizer)) + 1e-6)).all()
+    group_means = values.reshape(3, 2).mean(1)
+    assert metrics["filter/num_kept"] == 1.0
+    assert metrics["filter/score_mean_kept"] == pytest.approx(group_means.max())
