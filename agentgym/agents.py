@@ -403,7 +403,8 @@ class HFAgent(Agent):
     ``generate`` call; a reply stops at an end token, at ``</answer>`` or at ``max_new_tokens``.
 
     Args:
-        path: a local checkpoint folder, or ``"embedded"`` (SmolLM2-135M-Instruct).
+        path: a local checkpoint folder, ``"embedded"`` (SmolLM2-135M-Instruct) or ``"tiny"`` (the
+            trainer's random-init word-level test policy, :func:`baselines.policy.load_policy`).
         max_new_tokens: tokens generated per turn.
         temperature: 0 for greedy decoding (default), else sampling with ``top_p``.
         top_p: nucleus mass when sampling.
@@ -452,10 +453,10 @@ class HFAgent(Agent):
             ) from err
         from agentgym.models import EMBEDDED_MODEL_NAME, resolve_model_path
 
-        folder = resolve_model_path(path)
-        self.model, self.tokenizer = load_policy(
-            str(folder) if path != "embedded" else "embedded", device=device, dtype=dtype
-        )
+        # "tiny": the trainer's random-init test policy (baselines.policy), no files.
+        folder = Path("tiny") if path == "tiny" else resolve_model_path(path)
+        source = path if path in ("embedded", "tiny") else str(folder)
+        self.model, self.tokenizer = load_policy(source, device=device, dtype=dtype, seed=seed)
         self.model.eval()
         self.device = next(self.model.parameters()).device
         self.engine = HFEngine(self.model, self.tokenizer)
