@@ -39,8 +39,9 @@ from typing import Any
 import torch
 import yaml
 
-from agentgym.chat import THINK_PREFIX, render_generation_prompt
 from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
+from baselines.engines import Generation, SamplingSettings, _cut
+from baselines.episodes import THINK_PREFIX, TokenContext
 
 __all__ = [
     "SFTSettings",
@@ -182,45 +183,58 @@ def build_examples(
     messages: list[dict[str, str]],
     end_of_turn_id: int,
     think_prefix: bool = True,
+    stop_strings: tuple[str, ...] = SamplingSettings.stop_strings,
 ) -> list[SFTExample]:
-    """One example per assistant message of a chat, along the RL prompt path (module docstring).
+    """One example per assistant message of a chat, token-exactly as the RL episode loop sees it.
+
+    The chat is replayed through :class:`baselines.episodes.TokenContext`, the trainer's own
+    prompt builder: each turn's prompt ids are what :func:`baselines.episodes.collect_rollouts`
+    gives the engine when the policy had sampled the oracle's earlier replies. A reply's ids are
+    ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token, cut
+    where the engine cuts a generation (right after a stop string, e.g. ``</answer>``, without
+    the end token; :func:`baselines.engines._cut`); the earlier replies enter the context as these
+    ids and the chat as their decoding, exactly as sampled replies do.
 
     Args:
         tokenizer: the policy's tokenizer (with a chat template).
         messages: ``[{"role", "content"}, ...]`` from :meth:`agentgym.chat.ChatEpisode.messages`.
         end_of_turn_id: the token that ends a reply (the model's generation EOS).
         think_prefix: the prompt ends with ``<think>``; each reply must then start with it.
+        stop_strings: the rollout's stop strings (:class:`baselines.engines.SamplingSettings`).
 
     Returns:
-        the examples, in turn order.
+        the examples, in turn order: ``input_ids`` = prompt ids + reply ids, ``labels`` -100 on
+        the prompt ids and the reply ids after them.
 
     Raises:
-        ValueError: with ``think_prefix``, a reply that does not start with ``<think>``.
-
-    Example (token ids depend on the tokenizer)::
-
-        prompt  = render_generation_prompt(tokenizer, messages[:2])   # system, user, "<think>"
-        target  = reply[len("<think>"):]  + end of turn                # loss only here
+        ValueError: with ``think_prefix``, a reply that does not start with ``<think>``; a chat
+            template without a generation prompt.
     """
+    prefix = THINK_PREFIX if think_prefix else ""
+    context = TokenContext(tokenizer, prefix)
+    chat = [dict(m) for m in messages]
     examples = []
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
         reply = message["content"]
-        if think_prefix:
-            if not reply.startswith(THINK_PREFIX):
-                raise ValueError(
-                    f"assistant turn {index} does not start with {THINK_PREFIX!r}; export the data "
-                    "with the think_answer format or set sft.think_prefix=false"
-                )
-            reply = reply[len(THINK_PREFIX) :]
-        prompt = render_generation_prompt(tokenizer, messages[:index], think_prefix)
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer(reply, add_special_tokens=False)["input_ids"] + [end_of_turn_id]
+        if not reply.startswith(prefix):
+            raise ValueError(
+                f"assistant turn {index} does not start with {THINK_PREFIX!r}; export the data "
+                "with the think_answer format or set sft.think_prefix=false"
+            )
+        prompt_ids = context.prompt(chat[:index])
+        ids = tokenizer(reply[len(prefix) :], add_special_tokens=False)["input_ids"]
+        ids = list(ids) + [end_of_turn_id]
+        n, why = _cut(tokenizer, ids, {end_of_turn_id}, tuple(stop_strings))
+        target, ended = ids[:n], why == "end"
+        text = tokenizer.decode(target[:-1] if ended else target, skip_special_tokens=False)
+        context.add(Generation(target, text, [0.0] * len(target), ended))
+        chat[index] = {"role": "assistant", "content": prefix + text}
         examples.append(
             SFTExample(
-                input_ids=list(prompt_ids) + list(target_ids),
-                labels=[IGNORE] * len(prompt_ids) + list(target_ids),
+                input_ids=list(prompt_ids) + target,
+                labels=[IGNORE] * len(prompt_ids) + target,
             )
         )
     return examples
