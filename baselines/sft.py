@@ -7,13 +7,15 @@ messages whose assistant turns are ``<think>reasoning naming what the oracle saw
 <answer>actions</answer>``. Why: a policy whose reasonings do not depend on its input has MI 0
 from the start and cannot show template collapse; a warm-started one starts near the MI ceiling.
 
-Each assistant turn becomes one example, built along the RL prompt path:
+Each assistant turn becomes one example, built with the trainer's own episode-loop prompt
+builder (:class:`baselines.episodes.TokenContext`, see :func:`build_examples`):
 
-- prompt: :func:`agentgym.chat.render_generation_prompt` of the messages before that turn (the
-  chat template with the assistant header, then ``<think>``), tokenized with
-  ``add_special_tokens=False``, exactly as rollouts tokenize their generation prompts;
+- prompt: exactly the ids :func:`baselines.episodes.collect_rollouts` gives the engine on that
+  turn of the same seed when the policy had written the oracle's earlier replies (the chat
+  template with the assistant header, then ``<think>``; earlier replies as the engine returns
+  them, cut at the stop string ``</answer>``);
 - target: the reply after its leading ``<think>`` (what the policy samples after the prompt),
-  tokenized the same way, then the end-of-turn token that stops generation.
+  tokenized with ``add_special_tokens=False``, then the end-of-turn token.
 
 The loss is the token-mean cross-entropy over target tokens only (labels -100 on the prompt and
 padding): the model never learns to write the user's or the system's text. The loop is our own
@@ -189,11 +191,12 @@ def build_examples(
 
     The chat is replayed through :class:`baselines.episodes.TokenContext`, the trainer's own
     prompt builder: each turn's prompt ids are what :func:`baselines.episodes.collect_rollouts`
-    gives the engine when the policy had sampled the oracle's earlier replies. A reply's ids are
-    ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token, cut
-    where the engine cuts a generation (right after a stop string, e.g. ``</answer>``, without
-    the end token; :func:`baselines.engines._cut`); the earlier replies enter the context as these
-    ids and the chat as their decoding, exactly as sampled replies do.
+    gives the engine when the policy had sampled the oracle's earlier replies. A reply's target
+    is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token
+    (so the model also learns to end its turn where no stop string cuts it). The context of the
+    later turns holds the reply as the engine returns it: cut right after a stop string such as
+    ``</answer>`` (without the end token; :func:`baselines.engines._cut`), as ids, and in the chat
+    as their decoding, exactly as a sampled reply enters it.
 
     Args:
         tokenizer: the policy's tokenizer (with a chat template).
@@ -203,8 +206,8 @@ def build_examples(
         stop_strings: the rollout's stop strings (:class:`baselines.engines.SamplingSettings`).
 
     Returns:
-        the examples, in turn order: ``input_ids`` = prompt ids + reply ids, ``labels`` -100 on
-        the prompt ids and the reply ids after them.
+        the examples, in turn order: ``input_ids`` = prompt ids + target ids, ``labels`` -100 on
+        the prompt ids and the target ids after them.
 
     Raises:
         ValueError: with ``think_prefix``, a reply that does not start with ``<think>``; a chat
@@ -225,11 +228,11 @@ def build_examples(
             )
         prompt_ids = context.prompt(chat[:index])
         ids = tokenizer(reply[len(prefix) :], add_special_tokens=False)["input_ids"]
-        ids = list(ids) + [end_of_turn_id]
-        n, why = _cut(tokenizer, ids, {end_of_turn_id}, tuple(stop_strings))
-        target, ended = ids[:n], why == "end"
-        text = tokenizer.decode(target[:-1] if ended else target, skip_special_tokens=False)
-        context.add(Generation(target, text, [0.0] * len(target), ended))
+        target = list(ids) + [end_of_turn_id]
+        n, why = _cut(tokenizer, target, {end_of_turn_id}, tuple(stop_strings))
+        sampled, ended = target[:n], why == "end"
+        text = tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
+        context.add(Generation(sampled, text, [0.0] * n, ended))
         chat[index] = {"role": "assistant", "content": prefix + text}
         examples.append(
             SFTExample(

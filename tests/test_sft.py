@@ -122,15 +122,11 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
         assert example.labels[:n] == [IGNORE] * n
         target = example.labels[n:]
         assert IGNORE not in target and target == example.input_ids[n:]
-        # The reply without its "<think>", cut after "</answer>" where the engine stops.
+        # The reply without its "<think>", then the end of turn.
         reply = frozen_chat[index]["content"][len("<think>") :]
-        assert target == tokenizer(reply, add_special_tokens=False)["input_ids"]
-        assert tokenizer.decode(target[-1:]) == "</answer>"
+        assert target == tokenizer(reply, add_special_tokens=False)["input_ids"] + [eot]
         # No system or user word is ever a target.
         assert "Turn" not in tokenizer.decode(target) and "State" not in tokenizer.decode(target)
-    # Without a stop string the reply ends with the end-of-turn token.
-    (plain, *_) = build_examples(tokenizer, frozen_chat, eot, stop_strings=())
-    assert plain.labels[-1] == eot
 
 
 class _OracleReplay:
@@ -176,8 +172,34 @@ def test_sft_prompts_are_the_episode_loops_prompt_ids(tiny, frozen_chat):
     for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
         n = example.labels.count(IGNORE)
         assert example.input_ids[:n] == given == turn.prompt_ids
-        assert example.input_ids[n:] == turn.generated_ids
+        # The engine stops at "</answer>"; the target adds the end of turn after it.
+        assert example.input_ids[n:] == turn.generated_ids + [eot]
     assert episode.success
+
+
+def test_sft_prompts_match_the_episode_loop_with_smollm2s_tokenizer():
+    """The same, with the shipped model's BPE tokenizer and chat template (multi-token tags,
+    merges across the prompt/reply boundary) on a three-turn Sokoban chat."""
+    from transformers import AutoTokenizer
+
+    from agentgym.models import embedded_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    kw = {"max_actions_per_turn": 1}
+    (record,) = oracle_episodes("agentgym/Sokoban-v0", [0], kw)
+    replies = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
+    assert len(replies) == 3  # seed 0: Right, Up, Left
+    engine = _OracleReplay(tokenizer, replies, eot)
+    (episode,) = collect_rollouts(
+        None, tokenizer, "agentgym/Sokoban-v0", [0], 1, SamplingSettings(), kw, engine=engine
+    )
+    examples = build_examples(tokenizer, record["messages"], eot)
+    for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
+        n = example.labels.count(IGNORE)
+        assert example.input_ids[:n] == given == turn.prompt_ids
+        assert example.input_ids[n:] == turn.generated_ids + [eot]
+    assert len(examples) == 3 and episode.success
 
 
 def test_reply_without_think_is_refused(tiny):
