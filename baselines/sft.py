@@ -7,13 +7,15 @@ messages whose assistant turns are ``<think>reasoning naming what the oracle saw
 <answer>actions</answer>``. Why: a policy whose reasonings do not depend on its input has MI 0
 from the start and cannot show template collapse; a warm-started one starts near the MI ceiling.
 
-Each assistant turn becomes one example, built along the RL prompt path:
+Each assistant turn becomes one example, built with the trainer's own episode-loop prompt
+builder (:class:`baselines.episodes.TokenContext`, see :func:`build_examples`):
 
-- prompt: :func:`agentgym.chat.render_generation_prompt` of the messages before that turn (the
-  chat template with the assistant header, then ``<think>``), tokenized with
-  ``add_special_tokens=False``, exactly as rollouts tokenize their generation prompts;
+- prompt: exactly the ids :func:`baselines.episodes.collect_rollouts` gives the engine on that
+  turn of the same seed when the policy had written the oracle's earlier replies (the chat
+  template with the assistant header, then ``<think>``; earlier replies as the engine returns
+  them, cut at the stop string ``</answer>``);
 - target: the reply after its leading ``<think>`` (what the policy samples after the prompt),
-  tokenized the same way, then the end-of-turn token that stops generation.
+  tokenized with ``add_special_tokens=False``, then the end-of-turn token.
 
 The loss is the token-mean cross-entropy over target tokens only (labels -100 on the prompt and
 padding): the model never learns to write the user's or the system's text. The loop is our own
@@ -39,8 +41,9 @@ from typing import Any
 import torch
 import yaml
 
-from agentgym.chat import THINK_PREFIX, render_generation_prompt
 from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
+from baselines.engines import Generation, SamplingSettings, _cut
+from baselines.episodes import THINK_PREFIX, TokenContext
 
 __all__ = [
     "SFTSettings",
@@ -182,45 +185,59 @@ def build_examples(
     messages: list[dict[str, str]],
     end_of_turn_id: int,
     think_prefix: bool = True,
+    stop_strings: tuple[str, ...] = SamplingSettings.stop_strings,
 ) -> list[SFTExample]:
-    """One example per assistant message of a chat, along the RL prompt path (module docstring).
+    """One example per assistant message of a chat, token-exactly as the RL episode loop sees it.
+
+    The chat is replayed through :class:`baselines.episodes.TokenContext`, the trainer's own
+    prompt builder: each turn's prompt ids are what :func:`baselines.episodes.collect_rollouts`
+    gives the engine when the policy had sampled the oracle's earlier replies. A reply's target
+    is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token
+    (so the model also learns to end its turn where no stop string cuts it). The context of the
+    later turns holds the reply as the engine returns it: cut right after a stop string such as
+    ``</answer>`` (without the end token; :func:`baselines.engines._cut`), as ids, and in the chat
+    as their decoding, exactly as a sampled reply enters it.
 
     Args:
         tokenizer: the policy's tokenizer (with a chat template).
         messages: ``[{"role", "content"}, ...]`` from :meth:`agentgym.chat.ChatEpisode.messages`.
         end_of_turn_id: the token that ends a reply (the model's generation EOS).
         think_prefix: the prompt ends with ``<think>``; each reply must then start with it.
+        stop_strings: the rollout's stop strings (:class:`baselines.engines.SamplingSettings`).
 
     Returns:
-        the examples, in turn order.
+        the examples, in turn order: ``input_ids`` = prompt ids + target ids, ``labels`` -100 on
+        the prompt ids and the target ids after them.
 
     Raises:
-        ValueError: with ``think_prefix``, a reply that does not start with ``<think>``.
-
-    Example (token ids depend on the tokenizer)::
-
-        prompt  = render_generation_prompt(tokenizer, messages[:2])   # system, user, "<think>"
-        target  = reply[len("<think>"):]  + end of turn                # loss only here
+        ValueError: with ``think_prefix``, a reply that does not start with ``<think>``; a chat
+            template without a generation prompt.
     """
+    prefix = THINK_PREFIX if think_prefix else ""
+    context = TokenContext(tokenizer, prefix)
+    chat = [dict(m) for m in messages]
     examples = []
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
         reply = message["content"]
-        if think_prefix:
-            if not reply.startswith(THINK_PREFIX):
-                raise ValueError(
-                    f"assistant turn {index} does not start with {THINK_PREFIX!r}; export the data "
-                    "with the think_answer format or set sft.think_prefix=false"
-                )
-            reply = reply[len(THINK_PREFIX) :]
-        prompt = render_generation_prompt(tokenizer, messages[:index], think_prefix)
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer(reply, add_special_tokens=False)["input_ids"] + [end_of_turn_id]
+        if not reply.startswith(prefix):
+            raise ValueError(
+                f"assistant turn {index} does not start with {THINK_PREFIX!r}; export the data "
+                "with the think_answer format or set sft.think_prefix=false"
+            )
+        prompt_ids = context.prompt(chat[:index])
+        ids = tokenizer(reply[len(prefix) :], add_special_tokens=False)["input_ids"]
+        target = list(ids) + [end_of_turn_id]
+        n, why = _cut(tokenizer, target, {end_of_turn_id}, tuple(stop_strings))
+        sampled, ended = target[:n], why == "end"
+        text = tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
+        context.add(Generation(sampled, text, [0.0] * n, ended))
+        chat[index] = {"role": "assistant", "content": prefix + text}
         examples.append(
             SFTExample(
-                input_ids=list(prompt_ids) + list(target_ids),
-                labels=[IGNORE] * len(prompt_ids) + list(target_ids),
+                input_ids=list(prompt_ids) + target,
+                labels=[IGNORE] * len(prompt_ids) + target,
             )
         )
     return examples

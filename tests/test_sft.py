@@ -19,6 +19,8 @@ from agentgym.cli import main as agentgym_main
 from agentgym.sft import oracle_episodes, oracle_reasoning
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
+from baselines.engines import SamplingSettings
+from baselines.episodes import collect_rollouts
 from baselines.policy import build_tiny_policy, load_policy
 from baselines.sft import (
     IGNORE,
@@ -110,20 +112,94 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
     examples = build_examples(tokenizer, frozen_chat, eot)
     assistant = [i for i, m in enumerate(frozen_chat) if m["role"] == "assistant"]
     assert len(examples) == len(assistant) >= 2
+    first = render_generation_prompt(tokenizer, frozen_chat[: assistant[0]])
+    first_ids = tokenizer(first, add_special_tokens=False)["input_ids"]
+    assert first.endswith("<|im_start|>assistant\n<think>")
+    assert examples[0].input_ids[: len(first_ids)] == first_ids  # turn 1: the rendered prompt
     for example, index in zip(examples, assistant, strict=True):
-        prompt = render_generation_prompt(tokenizer, frozen_chat[:index])
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        # The prompt is exactly the RL generation prompt (ending with "<think>"), all masked.
-        assert prompt.endswith("<|im_start|>assistant\n<think>")
-        assert example.input_ids[: len(prompt_ids)] == prompt_ids
-        assert example.labels[: len(prompt_ids)] == [IGNORE] * len(prompt_ids)
-        # Every token after it is a target: the reply without its "<think>", then end of turn.
-        target = example.labels[len(prompt_ids) :]
-        assert IGNORE not in target and target == example.input_ids[len(prompt_ids) :]
+        n = example.labels.count(IGNORE)
+        # Every prompt id is masked, every reply id is a target.
+        assert example.labels[:n] == [IGNORE] * n
+        target = example.labels[n:]
+        assert IGNORE not in target and target == example.input_ids[n:]
+        # The reply without its "<think>", then the end of turn.
         reply = frozen_chat[index]["content"][len("<think>") :]
         assert target == tokenizer(reply, add_special_tokens=False)["input_ids"] + [eot]
         # No system or user word is ever a target.
         assert "Turn" not in tokenizer.decode(target) and "State" not in tokenizer.decode(target)
+
+
+class _OracleReplay:
+    """A rollout engine that 'samples' the oracle's replies (teacher forcing), returning them as
+    the transformers engine would: the reply's ids, cut after a stop string or ended by the end
+    token (:func:`baselines.engines._cut`)."""
+
+    def __init__(self, tokenizer, replies, eot):
+        self.tokenizer, self.replies, self.eot = tokenizer, list(replies), eot
+        self.prompts: list[list[int]] = []
+
+    def generate(self, prompt_ids, sampling):
+        from baselines.engines import Generation, _cut
+
+        (prompt,) = prompt_ids
+        self.prompts.append(list(prompt))
+        reply = self.replies.pop(0)[len("<think>") :]
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.eot]
+        n, why = _cut(self.tokenizer, ids, {self.eot}, tuple(sampling.stop_strings))
+        kept = ids[:n]
+        text = self.tokenizer.decode(kept[:-1] if why == "end" else kept)
+        return [Generation(kept, text, [0.0] * n, why == "end")]
+
+    def sync_weights(self, model):
+        return 0.0
+
+    def close(self):
+        pass
+
+
+def test_sft_prompts_are_the_episode_loops_prompt_ids(tiny, frozen_chat):
+    """Turn for turn, the SFT prompt ids are the ids the trainer's episode loop gives the engine
+    on the same seed when the policy plays the oracle's replies."""
+    model, tokenizer = tiny
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    replies = [m["content"] for m in frozen_chat if m["role"] == "assistant"]
+    engine = _OracleReplay(tokenizer, replies, eot)
+    (episode,) = collect_rollouts(
+        model, tokenizer, "agentgym/FrozenLake-v0", [0], 1, SamplingSettings(), engine=engine
+    )
+    examples = build_examples(tokenizer, frozen_chat, eot)
+    assert len(engine.prompts) == len(examples) == len(episode.turns) >= 2
+    for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
+        n = example.labels.count(IGNORE)
+        assert example.input_ids[:n] == given == turn.prompt_ids
+        # The engine stops at "</answer>"; the target adds the end of turn after it.
+        assert example.input_ids[n:] == turn.generated_ids + [eot]
+    assert episode.success
+
+
+def test_sft_prompts_match_the_episode_loop_with_smollm2s_tokenizer():
+    """The same, with the shipped model's BPE tokenizer and chat template (multi-token tags,
+    merges across the prompt/reply boundary) on a three-turn Sokoban chat."""
+    from transformers import AutoTokenizer
+
+    from agentgym.models import embedded_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    kw = {"max_actions_per_turn": 1}
+    (record,) = oracle_episodes("agentgym/Sokoban-v0", [0], kw)
+    replies = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
+    assert len(replies) == 3  # seed 0: Right, Up, Left
+    engine = _OracleReplay(tokenizer, replies, eot)
+    (episode,) = collect_rollouts(
+        None, tokenizer, "agentgym/Sokoban-v0", [0], 1, SamplingSettings(), kw, engine=engine
+    )
+    examples = build_examples(tokenizer, record["messages"], eot)
+    for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
+        n = example.labels.count(IGNORE)
+        assert example.input_ids[:n] == given == turn.prompt_ids
+        assert example.input_ids[n:] == turn.generated_ids + [eot]
+    assert len(examples) == 3 and episode.success
 
 
 def test_reply_without_think_is_refused(tiny):
@@ -236,3 +312,69 @@ def _texts(records):
     from baselines.sft import _vocabulary
 
     return _vocabulary([r["messages"] for r in records])
+
+
+# ---------------------------------------------------------------- the multi-turn recipe (README)
+
+SOKOBAN_KW = {"max_turns": 2, "max_actions_per_turn": 1}
+
+
+def _valid_action_rate(model, tokenizer) -> float:
+    """Greedy episodes on held-out seeds through the trainer's own episode loop."""
+    from baselines.trainer import Trainer
+
+    episodes = collect_rollouts(
+        model,
+        tokenizer,
+        "agentgym/Sokoban-v0",
+        list(range(100, 108)),
+        1,
+        SamplingSettings(max_new_tokens=64, temperature=0.0),
+        env_kwargs=SOKOBAN_KW,
+    )
+    return Trainer.rollout_metrics(episodes, "x/")["x/valid_action_rate"]
+
+
+def test_sokoban_recipe_takes_the_tiny_model_from_invalid_to_valid_actions(tmp_path, capsys):
+    """The README's recipe at test size: export-sft (short id), baselines.sft with the shipped
+    config, then the RL trainer from the checkpoint with the shipped sokoban.yaml."""
+    from baselines.sft import main as sft_main
+    from baselines.trainer import Trainer
+
+    data = tmp_path / "sokoban.jsonl"
+    export = ["export-sft", "--env", "Sokoban-v0", "--episodes", "24", "--keep-failures"]
+    export += ["--kw", "max_turns=2", "--kw", "max_actions_per_turn=1", "--out", str(data)]
+    assert agentgym_main(export) == 0
+    records = [json.loads(x) for x in data.open()]
+    assert len(records) == 24 and records[0]["env_id"] == "agentgym/Sokoban-v0"
+
+    torch.manual_seed(0)
+    before = _valid_action_rate(*build_tiny_policy(_texts(records)))
+    out = tmp_path / "sft"
+    config = REPO / "baselines" / "configs" / "sft" / "sokoban.yaml"
+    overrides = ["model.path=tiny", f"sft.data={data}", f"sft.out_dir={out}", "sft.lr=0.01"]
+    overrides += ["sft.epochs=16", "sft.threads=1"]
+    assert sft_main(["--config", str(config), "--quiet", *overrides]) == 0
+    assert "checkpoint" in capsys.readouterr().out
+    tuned, tokenizer = load_policy(str(out / "checkpoint"), device="cpu")
+    after = _valid_action_rate(tuned, tokenizer)
+    # Observed: 0.0 before (the random model repeats "<think>"), 1.0 after 96 steps of 8.
+    assert before < 0.5 and after >= 0.9, (before, after)
+
+    rl = load_config(
+        REPO / "baselines" / "configs" / "sokoban.yaml",
+        [
+            f"model.path={out / 'checkpoint'}",
+            f"rollout.env_kwargs={json.dumps(SOKOBAN_KW)}",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.max_new_tokens=64",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+            "train.steps=1",
+            "train.threads=1",
+            f"train.out_dir={tmp_path / 'rl'}",
+        ],
+    )
+    (metrics,) = Trainer(rl, progress=False).run()
+    assert metrics["rollout/valid_action_rate"] >= 0.5  # the trainer samples the tuned policy
