@@ -138,3 +138,14 @@ def test_a_bundles_file_is_stat_checked_before_anything_opens_it(tmp_path: Path)
     ):
         with pytest.raises(EnvKwargsError, match=message):
             check_env_kwargs("agentgym/Sokoban-v0", {"level_file": str(path)}, source="bundle")
+
+
+def test_countdown_number_rule_is_a_task_parameter() -> None:
+    """``number_rule`` defines the task (issue 13): a bundle may set it, the default normalises
+    away, and a value outside the two rules is refused."""
+    from agentgym.registration import EnvKwargsError, check_env_kwargs, normalise_task_kwargs
+
+    check_env_kwargs("agentgym/Countdown-v0", {"number_rule": "subset"}, source="bundle")
+    assert normalise_task_kwargs("agentgym/Countdown-v0", {"number_rule": "exact"}) == {}
+    with pytest.raises(EnvKwargsError):
+        check_env_kwargs("agentgym/Countdown-v0", {"number_rule": "any"}, source="bundle")

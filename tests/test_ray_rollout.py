@@ -247,6 +247,14 @@ def _processes_with(marker: str) -> list[int]:
     return out
 
 
+def _without_restarts(results: list[list[tuple]]) -> list[list[tuple]]:
+    """The results with ``info["browser_restarts"]`` (an operational counter) removed."""
+    return [
+        [(*step[:-1], {k: v for k, v in step[-1].items() if k != "browser_restarts"}) for step in r]
+        for r in results
+    ]
+
+
 def test_browser_envs_under_ray_survive_a_killed_worker_and_leave_no_browser():
     """WebShop-v0 (a real Chromium per actor): identical to in-process stepping with a worker
     killed mid-episode; the dead actor's browser is reaped by its replacement, and closing the
@@ -264,7 +272,9 @@ def test_browser_envs_under_ray_survive_a_killed_worker_and_leave_no_browser():
         assert _processes_with(f"{PROFILE_PREFIX}{killed}-") == []
         assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{killed}-*"))
         assert all(_processes_with(f"{PROFILE_PREFIX}{pid}-") for pid in actors)
-    assert got == expected
+    # A browser restart under load is recovered inside the env and reported in info; it is not
+    # part of the episode (observations, rewards and flags must match exactly).
+    assert _without_restarts(got) == _without_restarts(expected)
     for pid in actors:  # closed by the actors themselves: processes gone, profiles removed
         assert _processes_with(f"{PROFILE_PREFIX}{pid}-") == []
         assert not list(Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}{pid}-*"))

@@ -32,6 +32,8 @@ _COUNTDOWN = {
     "max_number": TaskParam("int", 1, 10_000),
     "max_target": TaskParam("int", 2, 100_000),
     "format_score": TaskParam("float", 0.0, 0.999),
+    # RAGEN/TinyZero's rule (every number exactly once) or the earlier subset rule: task-defining.
+    "number_rule": TaskParam("choice", choices=("exact", "subset")),
 }
 _MATH = {
     "task": TaskParam("str", high=64),
