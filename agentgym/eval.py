@@ -65,7 +65,7 @@ import agentgym
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.chat import ChatEpisode
 from agentgym.fileio import write_text_atomic
-from agentgym.registration import split_env_kwargs
+from agentgym.registration import split_env_kwargs, worst_return
 
 #: The largest reset seed a bundle may hold (a signed 64-bit integer: SQLite, JSON readers).
 MAX_SEED = 2**63 - 1
@@ -155,8 +155,17 @@ def env_version(env_id: str) -> int:
     return int(match.group(1))
 
 
-def summarize(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize(
+    episodes: Sequence[Mapping[str, Any]], error_return: float | None = None
+) -> dict[str, Any]:
     """The summary of a run's episode records (errored episodes count as failures).
+
+    Args:
+        episodes: episode records (``return``, ``success``, ``error``, ``steps``).
+        error_return: the return an errored episode counts with in ``mean_return``
+            (:func:`agentgym.registration.worst_return` of the run's env, as the leaderboard
+            scores it, so that an error never scores better than playing); None keeps each
+            record's own ``return``.
 
     Returns:
         ``episodes`` (int), ``errors`` (int), ``successes`` (int), ``success_rate`` (float in
@@ -175,7 +184,15 @@ def summarize(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "successes": successes,
         "success_rate": successes / n if n else 0.0,
         "success_ci95": [low, high],
-        "mean_return": sum(float(e["return"]) for e in episodes) / n if n else 0.0,
+        "mean_return": (
+            sum(
+                float(error_return if e["error"] and error_return is not None else e["return"])
+                for e in episodes
+            )
+            / n
+            if n
+            else 0.0
+        ),
         "mean_turns": turns / n if n else 0.0,
         "valid_action_rate": valid / turns if turns else 0.0,
     }
@@ -535,7 +552,7 @@ def evaluate(
                         "seed": seed,
                         "seeds": [seed + i for i in range(episodes)],
                         "episodes": ordered,
-                        "summary": summarize(ordered),
+                        "summary": summarize(ordered, worst_return(env_id, split[env_id][0])),
                         "wall_s": sum(e["wall_s"] for e in ordered),
                     }
                 )

@@ -345,6 +345,37 @@ class TrainConfig:
                 "rollout.engine: vllm syncs full weights only; set model.lora_rank=0 or "
                 "rollout.engine=hf"
             )
+        if self.algorithm.name in ("grpo", "drgrpo") and self.rollout.group_size < 2:
+            raise ValueError(
+                f"rollout.group_size: {self.algorithm.name} needs at least 2 episodes per group "
+                "(its baseline is the group's mean reward; one episode always has advantage 0 and "
+                "the filter drops it); set rollout.group_size>=2 or algorithm.name=ppo"
+            )
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key written twice in one mapping (PyYAML keeps the
+    last silently, so a second ``train:`` section would drop the first one's settings)."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is written twice; merge the two", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def load_yaml_strict(text: str) -> Any:
+    """``yaml.safe_load`` that raises :class:`yaml.YAMLError` on a duplicate mapping key."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -451,7 +482,7 @@ def load_config(
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = load_yaml_strict(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML: {err}") from None
         if loaded is not None:

@@ -521,7 +521,7 @@ def replay_run(
     finally:
         env.close()
     claimed = run["summary"]
-    for key, value in summarize(run["episodes"]).items():
+    for key, value in summarize(run["episodes"], worst_return(env_id, kwargs)).items():
         other = claimed[key]
         same = (
             all(abs(a - b) <= 1e-9 for a, b in zip(value, other, strict=True))

@@ -141,3 +141,19 @@ def test_ragen_filter_names_and_no_filter_arm():
     )
     with pytest.raises(ValueError, match="ppo_mini_batch_size"):
         load_config(None, ["algorithm.ppo_mini_batch_size=-1"])
+
+
+def test_a_section_written_twice_is_an_error(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys silently; the config loader refuses them."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("train:\n  steps: 3\nrollout:\n  group_size: 2\ntrain:\n  out_dir: x\n")
+    with pytest.raises(ValueError, match="'train' is written twice"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "drgrpo"])
+def test_group_relative_algorithms_refuse_one_episode_groups(algorithm: str) -> None:
+    """A one-episode group has advantage 0 under GRPO/Dr.GRPO (docs/ragen2.md): refused."""
+    with pytest.raises(ValueError, match="rollout.group_size: .* at least 2"):
+        load_config(None, [f"algorithm.name={algorithm}", "rollout.group_size=1"])
+    assert load_config(None, ["algorithm.name=ppo", "rollout.group_size=1"]).rollout.group_size == 1

@@ -23,6 +23,7 @@ from agentgym.eval import (
     wilson_interval,
     write_chat_jsonl,
 )
+from agentgym.registration import worst_return
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
@@ -97,6 +98,9 @@ def test_summarize_counts_errors_as_failures() -> None:
     assert s["mean_turns"] == 1.5
     assert s["valid_action_rate"] == pytest.approx(5 / 6)
     assert s["success_ci95"] == list(wilson_interval(1, 4))
+    # As the leaderboard scores them: the two errored episodes count with the worst return
+    # (-2.5 here), never with what they had collected (2.0 and 0.0): (1.0 + 0.4 - 5.0) / 4.
+    assert summarize(episodes, -2.5)["mean_return"] == pytest.approx(-3.6 / 4)
 
 
 # ----------------------------------------------------------------------------- agents
@@ -226,6 +230,13 @@ def test_per_episode_errors_are_recorded_not_fatal(tmp_path: Path, scripted: Any
     assert "in scripted_agent" in episodes[2]["error"]
     assert episodes[2]["steps"] == [] and episodes[2]["success"] is False
     assert bundle["runs"][0]["summary"]["errors"] == 1
+    # The errored episode counts with Bandit-v0's worst return, as on the leaderboard:
+    # 1 turn x the -0.1 format penalty (no arm pays less than 0 by default): -0.1.
+    worst = worst_return("agentgym/Bandit-v0")
+    assert worst == pytest.approx(-0.1)
+    others = sum(e["return"] for e in episodes if not e["error"])
+    assert bundle["runs"][0]["summary"]["mean_return"] == pytest.approx((others + worst) / 4)
+    assert worst <= min(e["return"] for e in episodes if not e["error"])
     assert bundle["agent"]["description"] == (
         "Pulls arm 2 of the bandit; fails on FAIL_SEEDS; may simulate Ctrl-C."
     )
