@@ -24,7 +24,10 @@ import ast
 import difflib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from agentgym.registration import TaskParam
 
 __all__ = ["main", "build_parser", "parse_kwargs", "resolve_env_id", "CLIError"]
 
@@ -162,6 +165,8 @@ def _print_step(
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from agentgym.registration import COMMON_TASK_PARAMS
+
     out = sys.stdout
     for env_id, entry in _registered().items():
         flag = "   [nondeterministic]" if entry.nondeterministic else ""
@@ -169,15 +174,25 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"    {entry.summary}", file=out)
         print(f"    fixed:    {_format_kwargs(entry.task_kwargs)}", file=out)
         print(f"    defaults: {_format_kwargs(entry.default_kwargs)}", file=out)
+        print(f"    params:   {_format_params(entry.task_params, entry.task_kwargs)}", file=out)
+    common = _format_params(COMMON_TASK_PARAMS, {})
+    print(f"\nEvery id also takes (--kw, unless fixed above): {common}", file=out)
     return 0
+
+
+def _format_params(params: Mapping[str, TaskParam], fixed: Mapping[str, Any]) -> str:
+    """``name: type and bounds`` of each task parameter not fixed by the id, ``; ``-joined."""
+    parts = [f"{k}: {p.describe()}" for k, p in params.items() if k not in fixed]
+    return "; ".join(parts) or "(none)"
 
 
 def _add_list(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "list",
         help="list every environment id",
-        description="List every registered id with its summary, its fixed task arguments and "
-        "the defaults that --kw may override.",
+        description="List every registered id with its summary, its fixed task arguments, "
+        "the defaults that --kw may override and the task parameters --kw accepts (with their "
+        "types and bounds).",
     )
     p.set_defaults(handler=_cmd_list)
 

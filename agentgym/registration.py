@@ -98,6 +98,36 @@ class TaskParam:
     choices: tuple[Any, ...] = ()
     nullable: bool = False
 
+    def describe(self) -> str:
+        """A short human-readable type and bounds, as ``agentgym list`` prints them.
+
+        E.g. ``"float in [0, 1]"``, ``"one of exact, subset"``, ``"2 ints in [3, 10]"``,
+        ``"file of <= 16 MiB, or None"``.
+        """
+        kind, low, high = self.kind, self.low, self.high
+        if kind in ("int", "float"):
+            text = f"{kind} in [{_num(low)}, {_num(high)}]"
+        elif kind == "int_pair":
+            text = f"2 ints in [{_num(low)}, {_num(high)}]"
+        elif kind == "choice":
+            text = "one of " + ", ".join(str(c) for c in self.choices)
+        elif kind == "str":
+            text = f"str of <= {_num(high or 256)} chars"
+        elif kind == "file":
+            size = int(high or 0)
+            text = (
+                f"file of <= {size // 2**20} MiB" if size % 2**20 == 0 else f"file of <= {size} B"
+            )
+        elif kind == "rows":
+            text = f"<= {_num(high or 16)} rows of <= {_num(high or 16)} chars"
+        elif kind == "mapping":
+            text = f"mapping of <= {_num(high or 32)} entries"
+        elif kind == "none":
+            return "None only"
+        else:  # bool
+            text = kind
+        return f"{text}, or None" if self.nullable else text
+
     def check(self, name: str, value: Any, *, strict: bool = False) -> None:
         """Raise :class:`EnvKwargsError` unless ``value`` has this type and lies in the bounds.
 

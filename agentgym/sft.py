@@ -67,9 +67,16 @@ def oracle_reasoning(env: Any, actions: list[str]) -> str:
     if isinstance(env, BanditEnv):
         arms = env.valid_actions()
         other = [a for a in arms if a not in actions]
+        rest = other[0] if other else plan
+        if env.risky_is_best:
+            return (
+                f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the arm with the "
+                f"higher expected reward, {rest} like the safe small one, so I pull {plan}."
+            )
+        # The settings make the safe arm at least as good in expectation (Bandit's success rule).
         return (
-            f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the arm with the higher "
-            f"expected reward, {other[0] if other else plan} like the safe small one, "
+            f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the safe arm, {rest} like "
+            f"the risky one; here the safe arm's expected reward is at least the risky one's, "
             f"so I pull {plan}."
         )
     if isinstance(env, FrozenLakeEnv):

@@ -32,11 +32,20 @@ def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
         assert lines[at + 1] == f"    {entry.summary}"
     # Hand-written from agentgym/envs/__init__.py.
     at = lines.index("agentgym/Bandit-v0")
-    assert lines[at + 1 : at + 4] == [
+    assert lines[at + 1 : at + 5] == [
         "    Two arms with semantic names, a safe low arm and a risky high arm; one pull.",
         "    fixed:    name_split='train'",
         "    defaults: max_turns=1, max_actions_per_turn=1",
+        "    params:   low_arm_reward: float in [-10, 10]; high_arm_reward: float in [-10, 10]; "
+        "high_arm_prob: float in [0, 1]",
     ]
+    # Every id has a params line; choices are listed; the common parameters are printed once.
+    for env_id in agentgym.registered_envs():
+        assert lines[lines.index(env_id) + 4].startswith("    params:   ")
+    at = lines.index("agentgym/Countdown-v0")
+    assert "number_rule: one of exact, subset" in lines[at + 4]
+    assert lines[-1].startswith("Every id also takes (--kw, unless fixed above): max_turns: int in")
+    assert "action_format: one of think_answer, answer, raw" in lines[-1]
 
 
 def test_solve_bandit_seed_0() -> None:

@@ -53,6 +53,17 @@ def test_bandit_reasoning_names_both_arms_and_the_choice():
     assert record["success"] and record["return"] == 1.0
 
 
+def test_bandit_reasoning_when_the_safe_arm_is_better():
+    # high_arm_prob=0.05: E[risky] = 0.05 < E[safe] = 0.15, so the oracle pulls the safe Nurse.
+    (record,) = oracle_episodes("agentgym/Bandit-v0", [0], {"high_arm_prob": 0.05})
+    assert record["messages"][2]["content"] == (
+        "<think>The arms are Nurse and Stuntman. Nurse sounds like the safe arm, Stuntman like "
+        "the risky one; here the safe arm's expected reward is at least the risky one's, so I "
+        "pull Nurse.</think><answer>Nurse</answer>"
+    )
+    assert record["success"] and record["return"] == 0.15
+
+
 def test_frozen_lake_reasoning_names_position_goal_and_plan():
     (record,) = oracle_episodes("agentgym/FrozenLake-v0", [0])
     first = record["messages"][2]["content"]

@@ -1,17 +1,22 @@
 """Bandit-v0: a two-armed bandit whose arms carry semantic names (RAGEN's BiArmBandit).
 
 One arm is *safe*: it always pays ``low_arm_reward`` (default 0.15). The other is *risky*: it pays
-``high_arm_reward`` (default 1.0) with probability ``high_arm_prob`` (default 0.25), else 0. Its
-expected reward, 0.25, beats the safe arm's 0.15, so the optimal choice is the risky arm; the names
-hint at it (a safe-sounding name for the low arm, a bold one for the high arm), and which arm is
-listed first is drawn per episode, so the position carries no signal.
+``high_arm_reward`` (default 1.0) with probability ``high_arm_prob`` (default 0.25), else 0. The
+expected payouts are ``E[safe] = low_arm_reward`` and ``E[risky] = high_arm_prob *
+high_arm_reward``; with the defaults 0.25 beats 0.15, so the optimal choice is the risky arm. The
+names hint at each arm's kind (a safe-sounding name for the safe arm, a bold one for the risky
+arm), and which arm is listed first is drawn per episode, so the position carries no signal.
 
 * Observation: the two arm names, in the episode's order.
 * Actions: an arm's name (case-insensitive) or its position, ``1`` or ``2``; a short answer
   (<= 64 characters) that names exactly one arm as whole words, such as ``pull Teacher``, pulls
   that arm.
 * Reward: the arm's payout, drawn from ``self.np_random``.
-* Success: the risky (higher-expectation) arm was pulled.
+* Success: an arm with the highest expected payout was pulled (at least once). The *best arm* is
+  the risky one if ``E[risky] > E[safe]``, the safe one if ``E[safe] > E[risky]``; on a tie both
+  arms count as best (either pull succeeds) and the oracle pulls the safe arm (same expectation,
+  no variance). E.g. ``high_arm_prob=0.05``: ``E[risky] = 0.05 * 1.0 = 0.05 < 0.15 = E[safe]``,
+  so success means pulling the safe arm, and the oracle pulls it.
 * Limits: ``max_turns`` pulls (default 1); the episode terminates after the last pull.
 
 ``name_split="train"`` draws from :data:`TRAIN_NAME_PAIRS`; ``"heldout"`` from
@@ -90,8 +95,26 @@ class BanditEnv(TextEnv):
         self._pairs = TRAIN_NAME_PAIRS if name_split == "train" else HELDOUT_NAME_PAIRS
         self._arms: tuple[str, str] = self._pairs[0]
         self._risky = 1
-        self._pulled_risky = False
+        self._pulled_best = False
         self._last: str | None = None
+
+    @property
+    def expected_payouts(self) -> tuple[float, float]:
+        """``(E[safe], E[risky]) = (low_arm_reward, high_arm_prob * high_arm_reward)``, in reward
+        units per pull."""
+        return self.low_arm_reward, self.high_arm_prob * self.high_arm_reward
+
+    @property
+    def risky_is_best(self) -> bool:
+        """Whether the risky arm has the strictly higher expected payout (a tie: the safe arm)."""
+        safe, risky = self.expected_payouts
+        return risky > safe
+
+    @property
+    def best_arm(self) -> str:
+        """The name of the arm the oracle pulls this episode (see :attr:`risky_is_best`)."""
+        best = self._risky if self.risky_is_best else 1 - self._risky
+        return self._arms[best]
 
     @property
     def instructions_text(self) -> str:
@@ -107,7 +130,7 @@ class BanditEnv(TextEnv):
             self._arms, self._risky = (safe, risky), 1
         else:
             self._arms, self._risky = (risky, safe), 0
-        self._pulled_risky = False
+        self._pulled_best = False
         self._last = None
         return {"arms": self._arms}
 
@@ -131,17 +154,19 @@ class BanditEnv(TextEnv):
         return self._arms[action]
 
     def _apply_action(self, action: int) -> ActionOutcome:
+        safe_value, risky_value = self.expected_payouts
         if action == self._risky:
-            self._pulled_risky = True
+            self._pulled_best |= risky_value >= safe_value
             paid = self.np_random.random() < self.high_arm_prob
             reward = self.high_arm_reward if paid else 0.0
         else:
+            self._pulled_best |= safe_value >= risky_value
             reward = self.low_arm_reward
         self._last = f"You pulled {self._arms[action]} and received {reward:g}."
         return ActionOutcome(reward=reward, effective=True)
 
     def _success(self) -> bool:
-        return self._pulled_risky
+        return self._pulled_best
 
     def _render_state(self) -> str:
         lines = [f"Arm 1: {self._arms[0]}", f"Arm 2: {self._arms[1]}"]
@@ -150,4 +175,4 @@ class BanditEnv(TextEnv):
         return "\n".join(lines)
 
     def oracle_actions(self) -> list[str]:
-        return [self._arms[self._risky]]
+        return [self.best_arm]
