@@ -630,7 +630,10 @@ def _wrap_duck_agent(obj: Any) -> Agent:
                 obj.close()
 
     agent = _Duck()
-    agent.description = getattr(obj, "description", "") or ""
+    # A ``description`` attribute, else the first line of the class's docstring (as for a
+    # function agent).
+    doc = (type(obj).__doc__ or "").strip().split("\n")[0]
+    agent.description = getattr(obj, "description", "") or doc
     agent.batch_size = int(getattr(obj, "batch_size", 1))
     agent.settings = dict(getattr(obj, "settings", {}) or {})
     return agent

@@ -137,3 +137,19 @@ def test_eval_threads_flag(tmp_path: Path, capsys) -> None:
         torch.set_num_threads(before)
     assert main(_eval(tmp_path, "random", "--threads", "-1", "--overwrite")) == 2
     assert "--threads must be >= 0" in capsys.readouterr().err
+
+
+class DocumentedBatchAgent:
+    """Pulls the first valid action for every request."""
+
+    def act(self, requests):
+        return [f"<think>t</think><answer>{r['valid_actions'][0]}</answer>" for r in requests]
+
+
+def test_a_class_agent_is_described_by_its_docstring() -> None:
+    """A duck-typed agent object (``act(requests)``) without a ``description`` attribute is
+    described by the first line of its class's docstring, as a function agent is."""
+    from agentgym.agents import make_agent
+
+    agent = make_agent("tests.test_eval_messages:DocumentedBatchAgent")
+    assert agent.description == "Pulls the first valid action for every request."

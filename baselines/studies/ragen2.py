@@ -490,7 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="results folder")
     parser.add_argument("--doc", default="docs/reproduction.md", help="report to write")
     args = parser.parse_args(argv)
-    spec = load_study(args.spec, quick=args.quick)
+    try:
+        spec = load_study(args.spec, quick=args.quick)
+    except FileNotFoundError:
+        parser.error(f"--spec: no such file {args.spec!r}")
+    except (ValueError, yaml.YAMLError) as err:
+        parser.error(f"--spec {args.spec}: {err}")
     out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
     command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
     results = run_study(spec, out, Path(args.doc), command.strip())
