@@ -142,6 +142,10 @@ def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, floa
             "diagnostics.max_pairs=4",
             "diagnostics.permutations=8",
             "filter.strategy=none",
+            # PPO: its GAE advantages are not all zero when every episode gets the same reward
+            # (an untrained policy's cut replies are all invalid), so each step updates the policy
+            # and syncs the weights; GRPO would skip such a step.
+            "algorithm.name=ppo",
         ],
     )
     return Trainer(config, progress=False, engine=engine).run()
