@@ -64,6 +64,7 @@ from sandboxes.code.base import (
     check_run_args,
     first_limit,
 )
+from sandboxes.code.cgroups import _alive
 from sandboxes.code.image import DEFAULT_IMAGE, KEEPER_UID, SANDBOX_UID
 
 __all__ = ["DockerSandbox", "DockerLease", "docker_available", "OWNER_LABEL"]
@@ -795,13 +796,3 @@ def reap_orphans(client: Any) -> list[str]:
             client.api.remove_container(c["Id"], force=True, v=True)
             removed.append(c["Id"])
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
