@@ -227,14 +227,15 @@ def test_the_budget_passes_results_and_refusals_through() -> None:
 # ----------------------------------------------------------------------------- ranking
 
 
-def _errored(bundle: dict[str, Any]) -> dict[str, Any]:
-    """Every episode errored before its first step: return 0, which beat random's -0.5."""
+def _errored(bundle: dict[str, Any], error_return: float | None) -> dict[str, Any]:
+    """Every episode errored before its first step (record return 0, which beats random's -0.5),
+    summarised with ``error_return`` as :func:`agentgym.eval.summarize` takes it."""
     bundle = copy.deepcopy(bundle)
     run = bundle["runs"][0]
     for episode in run["episodes"]:
         episode.update(steps=[], turns=0, error="agent raised", success=False, terminated=False)
         episode.update(truncated=False, **{"return": 0.0})
-    run["summary"] = summarize(run["episodes"])
+    run["summary"] = summarize(run["episodes"], error_return)
     bundle["agent"]["name"] = "errors"
     return bundle
 
@@ -242,12 +243,19 @@ def _errored(bundle: dict[str, Any]) -> dict[str, Any]:
 def test_errored_episodes_score_the_envs_worst_return(
     tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bundle = _errored(load(runs["random"]))
-    assert bundle["runs"][0]["summary"]["mean_return"] == 0.0  # what the bundle claims
-    code, out, err = submit(bundle, db, tmp_path, capsys)
-    assert code == 0, err
     # By hand: 5 turns x format penalty -0.1, 10 actions x -0.1, 1 box pushed off -1 = -2.5.
     assert worst_return(SOKOBAN) == pytest.approx(-2.5)
+    # A summary that counts the errors at their recorded 0.0 is refused: it is not what eval writes.
+    claimed = _errored(load(runs["random"]), None)
+    assert claimed["runs"][0]["summary"]["mean_return"] == 0.0
+    code, _, err = submit(claimed, db, tmp_path, capsys)
+    assert code == 1
+    assert "summary mean_return is 0.0 but the episodes give -2.5" in err
+    # The summary eval writes (errors at the worst return) is stored, and ranks below playing.
+    bundle = _errored(load(runs["random"]), worst_return(SOKOBAN))
+    assert bundle["runs"][0]["summary"]["mean_return"] == pytest.approx(-2.5)
+    code, out, err = submit(bundle, db, tmp_path, capsys)
+    assert code == 0, err
     (board,) = Store(db).entries(SOKOBAN).values()
     assert [e.name for e in board] == ["random", "attacker"]  # errors rank last
     assert board[1].mean_return == pytest.approx(-2.5) and board[1].errors == 8
