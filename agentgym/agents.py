@@ -2,7 +2,8 @@
 
 An agent answers a batch of :class:`AgentRequest` (one per live episode) with one action text each.
 The harness (:mod:`agentgym.eval`) groups up to ``agent.batch_size`` episodes of one environment
-and plays them in lock step, so a batched agent (a transformers model) answers one turn of every
+and plays them in lock step (:func:`agentgym.lockstep.play_lockstep`, the trainer's loop too), so a
+batched agent (a transformers model) answers one turn of every
 episode with one ``generate`` call.
 
 Agent specs (:func:`make_agent`):

@@ -65,6 +65,7 @@ import agentgym
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.chat import ChatEpisode
 from agentgym.fileio import write_text_atomic
+from agentgym.lockstep import LiveEpisode, LocalEnvs, play_lockstep
 from agentgym.registration import split_env_kwargs, worst_return
 
 #: The largest reset seed a bundle may hold (a signed 64-bit integer: SQLite, JSON readers).
@@ -269,93 +270,62 @@ def _step_record(
     }
 
 
-class _Episode:
-    """One episode in progress inside a batch."""
-
-    def __init__(self, index: int, seed: int):
-        self.index, self.seed = index, seed
-        self.steps: list[dict[str, Any]] = []
-        self.error: str | None = None
-        self.chat: ChatEpisode | None = None
-        self.observation = ""
-        self.info: dict[str, Any] = {}
-        self.last_reward: float | None = None
-        self.done = False
-        self.terminated = self.truncated = False
-
-    def record(self, wall_s: float) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "steps": self.steps,
-            "return": float(sum(s["reward"] for s in self.steps)),
-            "success": bool(self.steps and self.steps[-1]["success"]) and self.error is None,
-            "turns": len(self.steps),
-            "terminated": self.terminated,
-            "truncated": self.truncated,
-            "error": self.error,
-            "wall_s": wall_s,
-        }
+def _episode_record(episode: LiveEpisode, wall_s: float) -> dict[str, Any]:
+    """The bundle record of one episode :func:`agentgym.lockstep.play_lockstep` played."""
+    steps = [
+        _step_record(s.action, s.reward, s.terminated, s.truncated, s.info) for s in episode.steps
+    ]
+    return {
+        "seed": episode.seed,
+        "steps": steps,
+        "return": float(sum(s["reward"] for s in steps)),
+        "success": bool(steps and steps[-1]["success"]) and episode.error is None,
+        "turns": len(steps),
+        "terminated": episode.terminated,
+        "truncated": episode.truncated,
+        "error": episode.error,
+        "wall_s": wall_s,
+    }
 
 
 def _play_batch(
     agent: Agent, env_id: str, envs: Sequence[gym.Env], batch: Sequence[tuple[int, int]]
 ) -> list[dict[str, Any]]:
-    """Play the episodes ``batch`` ((index, seed) pairs) in lock step; one record each."""
+    """Play the episodes ``batch`` ((index, seed) pairs) in lock step; one record each.
+
+    The loop is the trainer's (:func:`agentgym.lockstep.play_lockstep`); the policy asks ``agent``
+    for one action per live episode, and a failure ends only the episodes it concerns.
+    """
     start = time.perf_counter()
-    episodes = [_Episode(index, seed) for index, seed in batch]
-    for episode, env in zip(episodes, envs, strict=False):
-        try:
-            episode.observation, episode.info = env.reset(seed=episode.seed)
-            episode.chat = ChatEpisode.from_reset(episode.observation, episode.info)
-        except Exception as err:
-            episode.error = f"env reset failed: {type(err).__name__}: {err}"
-            episode.done = True
-    instructions = {id(e): e.info.get("instructions", "") for e in episodes}
-    while True:
-        live = [(e, env) for e, env in zip(episodes, envs, strict=False) if not e.done]
-        if not live:
-            break
+
+    def act(live: list[LiveEpisode]) -> list[Any]:
         requests = [
             AgentRequest(
                 env_id=env_id,
-                episode=e.index,
+                episode=batch[e.index][0],
                 seed=e.seed,
-                turn=len(e.steps) + 1,
+                turn=e.turn,
                 observation=e.observation,
                 info=e.info,
                 last_reward=e.last_reward,
                 messages=e.chat.messages() if e.chat else [],
-                instructions=instructions[id(e)],
-                action_format=env.unwrapped.action_format,
-                env=env.unwrapped,
+                instructions=e.reset_info.get("instructions", ""),
+                action_format=envs[e.index].unwrapped.action_format,
+                env=envs[e.index].unwrapped,
             )
-            for e, env in live
+            for e in live
         ]
-        try:
-            actions = list(agent.act(requests))
-            if len(actions) != len(requests):
-                raise AgentError(f"act() returned {len(actions)} actions for {len(requests)}")
-        except Exception as err:
-            actions = [AgentError(f"agent failed: {type(err).__name__}: {err}")] * len(live)
-        for (e, env), action in zip(live, actions, strict=True):
-            if isinstance(action, BaseException) or not isinstance(action, str):
-                e.error = str(action) if isinstance(action, BaseException) else "not a str"
-                e.done = True
-                continue
-            try:
-                observation, reward, terminated, truncated, info = env.step(action)
-            except Exception as err:
-                e.error = f"env step failed: {type(err).__name__}: {err}"
-                e.done = True
-                continue
-            e.steps.append(_step_record(action, reward, terminated, truncated, info))
-            assert e.chat is not None
-            e.chat.record(action, observation, reward, terminated, truncated, info)
-            e.observation, e.info, e.last_reward = observation, info, float(reward)
-            if terminated or truncated:
-                e.done, e.terminated, e.truncated = True, bool(terminated), bool(truncated)
-    share = (time.perf_counter() - start) / max(1, len(episodes))
-    return [e.record(share) for e in episodes]
+        actions = list(agent.act(requests))
+        if len(actions) != len(requests):
+            raise AgentError(f"act() returned {len(actions)} actions for {len(requests)}")
+        return actions
+
+    played = play_lockstep(
+        LocalEnvs(envs[: len(batch)], catch=True), [seed for _, seed in batch], act,
+        catch_errors=True,
+    )  # fmt: skip
+    share = (time.perf_counter() - start) / max(1, len(played))
+    return [_episode_record(e, share) for e in played]
 
 
 def _read_partial(path: Path, config: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:

@@ -1,8 +1,10 @@
 """The episode loop and its records: token ids in, token ids out.
 
-One loop (:func:`collect_rollouts`) plays every episode the trainer learns from and validates on;
-the ``hf:`` agent of ``agentgym eval`` builds its prompts with the same :class:`TokenContext`, so a
-checkpoint is scored on exactly the prompts it was trained on.
+:func:`collect_rollouts` plays every episode the trainer learns from and validates on, in the one
+lock-step loop of the project (:func:`agentgym.lockstep.play_lockstep`, which ``agentgym eval``
+plays in too); the ``hf:`` agent of ``agentgym eval`` builds its prompts with the same
+:class:`TokenContext` and engine, so a checkpoint is scored on exactly the prompts it was trained
+on.
 
 **Token-in-token-out** (the scheme of docs/engines.md). Each episode keeps a running token
 context. On turn 1 the chat template's generation prompt (plus ``<think>`` in the
@@ -41,6 +43,7 @@ import numpy as np
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
+from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
 from baselines.diagnostics import THINK_CLOSE, reasoning_text
 from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
 
@@ -364,79 +367,63 @@ def collect_rollouts(
     own_envs = envs is None
     if envs is None:
         envs = [gym.make(env_id, **env_kwargs) for _ in range(count)]
-    pool = envs if hasattr(envs, "step_many") else _LocalEnvs(envs)
-    if len(pool) < count:
-        raise ValueError(f"need {count} environments, got {len(pool)}")
-    episodes: list[EpisodeRecord] = []
+    pool = envs if hasattr(envs, "step_many") else LocalEnvs(envs)
     contexts = [TokenContext(tokenizer, prefix) for _ in range(count)]
-    gen_s = env_s = prompt_s = 0.0
-    try:
+    # Per episode, per turn: (prompt ids, generation, training row), in turn order.
+    sampled: list[list[tuple[list[int], Generation, int]]] = [[] for _ in range(count)]
+    clock = {"timing/generation_s": 0.0, "timing/prompt_s": 0.0, "timing/env_s": 0.0}
+
+    def policy(live: list[LiveEpisode]) -> list[Any]:
         t0 = time.perf_counter()
-        resets = pool.reset_many([seeds[index // group_size] for index in range(count)])
-        env_s += time.perf_counter() - t0
-        for index, (observation, info) in enumerate(resets):
-            group, seed = index // group_size, seeds[index // group_size]
-            chat = ChatEpisode.from_reset(observation, info)
-            episodes.append(EpisodeRecord(group, seed, chat, env_id))
-        live = list(range(count))
-        while live:
-            t0 = time.perf_counter()
-            prompts = [contexts[i].prompt(episodes[i].chat.messages()) for i in live]
-            prompt_s += time.perf_counter() - t0
-            fits = [
-                len(p) + sampling.max_new_tokens <= sampling.max_context_tokens for p in prompts
-            ]
-            for i, ok in zip(live, fits, strict=True):
-                if not ok:
-                    episodes[i].truncated = True  # the context is full: end the episode
-            live = [i for i, ok in zip(live, fits, strict=True) if ok]
-            prompts = [p for p, ok in zip(prompts, fits, strict=True) if ok]
-            if not live:
-                break
-            t0 = time.perf_counter()
-            generations = engine.generate(prompts, sampling)
-            gen_s += time.perf_counter() - t0
-            responses = [prefix + g.text for g in generations]
-            t0 = time.perf_counter()
-            results = pool.step_many(live, responses)
-            env_s += time.perf_counter() - t0
-            still_live = []
-            for i, prompt, gen, response, result in zip(
-                live, prompts, generations, responses, results, strict=True
-            ):
-                obs, reward, terminated, truncated, info = result
-                episode = episodes[i]
-                row = contexts[i].add(gen)
-                episode.chat.record(response, obs, reward, terminated, truncated, info)
-                episode.turns.append(
-                    TurnRecord(
-                        prompt,
-                        list(gen.token_ids),
-                        list(gen.logprobs) or [0.0] * len(gen.token_ids),
-                        response,
-                        gen.ended_with_eos,
-                        float(reward),
-                        info,
-                        row,
-                    )
-                )
-                if terminated or truncated:
-                    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
-                else:
-                    still_live.append(i)
-            live = still_live
+        prompts = [contexts[e.index].prompt(e.chat.messages()) for e in live]  # type: ignore[union-attr]
+        clock["timing/prompt_s"] += time.perf_counter() - t0
+        actions: list[Any] = [END_EPISODE] * len(live)  # a prompt that no longer fits ends it
+        fits = [
+            j
+            for j, p in enumerate(prompts)
+            if len(p) + sampling.max_new_tokens <= sampling.max_context_tokens
+        ]
+        if not fits:
+            return actions
+        t0 = time.perf_counter()
+        generations = engine.generate([prompts[j] for j in fits], sampling)
+        clock["timing/generation_s"] += time.perf_counter() - t0
+        for j, gen in zip(fits, generations, strict=True):
+            index = live[j].index
+            sampled[index].append((prompts[j], gen, contexts[index].add(gen)))
+            actions[j] = prefix + gen.text
+        return actions
+
+    try:
+        played = play_lockstep(
+            pool, [seeds[i // group_size] for i in range(count)], policy, timings=clock
+        )
     finally:
         if own_envs:
             for env in envs:
                 env.close()
-    for episode, context in zip(episodes, contexts, strict=True):
+    episodes: list[EpisodeRecord] = []
+    for live, context, turns in zip(played, contexts, sampled, strict=True):
+        assert live.chat is not None and len(turns) == len(live.steps)
+        episode = EpisodeRecord(live.index // group_size, live.seed, live.chat, env_id)
+        for (prompt, gen, row), step in zip(turns, live.steps, strict=True):
+            episode.turns.append(
+                TurnRecord(
+                    prompt,
+                    list(gen.token_ids),
+                    list(gen.logprobs) or [0.0] * len(gen.token_ids),
+                    step.action,
+                    gen.ended_with_eos,
+                    step.reward,
+                    step.info,
+                    row,
+                )
+            )
+        episode.terminated, episode.truncated = live.terminated, live.truncated
         episode.rows = context.finish()
+        episodes.append(episode)
     if timings is not None:
-        for key, value in (
-            ("timing/generation_s", gen_s),
-            ("timing/env_s", env_s),
-            ("timing/prompt_s", prompt_s),
-        ):
+        for key, value in clock.items():
             timings[key] = timings.get(key, 0.0) + value
     return episodes
 
@@ -504,19 +491,3 @@ def write_rollouts(path: str | os.PathLike[str], episodes: list[EpisodeRecord], 
         for episode in episodes:
             fh.write(json.dumps({"step": step, **episode_json(episode)}, allow_nan=False) + "\n")
     os.replace(tmp, target)
-
-
-class _LocalEnvs:
-    """In-process environments behind the pool interface of :func:`collect_rollouts`."""
-
-    def __init__(self, envs: list[gym.Env]):
-        self.envs = envs
-
-    def __len__(self) -> int:
-        return len(self.envs)
-
-    def reset_many(self, seeds: list[int]) -> list[tuple[Any, dict[str, Any]]]:
-        return [self.envs[i].reset(seed=seed) for i, seed in enumerate(seeds)]
-
-    def step_many(self, indices: list[int], actions: list[str]) -> list[tuple]:
-        return [self.envs[i].step(a) for i, a in zip(indices, actions, strict=True)]

@@ -173,13 +173,13 @@ def bench_ray(args: argparse.Namespace) -> None:
     import ray
 
     import agentgym  # noqa: F401
-    from baselines.episodes import _LocalEnvs
+    from agentgym.lockstep import LocalEnvs
     from baselines.ray_rollout import RayEnvPool
 
     count = max(args.episodes)
     print(f"{'stepping':>12} {'episodes':>8} {'steps':>6} {'seconds':>8} {'steps/s':>9}")
     envs = [gym.make(ENV) for _ in range(count)]
-    steps, seconds = _scripted_steps(_LocalEnvs(envs), count, seed=0)
+    steps, seconds = _scripted_steps(LocalEnvs(envs), count, seed=0)
     print(f"{'in-process':>12} {count:>8} {steps:>6} {seconds:>8.3f} {steps / seconds:>9.1f}")
     for env in envs:
         env.close()

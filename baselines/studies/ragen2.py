@@ -52,19 +52,28 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
 
 
+CLAIMS = ("collapse", "filtering", "correlation")
+
+
 def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
     """The study spec; with ``quick`` its ``quick`` section replaces the keys it names.
 
+    A spec may hold any of the three claims (at least one; e.g. a confirmation run of (a) with
+    another model holds only ``collapse``).
+
     Raises:
-        ValueError: a claim is missing or has no seeds.
+        ValueError: no claim, an unknown claim, or a claim without envs, seeds or arms.
     """
     spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     quick_part = spec.pop("quick", {}) or {}
     if quick:
         spec.update(quick_part)
-    for claim in ("collapse", "filtering", "correlation"):
-        body = spec.get("claims", {}).get(claim)
-        if body is None or not body.get("seeds"):
+    claims = spec.get("claims") or {}
+    unknown = sorted(set(claims) - set(CLAIMS))
+    if unknown or not claims:
+        raise ValueError(f"{path}: claims must be some of {', '.join(CLAIMS)} (got {unknown})")
+    for claim, body in claims.items():
+        if not body or not body.get("seeds") or not body.get("envs") or "arms" not in body:
             raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
     return spec
 
@@ -255,7 +264,33 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
         "near_chance_evaluations": len(near),
         "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
         "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
+        "series": _series(rows),
     }
+
+
+#: The per-step values a run's ``series`` keeps (results.json stays self-contained: the report and
+#: its plots are rebuilt from it, without the runs' folders).
+SERIES_KEYS = (
+    "collapse/entropy",
+    "collapse/mi_estimate",
+    "collapse/mi_upper_bound",
+    "collapse/mi_estimate_per_token",
+    "collapse/ragen_mi_zscore",
+    "collapse/retrieval_above_chance",
+    "collapse/template_collapse",
+    "val/success_rate",
+    "train/reward_mean",
+)
+
+
+def _series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
+    """Per key of :data:`SERIES_KEYS`: ``[[step, value], ...]`` over the steps that logged it."""
+    out: dict[str, list[list[float]]] = {}
+    for key in SERIES_KEYS:
+        points = [[r["step"], float(r[key])] for r in rows if r.get(key) is not None]
+        if points:
+            out[key] = points
+    return out
 
 
 # ------------------------------------------------------------------------------ statistics
@@ -344,41 +379,68 @@ def _claim_correlation(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ report
 
 
+def _mean_curve(runs: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """The mean over runs of ``series[key]`` at the steps every run logged."""
+    tables = [dict((int(x), y) for x, y in r["series"].get(key, [])) for r in runs]
+    steps = sorted(set.intersection(*(set(t) for t in tables))) if tables else []
+    return steps, [float(np.mean([t[x] for t in tables])) for x in steps]
+
+
+def _groups(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
+    """``{(claim, env): {arm: [runs over seeds]}}``."""
+    out: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+    for r in runs:
+        out.setdefault((r["claim"], r["env"]), {}).setdefault(r["arm"], []).append(r)
+    return out
+
+
 def _plots(runs: list[dict[str, Any]], folder: Path) -> list[str]:
+    """Entropy and MI over steps per arm (mean over seeds), final validation success per arm with
+    95 % t intervals over seeds, and the correlation scatter; PNGs in ``folder``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
+    groups = _groups(runs)
     names = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for r in runs:
-        rows = [
-            x
-            for x in _read_metrics(Path(r["metrics_path"]))
-            if x.get("collapse/mi_estimate") is not None
-        ]
-        steps = [x["step"] for x in rows]
-        label = f"{r['claim']}/{_short(r['env'])}/{r['arm']}/s{r['seed']}"
-        axes[0].plot(steps, [x.get("collapse/entropy") for x in rows], label=label)
-        axes[1].plot(steps, [x["collapse/mi_estimate"] for x in rows], label=label)
-    axes[0].set(title="entropy over steps", xlabel="step", ylabel="nats")
-    axes[1].set(title="MI (summed) over steps", xlabel="step", ylabel="nats")
-    axes[1].legend(fontsize=6)
+    fig, axes = plt.subplots(len(groups), 3, figsize=(15, 3.2 * len(groups)), squeeze=False)
+    for row, ((claim, env_id), arms) in enumerate(sorted(groups.items())):
+        ax_h, ax_mi, ax_s = axes[row]
+        for arm, members in sorted(arms.items()):
+            ax_h.plot(*_mean_curve(members, "collapse/entropy"), label=arm)
+            line = ax_mi.plot(*_mean_curve(members, "collapse/mi_estimate"), label=arm)[0]
+            ax_mi.plot(
+                *_mean_curve(members, "collapse/mi_upper_bound"), ls=":", color=line.get_color()
+            )
+        where = f"{claim} / {_short(env_id)}"
+        ax_h.set(title=f"{where}: entropy (mean over seeds)", xlabel="step", ylabel="nats")
+        ax_mi.set(title=f"{where}: MI (solid) and its ceiling (dotted)", xlabel="step")
+        ax_h.legend(fontsize=7)
+        labels = sorted(arms)
+        finals = [[m["final_val_success"] for m in arms[a]] for a in labels]
+        means = [float(np.mean(v)) for v in finals]
+        halves = []
+        for v in finals:
+            t = paired_t(v)  # the interval of a mean (a one-sample t interval)
+            halves.append(0.0 if math.isnan(t["low"]) else t["mean"] - t["low"])
+        ax_s.bar(labels, means, yerr=halves, capsize=4, color="tab:gray")
+        for i, v in enumerate(finals):
+            ax_s.scatter([i] * len(v), v, color="black", s=10, zorder=3)
+        ax_s.set(title=f"{where}: final validation success (95% t)", ylim=(0, 1.05))
     fig.tight_layout()
-    fig.savefig(folder / "entropy_mi.png", dpi=90)
+    fig.savefig(folder / "entropy_mi.png", dpi=80)
     names.append("entropy_mi.png")
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([r["final_mi"] for r in runs], [r["final_val_success"] for r in runs], label="MI")
-    ax.scatter(
-        [r["final_entropy"] for r in runs], [r["final_val_success"] for r in runs], label="entropy"
-    )
-    ax.set(title="final MI / entropy vs validation success", xlabel="nats", ylabel="success")
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    success = [r["final_val_success"] for r in runs]
+    axes[0].scatter([r["final_mi"] for r in runs], success, s=14)
+    axes[0].set(title="final MI (summed) vs success", xlabel="nats", ylabel="val success")
+    axes[1].scatter([r["final_entropy"] for r in runs], success, s=14, color="tab:orange")
+    axes[1].set(title="final entropy vs success", xlabel="nats")
     fig.tight_layout()
-    fig.savefig(folder / "correlation.png", dpi=90)
+    fig.savefig(folder / "correlation.png", dpi=80)
     names.append("correlation.png")
     plt.close(fig)
     return names
@@ -387,49 +449,69 @@ def _plots(runs: list[dict[str, Any]], folder: Path) -> list[str]:
 def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, doc.parent)
     c = results["claims"]
+    titles = {
+        "collapse": "(a) template collapse under strong regularisation",
+        "filtering": "(b) SNR filtering helps",
+        "correlation": "(c) MI predicts success better than entropy",
+    }
     lines = [
         "# RAGEN-2's claims at small scale",
         "",
         f"Command: `{results['command']}`  ",
-        f"Machine: {results['machine']}; wall time {results['wall_s']:.0f} s.",
+        f"Model: `{results['model']}` (warm-started per env by SFT on oracle chats)  ",
+        f"Machine: {results['machine']}; wall time {results['wall_s']:.0f} s.  ",
+        f"Data: `{rel}/results.json` (every run's config, seed and per-step series).",
         "",
         "| claim | reproduced |",
         "| --- | --- |",
-        f"| (a) template collapse under strong regularisation | {c['collapse']['reproduced']} |",
-        f"| (b) SNR filtering helps | {c['filtering']['reproduced']} |",
-        f"| (c) MI predicts success better than entropy | {c['correlation']['reproduced']} |",
-        "",
-        "## (b) paired differences in final validation success (arm minus baseline)",
-        "",
-        "| env/arm | n | mean | 95% low | 95% high | MI arm | MI baseline |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        *[f"| {titles[k]} | {v['reproduced']} |" for k, v in c.items()],
     ]
-    for key, s in c["filtering"]["differences"].items():
-        lines.append(
-            f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
-            f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} |"
-        )
-    cc = c["correlation"]
-    lines += [
-        "",
-        f"## (c) Spearman with final validation success over {cc['runs']} runs",
-        "",
-        f"MI {cc['spearman_mi']:.3f} {cc['ci_mi']}, per-token MI {cc['spearman_mi_per_token']:.3f},"
-        f" RAGEN MI-ZScore {cc['spearman_ragen_mi_zscore']:.3f}, entropy "
-        f"{cc['spearman_entropy']:.3f} {cc['ci_entropy']}; MI minus entropy "
-        f"{cc['mi_minus_entropy']:.3f} {cc['ci_mi_minus_entropy']}.",
-        "",
-        "## (a) per run",
-        "",
-        "| env | arm | seed | near-chance evaluations | entropy held | flag | final MI | ceiling |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in c["collapse"]["per_run"]:
-        lines.append(
-            f"| {_short(r['env'])} | {r['arm']} | {r['seed']} | {r['near_chance_evaluations']} | "
-            f"{r['entropy_held']} | {r['flag_fired']} | {r['final_mi']:.3f} | "
-            f"{r['mi_ceiling']:.3f} |"
-        )
+    if "filtering" in c:
+        lines += [
+            "",
+            "## (b) paired differences in final validation success (arm minus baseline)",
+            "",
+            "| env/arm | n | mean | 95% low | 95% high | MI arm | MI baseline |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for key, s in c["filtering"]["differences"].items():
+            lines.append(
+                f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
+                f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} |"
+            )
+    if "correlation" in c:
+        cc = c["correlation"]
+
+        def ci(v: list[float]) -> str:
+            return f"[{v[0]:.3f}, {v[1]:.3f}]"
+
+        lines += [
+            "",
+            f"## (c) Spearman with final validation success over {cc['runs']} runs",
+            "",
+            "| score | rho | 95% bootstrap |",
+            "| --- | --- | --- |",
+            f"| MI (summed) | {cc['spearman_mi']:.3f} | {ci(cc['ci_mi'])} |",
+            f"| MI per token (RAGEN's headline) | {cc['spearman_mi_per_token']:.3f} | |",
+            f"| RAGEN MI-ZScore | {cc['spearman_ragen_mi_zscore']:.3f} | |",
+            f"| entropy | {cc['spearman_entropy']:.3f} | {ci(cc['ci_entropy'])} |",
+            f"| MI minus entropy (paired) | {cc['mi_minus_entropy']:.3f} | "
+            f"{ci(cc['ci_mi_minus_entropy'])} |",
+        ]
+    if "collapse" in c:
+        lines += [
+            "",
+            "## (a) per run",
+            "",
+            "| env | arm | seed | near-chance evaluations | entropy held | flag | final MI | ceiling |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in c["collapse"]["per_run"]:
+            lines.append(
+                f"| {_short(r['env'])} | {r['arm']} | {r['seed']} | "
+                f"{r['near_chance_evaluations']} | {r['entropy_held']} | {r['flag_fired']} | "
+                f"{r['final_mi']:.3f} | {r['mi_ceiling']:.3f} |"
+            )
     lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(lines), encoding="utf-8")
@@ -449,36 +531,37 @@ def run_study(spec: dict[str, Any], out: Path, doc: Path, command: str) -> dict[
         _execute(run, checkpoints[run["env"]], spec, folder)
         summaries.append(_summary(run, folder))
     by_claim = {name: [s for s in summaries if s["claim"] == name] for name in spec["claims"]}
+    keep = (
+        "claim",
+        "env",
+        "arm",
+        "seed",
+        "overrides",
+        "metrics_path",
+        "final_val_success",
+        "series",
+    )
+    claims: dict[str, Any] = {}
+    if "collapse" in by_claim:
+        claims["collapse"] = _claim_collapse(by_claim["collapse"])
+    if "filtering" in by_claim:
+        baseline = spec["claims"]["filtering"].get("baseline", "none")
+        claims["filtering"] = _claim_filtering(by_claim["filtering"], baseline)
+    if "correlation" in by_claim:
+        claims["correlation"] = _claim_correlation(summaries)
     results = {
         "command": command,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "model": spec["model"],
         "wall_s": time.perf_counter() - t0,
-        "runs": [
-            {
-                k: s[k]
-                for k in (
-                    "claim",
-                    "env",
-                    "arm",
-                    "seed",
-                    "overrides",
-                    "metrics_path",
-                    "final_val_success",
-                )
-            }  # fmt: skip
-            for s in summaries
-        ],
-        "claims": {
-            "collapse": _claim_collapse(by_claim["collapse"]),
-            "filtering": _claim_filtering(
-                by_claim["filtering"], spec["claims"]["filtering"].get("baseline", "none")
-            ),
-            "correlation": _claim_correlation(summaries),
-        },
+        "runs": [{k: s[k] for k in keep} for s in summaries],
+        "claims": claims,
     }
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    text = json.dumps(results, indent=1, default=float)
+    (out / "results.json").write_text(text)
     plot_dir = doc.parent / (doc.stem)
     plots = _plots(summaries, plot_dir)
+    (plot_dir / "results.json").write_text(text)  # committed beside the report
     _write_doc(doc, results, plots, plot_dir)
     return results
 

@@ -1,0 +1,241 @@
+"""The one lock-step episode loop: the trainer's rollouts and ``agentgym eval`` both play here.
+
+:func:`play_lockstep` resets a batch of environments, then, until every episode has ended, asks a
+policy for one action per live episode (one call per turn of the batch, so a model generates for the
+whole batch at once) and steps each environment with its action. What differs between callers is
+only the policy callback:
+
+- ``baselines.episodes.collect_rollouts`` (trainer rollouts and validation): the callback renders
+  each prompt as token ids (:class:`baselines.episodes.TokenContext`), generates with the rollout
+  engine and keeps the sampled ids; a prompt that no longer fits the context ends its episode as
+  truncated (:data:`END_EPISODE`).
+- ``agentgym eval`` (every agent, ``hf:`` checkpoints included): the callback turns each live
+  episode into an :class:`agentgym.agents.AgentRequest` and calls ``agent.act``; the ``hf:`` agent
+  renders and generates through the same ``TokenContext`` and engine as the trainer, so a
+  checkpoint is scored on exactly the prompts it was trained on.
+
+The conversation each episode keeps (:class:`agentgym.chat.ChatEpisode`) is recorded here, once,
+from the action text and the environment's reply, so both callers see the same messages.
+
+Errors: with ``catch_errors=True`` (eval) a failing reset, step or policy call ends only the
+episodes it concerns, with ``error`` set and the steps played so far kept; with ``False`` (the
+trainer) the exception propagates, since a batch with a missing episode cannot be trained on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.chat import ChatEpisode
+
+__all__ = ["END_EPISODE", "LiveEpisode", "LocalEnvs", "Step", "play_lockstep"]
+
+
+class _EndEpisode:
+    """The type of :data:`END_EPISODE`."""
+
+    _instance: _EndEpisode | None = None
+
+    def __new__(cls) -> _EndEpisode:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "END_EPISODE"
+
+
+#: What a policy returns for an episode it cannot act in (its prompt no longer fits the model's
+#: context): the episode ends as truncated, without a step and without an error.
+END_EPISODE = _EndEpisode()
+
+
+@dataclass
+class Step:
+    """One environment step: the action text and what ``env.step`` returned (reward a float)."""
+
+    action: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+@dataclass
+class LiveEpisode:
+    """One episode of a lock-step batch, in progress or ended.
+
+    Attributes:
+        index: its position in the batch (0 .. len(seeds) - 1).
+        seed: its reset seed.
+        observation, info: the latest observation and ``info`` (the reset's before turn 1).
+        reset_info: the reset's ``info`` (holds the task ``instructions``).
+        chat: the conversation so far (``None`` only when the reset failed).
+        steps: the steps played, in order.
+        error: why the episode stopped early (``catch_errors=True`` only), else ``None``.
+        terminated, truncated: how it ended (``truncated`` also after :data:`END_EPISODE`).
+        done: it has ended.
+    """
+
+    index: int
+    seed: int
+    observation: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    chat: ChatEpisode | None = None
+    steps: list[Step] = field(default_factory=list)
+    error: str | None = None
+    terminated: bool = False
+    truncated: bool = False
+    done: bool = False
+
+    @property
+    def turn(self) -> int:
+        """The 1-based number of the turn about to be played."""
+        return len(self.steps) + 1
+
+    @property
+    def last_reward(self) -> float | None:
+        return self.steps[-1].reward if self.steps else None
+
+
+class LocalEnvs:
+    """In-process environments behind the pool interface of :func:`play_lockstep`.
+
+    Args:
+        envs: one environment per episode slot.
+        catch: return an exception raised by ``reset``/``step`` in that episode's place instead of
+            raising it (the loop then ends that episode only).
+    """
+
+    def __init__(self, envs: Sequence[Any], catch: bool = False):
+        self.envs = list(envs)
+        self.catch = catch
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        if not self.catch:
+            return fn()
+        try:
+            return fn()
+        except Exception as err:  # the loop records it on the episode
+            return err
+
+    def reset_many(self, seeds: Sequence[int]) -> list[Any]:
+        return [
+            self._call(lambda env=env, seed=seed: env.reset(seed=seed))
+            for env, seed in zip(self.envs, seeds, strict=False)
+        ]
+
+    def step_many(self, indices: Sequence[int], actions: Sequence[str]) -> list[Any]:
+        return [
+            self._call(lambda env=self.envs[i], a=a: env.step(a))
+            for i, a in zip(indices, actions, strict=True)
+        ]
+
+
+Policy = Callable[[list[LiveEpisode]], Sequence[Any]]
+
+
+def _failure(what: str, err: BaseException) -> str:
+    return f"{what} failed: {type(err).__name__}: {err}"
+
+
+def play_lockstep(
+    pool: Any,
+    seeds: Sequence[int],
+    policy: Policy,
+    *,
+    catch_errors: bool = False,
+    timings: dict[str, float] | None = None,
+) -> list[LiveEpisode]:
+    """Play ``len(seeds)`` episodes in lock step; episode i resets with ``seeds[i]``.
+
+    Args:
+        pool: environments with ``reset_many(seeds)`` and ``step_many(indices, actions)`` (a
+            :class:`LocalEnvs`, or e.g. :class:`baselines.ray_rollout.RayEnvPool`), at least
+            ``len(seeds)`` of them; an item of their result that is an exception ends that
+            episode with ``error`` (with ``catch_errors``) or is raised.
+        seeds: one reset seed per episode.
+        policy: called once per turn with the live episodes (in index order); returns one item
+            per episode: the action text, an exception (the episode ends with its message as
+            ``error``) or :data:`END_EPISODE`.
+        catch_errors: record failures on the episodes they concern instead of raising.
+        timings: if given, ``timing/env_s`` (resets and steps, seconds) is added to it.
+
+    Returns:
+        The episodes in index order, all ended.
+
+    Raises:
+        ValueError: the pool is smaller than the batch, or (without ``catch_errors``) the policy
+            returned the wrong number of items or an item that is not a str.
+        Exception: without ``catch_errors``, whatever a reset, step or the policy raised.
+    """
+    if len(pool) < len(seeds):
+        raise ValueError(f"need {len(seeds)} environments, got {len(pool)}")
+    episodes = [LiveEpisode(i, int(seed)) for i, seed in enumerate(seeds)]
+    env_s = 0.0
+
+    def fail(episode: LiveEpisode, message: str, err: BaseException | None = None) -> None:
+        if not catch_errors:
+            raise err if err is not None else ValueError(message)
+        episode.error, episode.done = message, True
+
+    t0 = time.perf_counter()
+    resets = pool.reset_many(list(seeds)[: len(episodes)])
+    env_s += time.perf_counter() - t0
+    for episode, result in zip(episodes, resets, strict=True):
+        if isinstance(result, BaseException):
+            fail(episode, _failure("env reset", result), result)
+            continue
+        episode.observation, info = result
+        episode.info = episode.reset_info = dict(info)
+        episode.chat = ChatEpisode.from_reset(episode.observation, info)
+    try:
+        while live := [e for e in episodes if not e.done]:
+            try:
+                actions = list(policy(live))
+                if len(actions) != len(live):
+                    raise ValueError(f"the policy returned {len(actions)} actions for {len(live)}")
+            except Exception as err:
+                if not catch_errors:
+                    raise
+                actions = [RuntimeError(_failure("agent", err))] * len(live)
+            stepping: list[tuple[LiveEpisode, str]] = []
+            for episode, action in zip(live, actions, strict=True):
+                if action is END_EPISODE:
+                    episode.truncated = episode.done = True
+                elif isinstance(action, BaseException):
+                    fail(episode, str(action), action)
+                elif not isinstance(action, str):
+                    fail(episode, f"the policy returned a {type(action).__name__}, not a str")
+                else:
+                    stepping.append((episode, action))
+            if not stepping:
+                continue
+            t0 = time.perf_counter()
+            results = pool.step_many([e.index for e, _ in stepping], [a for _, a in stepping])
+            env_s += time.perf_counter() - t0
+            for (episode, action), result in zip(stepping, results, strict=True):
+                if isinstance(result, BaseException):
+                    fail(episode, _failure("env step", result), result)
+                    continue
+                observation, reward, terminated, truncated, info = result
+                episode.steps.append(
+                    Step(action, float(reward), bool(terminated), bool(truncated), dict(info))
+                )
+                assert episode.chat is not None
+                episode.chat.record(action, observation, reward, terminated, truncated, info)
+                episode.observation, episode.info = observation, dict(info)
+                if terminated or truncated:
+                    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
+                    episode.done = True
+    finally:
+        if timings is not None:
+            timings["timing/env_s"] = timings.get("timing/env_s", 0.0) + env_s
+    return episodes

@@ -1,0 +1,132 @@
+"""The one lock-step episode loop (agentgym.lockstep): what ends an episode, what is recorded, and
+that eval and the trainer both play in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import agentgym  # noqa: F401
+from agentgym import lockstep
+from agentgym.agents import RandomAgent
+from agentgym.eval import evaluate
+from agentgym.lockstep import END_EPISODE, LocalEnvs, play_lockstep
+
+FROZEN = "agentgym/FrozenLake-v0"
+LEFT = "<think>go</think><answer>Left</answer>"
+
+
+class _BrokenStep(gym.Wrapper):
+    """A real FrozenLake whose second step raises (an env that fails mid-episode)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if self.steps == 2:
+            raise RuntimeError("socket closed")
+        return self.env.step(action)
+
+
+def _by_hand(seed: int, actions: list[str]) -> list[tuple[Any, ...]]:
+    """Step a fresh env directly (the independent reference for what the loop records)."""
+    env = gym.make(FROZEN)
+    env.reset(seed=seed)
+    out = [env.step(a) for a in actions]
+    env.close()
+    return out
+
+
+def test_each_ending_concerns_only_its_own_episode() -> None:
+    """Episode 0 (seed 6: Left, Left reaches the goal, found by stepping it) ends terminated on
+    turn 2; 1 gets END_EPISODE on turn 2; 2's policy item is an error on turn 1; 3's env raises on
+    its second step. Seeds 0 and 3 survive two Lefts."""
+    envs = [gym.make(FROZEN) for _ in range(3)] + [_BrokenStep(gym.make(FROZEN))]
+    calls: list[list[tuple[int, int]]] = []
+
+    def policy(live: list[lockstep.LiveEpisode]) -> list[Any]:
+        calls.append([(e.index, e.turn) for e in live])
+        out: list[Any] = []
+        for e in live:
+            if e.index == 1 and e.turn == 2:
+                out.append(END_EPISODE)
+            elif e.index == 2:
+                out.append(ValueError("no answer"))
+            else:
+                out.append(LEFT)
+        return out
+
+    seeds = [6, 0, 2, 3]
+    played = play_lockstep(LocalEnvs(envs, catch=True), seeds, policy, catch_errors=True)
+    # Turn by turn, by hand: who was still live when the policy was asked.
+    assert calls[0] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    assert calls[1] == [(0, 2), (1, 2), (3, 2)]
+    assert len(calls) == 2
+    e0, e1, e2, e3 = played
+    assert [s.reward for s in e0.steps] == [0.0, 1.0] and e0.terminated and not e0.truncated
+    assert e0.steps[-1].info["success"] and e0.error is None
+    assert [e.seed for e in played] == seeds
+    assert len(e1.steps) == 1 and e1.truncated and not e1.terminated and e1.error is None
+    assert e2.steps == [] and e2.error == "no answer" and e2.done
+    assert len(e3.steps) == 1 and e3.error == "env step failed: RuntimeError: socket closed"
+    # What the loop recorded is what the env gives when stepped directly with the same actions.
+    for episode in (e0, e1):
+        actions = [s.action for s in episode.steps]
+        for step, direct in zip(episode.steps, _by_hand(episode.seed, actions), strict=True):
+            assert (step.reward, step.terminated, step.truncated) == (
+                pytest.approx(float(direct[1])),
+                direct[2],
+                direct[3],
+            )
+            assert step.info["action_is_valid"] == direct[4]["action_is_valid"]
+    # The chat holds each action as the assistant's message, after the reset observation.
+    messages = e1.chat.messages()  # type: ignore[union-attr]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2]["content"] == LEFT
+    for env in envs:
+        env.close()
+
+
+def test_without_catch_errors_a_failure_is_raised() -> None:
+    envs = [gym.make(FROZEN), _BrokenStep(gym.make(FROZEN))]  # seed 2 survives one Left
+    with pytest.raises(RuntimeError, match="socket closed"):
+        play_lockstep(LocalEnvs(envs), [0, 2], lambda live: [LEFT] * len(live))
+    with pytest.raises(ValueError, match="returned 1 actions for 2"):
+        play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [LEFT])
+    with pytest.raises(ValueError, match="returned a int, not a str"):
+        play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [1] * len(live))
+    with pytest.raises(ValueError, match="need 3 environments, got 2"):
+        play_lockstep(LocalEnvs(envs), [0, 1, 2], lambda live: [LEFT] * len(live))
+    for env in envs:
+        env.close()
+
+
+def test_eval_and_the_trainer_both_play_in_this_loop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One loop: ``agentgym eval`` and ``collect_rollouts`` reach :func:`play_lockstep`."""
+    import baselines.episodes as episodes
+    from baselines.engines import SamplingSettings
+    from baselines.policy import load_policy
+
+    seen: list[int] = []
+    real = lockstep.play_lockstep
+
+    def counting(pool: Any, seeds: Any, policy: Any, **kw: Any) -> Any:
+        seen.append(len(seeds))
+        return real(pool, seeds, policy, **kw)
+
+    monkeypatch.setattr("agentgym.eval.play_lockstep", counting)
+    monkeypatch.setattr(episodes, "play_lockstep", counting)
+    evaluate(
+        [FROZEN], RandomAgent(seed=0), episodes=2, seed=0, out=tmp_path / "r.json", progress=False
+    )
+    model, tok = load_policy("tiny", device="cpu", seed=0)
+    sampling = SamplingSettings(max_new_tokens=4, temperature=1.0)
+    episodes.collect_rollouts(model, tok, FROZEN, [0], 2, sampling)
+    assert seen == [1, 1, 2]  # eval: the random agent acts in batches of one
