@@ -7,9 +7,12 @@ the policy ended the turn itself. Nothing is re-tokenised: the episode loop
 (:mod:`baselines.episodes`) builds each prompt from ids and the trainer learns from the ids the
 engine returns (the token-in-token-out scheme of docs/engines.md).
 
-* :class:`HFEngine` (``hf``): ``model.generate`` on the policy itself; nothing to synchronise. The
-  sampling log-probs come from the logits ``generate`` returns (``output_logits``), divided by the
-  temperature: no extra forward pass.
+* :class:`HFEngine` (``hf``): transformers on the policy itself; nothing to synchronise. It decodes
+  with an explicit KV cache kept across the turns of a batch (:func:`generate_cached`,
+  :class:`PrefixCache`): a prompt that extends the previous turn's prompt and reply is prefilled
+  only from where it differs. ``HFEngine(kv_cache=False)`` uses ``model.generate``
+  (:func:`generate`). The sampling log-probs come from the logits the decoding already computed,
+  divided by the temperature: no extra forward pass.
 * :class:`VLLMEngine` (``vllm``): a ``vllm.LLM`` started once per run from a snapshot of the
   policy (model + tokenizer saved to a folder under ``/dev/shm``). After every optimizer step
   :meth:`VLLMEngine.sync_weights` writes the policy's state dict as safetensors into that folder
@@ -66,6 +69,8 @@ __all__ = [
     "end_token_ids",
     "logit_temperature",
     "generate",
+    "generate_cached",
+    "PrefixCache",
     "recompute_logprobs",
     "logprob_diff",
 ]
@@ -341,30 +346,283 @@ def logprob_diff(engine_lp: list[list[float]], trainer_lp: list[list[float]]) ->
     }
 
 
+class PrefixCache:
+    """Keys and values of the sequences one :func:`generate_cached` call ended with, kept for the
+    next call (the next turn of the same lock-step batch), so that a prompt which extends one of
+    them is prefilled only from where it differs: "KV cache across turns where the prefix is
+    unchanged".
+
+    Entries hold only real tokens (no padding): per layer ``(keys, values)`` of shape
+    ``[heads, n, head_dim]`` for the ``n`` ids of the entry, in the model's dtype and device.
+    They are valid only for the weights that computed them: :meth:`valid_for` compares a
+    fingerprint of the parameters' in-place version counters (``Tensor._version``: every optimizer
+    step, ``copy_`` or LoRA merge bumps it) and the cache empties itself when it changed.
+
+    Memory: about ``2 x layers x kv_heads x head_dim x bytes`` per cached token (SmolLM2-135M in
+    float32: 46 KB), for the live episodes of one batch.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []
+        self._fingerprint: tuple[int, int] | None = None
+        self.hits = self.reused_tokens = self.prefilled_tokens = 0
+
+    @staticmethod
+    def fingerprint(model: Any) -> tuple[int, int]:
+        params = list(model.parameters())
+        return (len(params), sum(p._version for p in params))
+
+    def valid_for(self, model: Any) -> None:
+        """Empty the cache if ``model``'s weights changed since its entries were computed."""
+        now = self.fingerprint(model)
+        if now != self._fingerprint:
+            self.entries = []
+            self._fingerprint = now
+
+    def lookup(self, prompt: list[int]) -> int:
+        """Index of the longest entry that is a proper prefix of ``prompt``, or -1."""
+        best, best_len = -1, 0
+        for i, (ids, _) in enumerate(self.entries):
+            n = len(ids)
+            if best_len < n < len(prompt) and prompt[:n] == ids:
+                best, best_len = i, n
+        return best
+
+    def clear(self) -> None:
+        self.entries = []
+
+
+def _supports_prefix_cache(cache: Any) -> bool:
+    """Only plain full-attention dynamic layers can be sliced and re-padded per row."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def _top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering of ``scores [B, V]``: keep the smallest set of tokens whose probability
+    mass reaches ``top_p`` (at least one), others -inf (transformers' ``TopPLogitsWarper``)."""
+    ordered, order = torch.sort(scores, descending=False, dim=-1)
+    cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+    drop = cumulative <= (1 - top_p)
+    drop[..., -1:] = False
+    return scores.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+
+
+@torch.no_grad()
+def generate_cached(
+    model: Any,
+    tokenizer: Any,
+    prompt_ids: list[list[int]],
+    sampling: SamplingSettings,
+    store: PrefixCache | None = None,
+) -> list[Generation]:
+    """One reply per prompt, decoding with an explicit KV cache reused across turns.
+
+    Each prompt that extends an entry of ``store`` (the previous turn's prompt and reply of the
+    same episode) gets that entry's keys/values; only the rest of the prompt (the template's end of
+    turn, the next observation, the next generation header) is prefilled. The batch is laid out
+    as ``[pad | cached prefix | pad | new prompt tokens | generated]`` per row, with a 2-D
+    attention mask over all of it and explicit position ids (a row's real tokens are numbered
+    0, 1, ... whatever the padding), so a row's logits equal those of the row alone up to float
+    rounding. Sampling: logits / temperature, top-p (as ``TopPLogitsWarper``), one draw from
+    torch's global generator per row and step; greedy (``temperature = 0``) takes the argmax.
+    Stopping and log-probs are those of :func:`generate` (module docstring).
+
+    Args:
+        model: a Hugging Face causal LM whose cache is a plain ``DynamicCache`` (other caches, e.g.
+            sliding-window layers, are still decoded correctly but never stored for reuse).
+        tokenizer: its tokenizer.
+        prompt_ids: one non-empty list of token ids per prompt.
+        sampling: generation settings.
+        store: the cache of the previous call (updated in place), or None for no reuse.
+
+    Returns:
+        One :class:`Generation` per prompt.
+
+    Raises:
+        ValueError: an empty prompt.
+    """
+    if not prompt_ids:
+        return []
+    for row, p in enumerate(prompt_ids):
+        if not p:
+            raise ValueError(f"prompt {row} is empty; a prompt needs at least one token")
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ends = end_token_ids(model, tokenizer)
+    stops = tuple(sampling.stop_strings)
+    batch = len(prompt_ids)
+    if store is not None:
+        store.valid_for(model)
+    hits = [store.lookup(p) if store is not None else -1 for p in prompt_ids]
+    cached = [len(store.entries[h][0]) if h >= 0 else 0 for h in hits]  # type: ignore[union-attr]
+    past = max(cached)
+    suffix = [p[k:] for p, k in zip(prompt_ids, cached, strict=True)]
+    width = max(len(x) for x in suffix)
+    ids = torch.full((batch, past + width), pad, dtype=torch.long)
+    mask = torch.zeros((batch, past + width), dtype=torch.long)
+    positions = torch.ones((batch, width), dtype=torch.long)
+    for r, (k, x) in enumerate(zip(cached, suffix, strict=True)):
+        mask[r, past - k : past] = 1
+        ids[r, past + width - len(x) :] = torch.tensor(x, dtype=torch.long)
+        mask[r, past + width - len(x) :] = 1
+        positions[r, width - len(x) :] = torch.arange(k, k + len(x))
+    kwargs: dict[str, Any] = {}
+    cache_kw = "cache" if "cache" in _forward_params(model) else "past_key_values"
+    if past:
+        assert store is not None
+        layers = []
+        for layer in range(len(store.entries[next(h for h in hits if h >= 0)][1])):
+            keys = values = None
+            for r, (h, k) in enumerate(zip(hits, cached, strict=True)):
+                if h < 0:
+                    continue
+                kr, vr = store.entries[h][1][layer]
+                if keys is None:
+                    shape = (batch, kr.shape[0], past, kr.shape[-1])
+                    keys = torch.zeros(shape, dtype=kr.dtype, device=device)
+                    values = torch.zeros(shape, dtype=vr.dtype, device=device)
+                keys[r, :, past - k : past] = kr
+                values[r, :, past - k : past] = vr  # type: ignore[index]
+            layers.append((keys, values))
+        kwargs[cache_kw] = DynamicCache(ddp_cache_data=layers)
+    if "logits_to_keep" in _forward_params(model):
+        kwargs["logits_to_keep"] = 1
+    out = model(
+        input_ids=ids[:, past:].to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        use_cache=True,
+        **kwargs,
+    )
+    cache = getattr(out, "cache", None) or out.past_key_values
+    logits = out.logits[:, -1, :]
+    mask = mask.to(device)
+    last = positions[:, -1].clone().to(device)
+    t = logit_temperature(sampling.temperature)
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    lps: list[list[float]] = [[] for _ in range(batch)]
+    done = [False] * batch
+    fed = 0  # sampled tokens fed back (their keys/values are in the cache)
+    for step in range(sampling.max_new_tokens):
+        scores = logits.float()
+        logp = torch.log_softmax(scores / t, dim=-1)
+        if sampling.temperature > 0:
+            scaled = scores / sampling.temperature
+            if sampling.top_p < 1.0:
+                scaled = _top_p_filter(scaled, sampling.top_p)
+            chosen = torch.multinomial(torch.softmax(scaled, dim=-1), 1).squeeze(1)
+        else:
+            chosen = scores.argmax(dim=-1)
+        chosen_lp = logp.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
+        for r, (token, lp) in enumerate(zip(chosen.tolist(), chosen_lp, strict=True)):
+            if done[r]:
+                continue
+            tokens[r].append(token)
+            lps[r].append(lp)
+            if token in ends:
+                done[r] = True
+            elif stops:
+                tail = tokenizer.decode(tokens[r][-8:], skip_special_tokens=False).rstrip()
+                done[r] = any(tail.endswith(stop) for stop in stops)
+        if all(done) or step == sampling.max_new_tokens - 1:
+            break
+        feed = torch.tensor(
+            [[pad] if done[r] else [tokens[r][-1]] for r in range(batch)], device=device
+        )
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+        last = last + 1
+        out = model(
+            input_ids=feed,
+            attention_mask=mask,
+            position_ids=last.unsqueeze(1),
+            use_cache=True,
+            **{cache_kw: cache},
+            **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
+        )
+        cache = getattr(out, "cache", None) or out.past_key_values
+        logits = out.logits[:, -1, :]
+        fed += 1
+    results = []
+    for r in range(batch):
+        n, why = _cut(tokenizer, tokens[r], ends, stops)
+        kept, ended = tokens[r][:n], why == "end"
+        reply = kept[:-1] if ended else kept
+        text = tokenizer.decode(reply, skip_special_tokens=False)
+        results.append(Generation(kept, text, lps[r][:n], ended))
+    if store is not None:
+        store.hits += sum(1 for h in hits if h >= 0)
+        store.reused_tokens += sum(cached)
+        store.prefilled_tokens += sum(len(x) for x in suffix)
+        store.entries = []
+        if _supports_prefix_cache(cache):
+            for r in range(batch):
+                g = min(len(results[r].token_ids), fed)
+                x = len(suffix[r])
+                index = torch.cat(
+                    [
+                        torch.arange(past - cached[r], past),
+                        torch.arange(past + width - x, past + width),
+                        torch.arange(past + width, past + width + g),
+                    ]
+                ).to(device)
+                kv = [
+                    (
+                        layer.keys[r].index_select(1, index).to(dtype),
+                        layer.values[r].index_select(1, index).to(dtype),
+                    )
+                    for layer in cache.layers
+                ]
+                store.entries.append((list(prompt_ids[r]) + tokens[r][:g], kv))
+    return results
+
+
+def _forward_params(model: Any) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(model.forward).parameters)
+
+
 class HFEngine:
-    """The in-process transformers engine: :func:`generate` on the policy.
+    """The in-process transformers engine, on the policy itself.
+
+    With ``kv_cache=True`` (the default) it decodes with :func:`generate_cached`: each turn of a
+    lock-step batch reuses the keys/values of the previous turn's prompt and reply (a
+    :class:`PrefixCache`, emptied whenever the weights change), so turn k prefills only the new
+    text instead of the whole history. ``kv_cache=False`` uses ``model.generate``
+    (:func:`generate`), which prefills every prompt in full.
 
     Args:
         model: a Hugging Face causal LM (the trainer's policy itself, so weights are always
             current and :meth:`sync_weights` only swaps the reference).
         tokenizer: its tokenizer.
+        kv_cache: reuse keys/values across turns.
     """
 
     name = "hf"
     provides_logprobs = True
 
-    def __init__(self, model: Any, tokenizer: Any):
+    def __init__(self, model: Any, tokenizer: Any, kv_cache: bool = True):
         self.model, self.tokenizer = model, tokenizer
+        self.cache = PrefixCache() if kv_cache else None
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
-        return generate(self.model, self.tokenizer, prompt_ids, sampling)
+        if self.cache is None:
+            return generate(self.model, self.tokenizer, prompt_ids, sampling)
+        return generate_cached(self.model, self.tokenizer, prompt_ids, sampling, self.cache)
 
     def sync_weights(self, model: Any) -> float:
         self.model = model
+        if self.cache is not None:
+            self.cache.clear()
         return 0.0
 
     def close(self) -> None:
-        pass
+        if self.cache is not None:
+            self.cache.clear()
 
 
 def _state_dict_for_export(model: Any) -> dict[str, torch.Tensor]:

@@ -399,6 +399,9 @@ def collect_rollouts(
             pool, [seeds[i // group_size] for i in range(count)], policy, timings=clock
         )
     finally:
+        release = getattr(getattr(engine, "cache", None), "clear", None)
+        if release is not None:  # the HF engine's keys/values of this batch: not needed again
+            release()
         if own_envs:
             for env in envs:
                 env.close()

@@ -6,6 +6,8 @@ Usage::
     .venv-vllm/bin/python benchmarks/bench_rollout.py engines --episodes 8 32 64 --max-new-tokens 32
     # the trainer's episode loop against the raw engine on the same batch
     python benchmarks/bench_rollout.py loop --episodes 8 --max-new-tokens 32
+    # multi-turn episodes: the HF engine with and without keys/values kept across turns
+    python benchmarks/bench_rollout.py turns --episodes 8 --max-new-tokens 32
     # Ray workers against in-process stepping (main venv, `ray` extra)
     python benchmarks/bench_rollout.py ray --workers 1 2 4 --episodes 64
 
@@ -18,6 +20,12 @@ vLLM weight-sync time (safetensors to /dev/shm + in-place reload), mean of ``--s
 ``E`` Sokoban episodes: prompt building, generation, environment steps) against the raw HF engine
 on the same prompt ids and seed (the same sampled ids, checked); prints tokens/s of each and their
 ratio (the loop's overhead).
+
+``turns``: ``E`` whole Sokoban episodes (5 turns, greedy) through the trainer's loop with
+``HFEngine(kv_cache=False)`` (``model.generate``: every prompt prefilled in full, the history
+re-encoded each turn) and the default ``HFEngine`` (keys/values reused across turns); checks that
+both sampled the same ids and prints the wall time, generated tokens/s, prompt tokens prefilled
+and reused, and the speed-up.
 
 ``ray``: ``E`` Sokoban episodes stepped with scripted replies (a seeded choice of moves) until
 they end, in-process and with each number of Ray workers; prints environment steps/s (resets
@@ -141,6 +149,54 @@ def bench_loop(args: argparse.Namespace) -> None:
         )
 
 
+def bench_turns(args: argparse.Namespace) -> None:
+    """Whole multi-turn episodes: full prefill each turn against keys/values kept across turns."""
+    import torch
+
+    from baselines.engines import HFEngine, SamplingSettings
+    from baselines.episodes import collect_rollouts
+    from baselines.policy import load_policy
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_policy(
+        args.model, texts=_tiny_texts() if args.model == "tiny" else None
+    )
+    sampling = SamplingSettings(max_new_tokens=args.max_new_tokens, temperature=0.0)
+    print(f"{'episodes':>8} {'kv cache':>8} {'wall s':>7} {'tok/s':>7} {'prefilled':>9} "
+          f"{'reused':>7}")  # fmt: skip
+    for count in args.episodes:
+        results = {}
+        for kv in (False, True):
+            engine = HFEngine(model, tokenizer, kv_cache=kv)
+            prefilled = reused = 0
+            if engine.cache is not None:
+                real = engine.generate
+
+                def counted(prompts, settings, real=real, engine=engine):
+                    out = real(prompts, settings)
+                    counted.stats = (engine.cache.prefilled_tokens, engine.cache.reused_tokens)
+                    return out
+
+                engine.generate = counted
+            t0 = time.perf_counter()
+            episodes = collect_rollouts(
+                model, tokenizer, ENV, list(range(count)), 1, sampling, engine=engine
+            )
+            wall = time.perf_counter() - t0
+            tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+            if kv:
+                prefilled, reused = counted.stats
+            else:
+                prefilled = sum(len(t.prompt_ids) for e in episodes for t in e.turns)
+            results[kv] = (wall, [[t.generated_ids for t in e.turns] for e in episodes])
+            print(f"{count:>8} {'on' if kv else 'off':>8} {wall:>7.1f} {tokens / wall:>7.1f} "
+                  f"{prefilled:>9} {reused:>7}")  # fmt: skip
+        same = results[False][1] == results[True][1]
+        print(f"{count:>8} speed-up {results[False][0] / results[True][0]:.2f}x; "
+              f"same sampled ids: {same}")  # fmt: skip
+
+
 def _tiny_texts() -> list[str]:
     from baselines.trainer import vocabulary_texts
 
@@ -201,7 +257,7 @@ def bench_ray(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["engines", "loop", "ray"])
+    parser.add_argument("part", choices=["engines", "loop", "turns", "ray"])
     parser.add_argument("--model", default="embedded", help="loop: embedded | tiny | folder")
     parser.add_argument("--episodes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -215,6 +271,8 @@ def main() -> None:
         bench_engines(args)
     elif args.part == "loop":
         bench_loop(args)
+    elif args.part == "turns":
+        bench_turns(args)
     else:
         bench_ray(args)
 

@@ -11,8 +11,10 @@ from baselines.config import load_config
 from baselines.engines import (
     Generation,
     HFEngine,
+    PrefixCache,
     RolloutEngine,
     VLLMEngine,
+    _top_p_filter,
     end_token_ids,
     logprob_diff,
     make_engine,
@@ -142,6 +144,79 @@ def test_collect_rollouts_with_an_explicit_hf_engine_equals_the_default(tiny) ->
         )
         runs.append([[(t.response, t.generated_ids, t.reward) for t in e.turns] for e in episodes])
     assert runs[0] == runs[1]
+
+
+def test_kv_cache_across_turns_gives_what_a_full_prefill_gives(tiny) -> None:
+    """Five Sokoban turns, greedy: with keys/values reused across turns the prompts, the sampled
+    ids and (to float rounding) the log-probs are those of ``model.generate`` prefilling every
+    prompt in full; from turn 2 on every prompt extends its episode's cached prefix."""
+    model, tokenizer = tiny
+    sampling = SamplingSettings(max_new_tokens=10, temperature=0.0)
+    runs, engines = [], [HFEngine(model, tokenizer, kv_cache=False), HFEngine(model, tokenizer)]
+    hits = []
+    for engine in engines:
+        if engine.cache is not None:  # count what the batch reused before it is released
+            real = engine.generate
+
+            def counting(prompts, settings, real=real, engine=engine):
+                out = real(prompts, settings)
+                hits.append((engine.cache.hits, engine.cache.reused_tokens, len(prompts)))
+                return out
+
+            engine.generate = counting
+        runs.append(collect_rollouts(model, tokenizer, ENV, [0, 1], 2, sampling, engine=engine))
+    full, cached = runs
+    turns = [len(e.turns) for e in full]
+    assert turns == [len(e.turns) for e in cached] and min(turns) >= 3
+    for a, b in zip(full, cached, strict=True):
+        for ta, tb in zip(a.turns, b.turns, strict=True):
+            assert ta.prompt_ids == tb.prompt_ids and ta.generated_ids == tb.generated_ids
+            assert tb.logprobs == pytest.approx(ta.logprobs, abs=1e-5)
+    # Turn 1: nothing cached; turn k > 1: one hit per live episode, reusing its whole last turn.
+    assert hits[0] == (0, 0, 4)
+    assert [h[0] for h in hits] == [sum(min(n, k) for n in turns) - 4 for k in range(1, 6)][
+        : len(hits)
+    ]
+    assert all(b[1] > a[1] for a, b in zip(hits, hits[1:], strict=False))
+    assert engines[1].cache.entries == []  # released when the batch ended
+
+
+def test_kv_cache_sampling_logprobs_and_weight_changes(tiny) -> None:
+    """At T=0.7 on a cached prefix the engine's log-probs are those of the whole sequence scored
+    afresh; an optimizer step (in-place, bumping the parameters' versions) empties the cache."""
+    import copy
+
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    engine = HFEngine(model, tokenizer)
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    prompts = _prompts(tokenizer, seeds=(7, 8))
+    torch.manual_seed(3)
+    first = engine.generate(prompts, sampling)
+    follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+    second = engine.generate(follow, sampling)
+    assert engine.cache.hits == 2 and engine.cache.reused_tokens >= sum(map(len, prompts))
+    for prompt, gen in zip(follow, second, strict=True):
+        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(input_ids=torch.tensor([prompts[0]])).logits.sum().backward()
+    optimizer.step()
+    last = [f + g.token_ids + f[-3:] for f, g in zip(follow, second, strict=True)]
+    third = engine.generate(last, sampling)
+    assert engine.cache.hits == 2  # nothing reused from before the step
+    for prompt, gen in zip(last, third, strict=True):
+        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+
+
+def test_top_p_filter_by_hand() -> None:
+    """Probabilities (0.5, 0.3, 0.2): top-p 0.7 keeps 0.5 and 0.3 (0.5 + 0.3 >= 0.7); top-p 0.5
+    keeps 0.5 alone; top-p 1 keeps all."""
+    scores = torch.log(torch.tensor([[0.2, 0.5, 0.3]]))
+    kept = lambda p: torch.isfinite(_top_p_filter(scores, p))[0].tolist()  # noqa: E731
+    assert kept(0.7) == [False, True, True]
+    assert kept(0.5) == [False, True, False]
+    assert kept(1.0) == [True, True, True]
+    assert PrefixCache().lookup([1, 2, 3]) == -1
 
 
 def test_recompute_logprobs_handles_empty_replies_and_batches(tiny) -> None:
