@@ -38,15 +38,38 @@ def test_spec_quick_replaces_sections():
     assert set(full["claims"]["filtering"]["arms"]) == {"none", "linear", "softmax"}
 
 
+def test_a_spec_may_hold_some_claims_but_only_known_ones(tmp_path):
+    from baselines.studies.ragen2 import SPEC
+
+    smol = load_study(SPEC.with_name("ragen2_smollm2.yaml"))
+    assert set(smol["claims"]) == {"collapse"} and smol["model"] == "embedded"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: tiny\nclaims:\n  colapse: {envs: [x], seeds: [0], arms: {}}\n")
+    with pytest.raises(ValueError, match="claims must be some of collapse, filtering"):
+        load_study(bad)
+    bad.write_text("model: tiny\nclaims:\n  collapse: {envs: [x], arms: {}}\n")
+    with pytest.raises(ValueError, match="claims.collapse needs envs, seeds and arms"):
+        load_study(bad)
+
+
 def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     out, doc = tmp_path / "study", tmp_path / "docs" / "reproduction.md"
-    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    assert main(["--quick", "--out", str(out), "--doc", str(doc), "--jobs", "2"]) == 0
     results = json.loads((out / "results.json").read_text())
+    # The copy beside the report is the same data, self-contained (per-step series of each run).
+    assert json.loads((doc.parent / "reproduction" / "results.json").read_text()) == results
     runs = results["runs"]
     # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds on Bandit.
     assert len(runs) == 6
     for run in runs:
         assert 0.0 <= run["final_val_success"] <= 1.0
+        # The series are the run's metrics.jsonl values, step by step (steps 0..3 at most).
+        rows = [json.loads(line) for line in open(run["metrics_path"], encoding="utf-8")]
+        for key in ("collapse/mi_estimate", "val/success_rate"):
+            logged = [[r["step"], r[key]] for r in rows if r.get(key) is not None]
+            assert run["series"][key] == logged and {x for x, _ in logged} <= {0, 1, 2, 3, 4}
+        assert run["series"]["val/success_rate"][-1][1] == run["final_val_success"]
+        assert run["run_s"] > 0
         assert (out / "runs" / run["claim"] / "Bandit-v0" / run["arm"] / f"seed{run['seed']}"
                 / "done.json").is_file()  # fmt: skip
     claims = results["claims"]

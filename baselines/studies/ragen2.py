@@ -557,6 +557,7 @@ def run_study(
         "overrides",
         "metrics_path",
         "final_val_success",
+        "run_s",
         "series",
     )
     claims: dict[str, Any] = {}
