@@ -14,7 +14,8 @@ One step, top to bottom (:meth:`Trainer.step`):
    whole sample's per-token conditional entropy estimate.
 3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): RAGEN's selection rule on a
    per-group score (reward std by default; per-episode lengths or token entropies ``[G, N]`` for
-   those metrics). GRPO / Dr.GRPO make no update when every kept group has equal rewards.
+   those metrics). GRPO / Dr.GRPO make no update when every kept group has equal rewards and
+   there is no entropy or KL term (the gradient would be exactly 0).
 4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
    advantage per episode from its group's rewards, given to every policy token of the episode
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
@@ -614,9 +615,18 @@ class Trainer:
         metrics["filter/tokens_before"] = float(full.num_tokens)
         self._phase("update (forward/backward)")  # hook: live progress
         spread = rewards.amax(1) - rewards.amin(1)
-        if cfg.algorithm.name != "ppo" and kept and bool((spread[kept_groups] == 0).all()):
-            # Every kept group has equal rewards, so every GRPO advantage is 0: no reward signal
-            # (RAGEN would still step on the entropy/KL terms alone; we count it as no update).
+        regularised = cfg.algorithm.entropy_coef != 0 or cfg.algorithm.kl_coef != 0
+        if (
+            cfg.algorithm.name != "ppo"
+            and kept
+            and not regularised
+            and bool((spread[kept_groups] == 0).all())
+        ):
+            # Every kept group has equal rewards, so every GRPO advantage is 0 and, with no
+            # entropy or KL term, the loss and its gradient are exactly 0: no update (RAGEN steps
+            # anyway, moving the weights on Adam's momentum alone; docs/ragen2.md). With an entropy
+            # or KL term the step is taken, as RAGEN takes it: that is how the regularisers come
+            # to dominate a weak task signal (RAGEN-2's template collapse).
             kept = []
         if kept:
             batch = build_batch([episodes[i] for i in kept], pad)

@@ -10,6 +10,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
+import torch
 
 from baselines.batch import build_batch
 from baselines.config import load_config
@@ -384,3 +385,41 @@ def test_filter_metrics_read_per_episode_lengths_and_entropies(tmp_path, metric)
     group_means = values.reshape(3, 2).mean(1)
     assert metrics["filter/num_kept"] == 1.0
     assert metrics["filter/score_mean_kept"] == pytest.approx(group_means.max())
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "entropy_coef", "updates"),
+    [("grpo", 0.0, False), ("grpo", 0.1, True), ("drgrpo", 0.1, True)],
+)
+def test_equal_rewards_everywhere_step_only_on_a_regulariser(
+    tmp_path: Path, algorithm: str, entropy_coef: float, updates: bool
+) -> None:
+    """Every reward 0 (both arms pay 0, no format penalty), so every GRPO advantage is exactly 0.
+    With no entropy/KL term the gradient is exactly 0 and no step is taken; with an entropy bonus
+    the step is taken on it alone, as RAGEN takes it (agent_trainer.py: no equal-reward skip)."""
+    config = load_config(
+        None,
+        [
+            *BANDIT_RAW,
+            "rollout.env_kwargs={action_format: raw, high_arm_prob: 1.0, high_arm_reward: 0.0, "
+            "low_arm_reward: 0.0, format_penalty: 0.0}",
+            f"train.out_dir={tmp_path / 'run'}",
+            f"algorithm.name={algorithm}",
+            f"algorithm.entropy_coef={entropy_coef}",
+            "filter.strategy=none",
+            "train.steps=1",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+        ],
+    )
+    trainer = Trainer(config, progress=False)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    (line,) = trainer.run()
+    assert line["rollout/reward_mean"] == 0.0
+    moved = any(
+        not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True)
+    )
+    assert moved is updates
+    assert bool(line.get("actor/skipped")) is not updates
+    if updates:
+        assert line["actor/pg_loss"] == 0.0  # the step is the entropy bonus's alone
