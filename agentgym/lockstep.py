@@ -190,12 +190,15 @@ def play_lockstep(
     resets = pool.reset_many(list(seeds)[: len(episodes)])
     env_s += time.perf_counter() - t0
     for episode, result in zip(episodes, resets, strict=True):
-        if isinstance(result, BaseException):
-            fail(episode, _failure("env reset", result), result)
-            continue
-        episode.observation, info = result
-        episode.info = episode.reset_info = dict(info)
-        episode.chat = ChatEpisode.from_reset(episode.observation, info)
+        try:
+            if isinstance(result, BaseException):
+                raise result
+            observation, info = result
+            episode.chat = ChatEpisode.from_reset(observation, info)
+            episode.observation, episode.info = observation, dict(info)
+            episode.reset_info = dict(info)  # a policy that edits ``info`` cannot change it
+        except Exception as err:
+            fail(episode, _failure("env reset", err), err)
     try:
         while live := [e for e in episodes if not e.done]:
             try:
@@ -222,15 +225,18 @@ def play_lockstep(
             results = pool.step_many([e.index for e, _ in stepping], [a for _, a in stepping])
             env_s += time.perf_counter() - t0
             for (episode, action), result in zip(stepping, results, strict=True):
-                if isinstance(result, BaseException):
-                    fail(episode, _failure("env step", result), result)
+                try:
+                    if isinstance(result, BaseException):
+                        raise result
+                    observation, reward, terminated, truncated, info = result
+                    step = Step(action, float(reward), bool(terminated), bool(truncated), info)
+                    assert episode.chat is not None
+                    episode.chat.record(action, observation, reward, terminated, truncated, info)
+                except Exception as err:  # a failed step, or a result that is not a 5-tuple
+                    fail(episode, _failure("env step", err), err)
                     continue
-                observation, reward, terminated, truncated, info = result
-                episode.steps.append(
-                    Step(action, float(reward), bool(terminated), bool(truncated), dict(info))
-                )
-                assert episode.chat is not None
-                episode.chat.record(action, observation, reward, terminated, truncated, info)
+                step.info = dict(info)
+                episode.steps.append(step)
                 episode.observation, episode.info = observation, dict(info)
                 if terminated or truncated:
                     episode.terminated, episode.truncated = bool(terminated), bool(truncated)

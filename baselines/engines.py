@@ -488,6 +488,7 @@ def generate_cached(
                 keys[r, :, past - k : past] = kr
                 values[r, :, past - k : past] = vr  # type: ignore[index]
             layers.append((keys, values))
+        store.entries = []  # copied into the batch's cache: free the per-row tensors now
         kwargs[cache_kw] = DynamicCache(ddp_cache_data=layers)
     if "logits_to_keep" in _forward_params(model):
         kwargs["logits_to_keep"] = 1
@@ -560,7 +561,9 @@ def generate_cached(
         store.entries = []
         if _supports_prefix_cache(cache):
             for r in range(batch):
-                g = min(len(results[r].token_ids), fed)
+                # The last sampled token of a row is never fed back (a row that stopped early
+                # had a pad fed in its column after that), so its keys/values are not cached.
+                g = min(len(tokens[r]) - 1, fed)
                 x = len(suffix[r])
                 index = torch.cat(
                     [
@@ -581,9 +584,12 @@ def generate_cached(
 
 
 def _forward_params(model: Any) -> set[str]:
+    """The forward's parameter names; of the wrapped model for a PEFT model (whose own forward
+    passes ``**kwargs`` through, e.g. ``logits_to_keep``)."""
     import inspect
 
-    return set(inspect.signature(model.forward).parameters)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(inspect.signature(base.forward).parameters)
 
 
 class HFEngine:

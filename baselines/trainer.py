@@ -615,7 +615,7 @@ class Trainer:
         metrics["filter/tokens_before"] = float(full.num_tokens)
         self._phase("update (forward/backward)")  # hook: live progress
         spread = rewards.amax(1) - rewards.amin(1)
-        regularised = cfg.algorithm.entropy_coef != 0 or cfg.algorithm.kl_coef != 0
+        regularised = cfg.algorithm.entropy_coef != 0 or cfg.algorithm.kl_coef > 0
         if (
             cfg.algorithm.name != "ppo"
             and kept

@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_trainer.py                 # SmolLM2-135M-Instruct (embedded), CPU
     python benchmarks/bench_trainer.py --model tiny    # the tiny random-init model (seconds)
     python benchmarks/bench_trainer.py --cuda-shape    # on a CUDA GPU: random-init SmolLM2 shape, bf16
+    .venv-vllm/bin/python benchmarks/bench_trainer.py --engine vllm --filters top_p   # vLLM engine
 
 Prints, per configuration: the per-step time split (generation, environment stepping,
 reference/old log-probs, MI diagnostics, backward), generated tokens/s, the environment's share of
@@ -68,6 +69,7 @@ def run(
     filter_strategy: str,
     device: str,
     dtype: str,
+    engine: str = "hf",
 ) -> dict[str, float]:
     out = tempfile.mkdtemp(prefix="bench-trainer-")
     overrides = [
@@ -87,6 +89,7 @@ def run(
         f"train.steps={steps}",
         "train.save_every=1000000",
         "algorithm.micro_batch_size=4",
+        f"rollout.engine={engine}",
     ]
     if model == "tiny":
         overrides += [
@@ -132,6 +135,10 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=48)
+    parser.add_argument("--engine", default="hf", choices=["hf", "vllm", "auto"])
+    parser.add_argument(
+        "--filters", nargs="+", default=["top_p", "none"], choices=["top_p", "none"]
+    )
     parser.add_argument(
         "--cuda-shape",
         action="store_true",
@@ -155,10 +162,10 @@ def main() -> None:
     print(
         f"model={model} env={args.env} P={args.groups} N={args.group_size} "
         f"new_tokens={args.new_tokens} device={device} dtype={dtype} "
-        f"threads={torch.get_num_threads()}"
+        f"threads={torch.get_num_threads()} engine={args.engine}"
     )
     results = {}
-    for strategy in ("top_p", "none"):
+    for strategy in args.filters:
         results[strategy] = run(
             model,
             args.steps,
@@ -169,11 +176,12 @@ def main() -> None:
             strategy,
             device,
             dtype,
+            args.engine,
         )
-    keys = list(results["top_p"])
-    print(f"{'metric':28s} {'filter top_p':>14s} {'no filter':>14s}")
-    for key in keys:
-        print(f"{key:28s} {results['top_p'][key]:14.4g} {results['none'][key]:14.4g}")
+    names = {"top_p": "filter top_p", "none": "no filter"}
+    print(f"{'metric':28s}" + "".join(f" {names[k]:>14s}" for k in results))
+    for key in results[args.filters[0]]:
+        print(f"{key:28s}" + "".join(f" {r[key]:14.4g}" for r in results.values()))
 
 
 if __name__ == "__main__":

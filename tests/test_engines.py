@@ -208,6 +208,24 @@ def test_kv_cache_sampling_logprobs_and_weight_changes(tiny) -> None:
         assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
 
 
+def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
+    """Seed 1 samples "___ L it ..." for the first prompt and no "it" for the others, so with the
+    stop string "it" row 0 stops after 3 tokens while rows 1-2 run to 8. Row 0's last token was
+    never fed (a pad was, in its column), so its keys/values must not be reused: on the next turn
+    every row's log-probs equal those of its whole sequence scored afresh."""
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer, seeds=(7, 8, 9))
+    engine = HFEngine(model, tokenizer)
+    torch.manual_seed(1)
+    first = engine.generate(prompts, SamplingSettings(max_new_tokens=8, stop_strings=("it",)))
+    assert [len(g.token_ids) for g in first] == [3, 8, 8] and first[0].text.endswith("it")
+    follow = [p + g.token_ids + p[-4:] for p, g in zip(prompts, first, strict=True)]
+    second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
+    assert engine.cache.hits == 3
+    for prompt, gen in zip(follow, second, strict=True):
+        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 1.0), abs=1e-5)
+
+
 def test_top_p_filter_by_hand() -> None:
     """Probabilities (0.5, 0.3, 0.2): top-p 0.7 keeps 0.5 and 0.3 (0.5 + 0.3 >= 0.7); top-p 0.5
     keeps 0.5 alone; top-p 1 keeps all."""

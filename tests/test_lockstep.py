@@ -130,3 +130,23 @@ def test_eval_and_the_trainer_both_play_in_this_loop(
     sampling = SamplingSettings(max_new_tokens=4, temperature=1.0)
     episodes.collect_rollouts(model, tok, FROZEN, [0], 2, sampling)
     assert seen == [1, 1, 2]  # eval: the random agent acts in batches of one
+
+
+class _OldStepApi(gym.Wrapper):
+    """A real FrozenLake whose ``step`` returns the pre-Gymnasium 4-tuple."""
+
+    def step(self, action: Any) -> Any:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, reward, terminated or truncated, info
+
+
+def test_a_malformed_step_result_ends_only_its_episode() -> None:
+    envs = [gym.make(FROZEN), _OldStepApi(gym.make(FROZEN))]
+    played = play_lockstep(
+        LocalEnvs(envs, catch=True), [0, 2], lambda live: [LEFT] * len(live), catch_errors=True
+    )
+    assert played[1].steps == [] and played[1].error is not None
+    assert played[1].error.startswith("env step failed: ValueError: not enough values to unpack")
+    assert played[0].error is None and len(played[0].steps) >= 1
+    for env in envs:
+        env.close()

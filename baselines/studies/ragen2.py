@@ -74,8 +74,12 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
     if unknown or not claims:
         raise ValueError(f"{path}: claims must be some of {', '.join(CLAIMS)} (got {unknown})")
     for claim, body in claims.items():
-        if not body or not body.get("seeds") or not body.get("envs") or "arms" not in body:
+        if not body or not body.get("seeds") or not body.get("envs"):
             raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
+        if not body.get("arms") and claim != "correlation":  # (c) reads every run of the study
+            raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
+    if not any(body.get("arms") for body in claims.values()):
+        raise ValueError(f"{path}: no claim has arms, so there is nothing to run")
     return spec
 
 
@@ -545,8 +549,12 @@ def run_study(
             pool.submit(_execute, run, checkpoints[run["env"]], spec, folder)
             for run, folder in zip(runs, folders, strict=True)
         ]
-        for future in futures:
-            future.result()
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:  # a failed run or Ctrl-C: start no further runs
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     summaries = [_summary(run, folder) for run, folder in zip(runs, folders, strict=True)]
     by_claim = {name: [s for s in summaries if s["claim"] == name] for name in spec["claims"]}
     keep = (
