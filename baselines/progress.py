@@ -30,26 +30,32 @@ REMEDIES = (
 
 
 def no_update_cause(metrics: dict[str, Any]) -> str | None:
-    """Why the step of ``metrics`` made no policy update, or None when it made one.
+    """Why the step of ``metrics`` made no policy update from the task reward, or None when it
+    made one.
 
-    Causes, first match: no valid actions (``rollout/valid_action_rate`` == 0), no reward spread
-    (every group's rewards equal: ``filter/num_zero_spread`` == ``filter/num_groups``), filtering
-    dropped every group, no policy tokens.
+    A step whose every advantage is 0 but that still stepped on an entropy or KL term (as RAGEN
+    does) counts as no update here: the task taught the policy nothing, which is what the stall
+    monitor watches. Causes, first match: no valid actions (``rollout/valid_action_rate`` == 0), no
+    reward spread (every group's rewards equal: ``filter/num_zero_spread`` ==
+    ``filter/num_groups``), filtering dropped every group, no policy tokens.
     """
-    if not metrics.get("actor/skipped"):
-        return None
+    skipped = bool(metrics.get("actor/skipped"))
     valid = metrics.get("rollout/valid_action_rate")
     groups = metrics.get("filter/num_groups")
     zero = metrics.get("filter/num_zero_spread")
+    no_signal = valid == 0 or bool(groups and zero == groups)
+    if not skipped and not no_signal:
+        return None
+    alone = "" if skipped else " (only the entropy/KL terms moved the weights)"
     if valid == 0:
         return (
             "no valid actions: every turn of every episode was invalid "
-            "(rollout/valid_action_rate=0), so every episode got the same reward"
+            f"(rollout/valid_action_rate=0), so every episode got the same reward{alone}"
         )
     if groups and zero == groups:
         return (
             f"no reward spread: in all {int(groups)} groups every episode got the same reward "
-            "(filter/num_zero_spread = filter/num_groups), so every advantage is 0"
+            f"(filter/num_zero_spread = filter/num_groups), so every advantage is 0{alone}"
         )
     if metrics.get("filter/kept_fraction") == 0:
         return "SNR-Aware Filtering kept no group (filter/kept_fraction=0)"
@@ -58,6 +64,9 @@ def no_update_cause(metrics: dict[str, Any]) -> str | None:
 
 class StallMonitor:
     """Counts consecutive steps without an update; warns and decides when to stop.
+
+    A step that updated on an entropy/KL term alone (no reward signal) is warned about but resets
+    the count, as RAGEN counts only empty steps towards its early stop.
 
     Args:
         limit: stop after this many steps in a row without an update; 0 never stops.
@@ -74,6 +83,11 @@ class StallMonitor:
         if cause is None:
             self.count = 0
             return None
+        if not metrics.get("actor/skipped"):
+            # Stepped on the entropy/KL terms alone: an update (RAGEN's stop counts only empty
+            # steps), but the task taught nothing, which the user should hear.
+            self.count = 0
+            return f"warning: step {step} had no reward signal: {cause}. {REMEDIES}"
         self.count += 1
         limit = f" of train.max_steps_without_update={self.limit}" if self.limit else ""
         return (

@@ -21,8 +21,19 @@ TINY = ["model.path=tiny", "train.threads=1", "rollout.think_prefix=false"]
 
 
 def test_no_update_cause_names_the_reason() -> None:
-    updated = {"actor/skipped": 0.0, "rollout/valid_action_rate": 0.0}
+    updated = {
+        "actor/skipped": 0.0,
+        "rollout/valid_action_rate": 0.5,
+        "filter/num_groups": 4.0,
+        "filter/num_zero_spread": 1.0,
+    }
     assert no_update_cause(updated) is None
+    # Stepped on the entropy bonus alone (every reward equal): the task taught nothing.
+    bonus_only = {"actor/skipped": 0.0, "rollout/valid_action_rate": 0.0}
+    assert no_update_cause(bonus_only).endswith("(only the entropy/KL terms moved the weights)")
+    counting = StallMonitor(limit=2, count=1)
+    assert counting.observe(7, bonus_only).startswith("warning: step 7 had no reward signal")
+    assert counting.count == 0  # an update all the same: RAGEN stops on empty steps only
     no_valid = {"actor/skipped": 1.0, "rollout/valid_action_rate": 0.0, "filter/num_groups": 4.0}
     assert no_update_cause(no_valid).startswith("no valid actions")
     flat = {
@@ -56,6 +67,7 @@ def test_run_without_valid_actions_warns_and_stops(tmp_path: Path, capsys) -> No
             "diagnostics.every=0",
             "train.steps=6",
             "train.max_steps_without_update=2",
+            "algorithm.entropy_coef=0",  # no entropy step either: every step is empty
             f"train.out_dir={tmp_path / 'run'}",
         ],
     )
