@@ -563,7 +563,7 @@ def generate_cached(
             for r in range(batch):
                 # The last sampled token of a row is never fed back (a row that stopped early
                 # had a pad fed in its column after that), so its keys/values are not cached.
-                g = min(len(tokens[r]) - 1, fed)
+                g = max(0, min(len(tokens[r]) - 1, fed))
                 x = len(suffix[r])
                 index = torch.cat(
                     [
