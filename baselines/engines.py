@@ -471,7 +471,8 @@ def generate_cached(
         mask[r, past + width - len(x) :] = 1
         positions[r, width - len(x) :] = torch.arange(k, k + len(x))
     kwargs: dict[str, Any] = {}
-    cache_kw = "cache" if "cache" in _forward_params(model) else "past_key_values"
+    params = _forward_params(model)
+    cache_kw = "cache" if "cache" in params else "past_key_values"
     if past:
         assert store is not None
         layers = []
@@ -490,7 +491,7 @@ def generate_cached(
             layers.append((keys, values))
         store.entries = []  # copied into the batch's cache: free the per-row tensors now
         kwargs[cache_kw] = DynamicCache(ddp_cache_data=layers)
-    if "logits_to_keep" in _forward_params(model):
+    if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = 1
     out = model(
         input_ids=ids[:, past:].to(device),

@@ -264,6 +264,29 @@ def _oracle_mi(model, tokenizer, records) -> dict[str, float]:
     return mi_metrics(loglik, index, lengths=torch.tensor([len(z) for z in z_ids]))
 
 
+def _one_rl_step(config, checkpoint, out, new_tokens: int, *extra: str) -> dict:
+    """One tiny RL step from an SFT checkpoint; its metrics."""
+    from baselines.trainer import Trainer
+
+    rl = load_config(
+        config,
+        [
+            f"model.path={checkpoint}",
+            *extra,
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            f"rollout.max_new_tokens={new_tokens}",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+            "train.steps=1",
+            "train.threads=1",
+            f"train.out_dir={out}",
+        ],
+    )
+    (metrics,) = Trainer(rl, progress=False).run()
+    return metrics
+
+
 def test_tiny_warm_start_reaches_the_mi_ceiling_and_rl_loads_it(tmp_path):
     data = tmp_path / "bandit.jsonl"
     assert (
@@ -298,24 +321,10 @@ def test_tiny_warm_start_reaches_the_mi_ceiling_and_rl_loads_it(tmp_path):
     assert after["retrieval_accuracy"] == 1.0
 
     # The RL trainer starts from the checkpoint (one tiny step).
-    from baselines.trainer import Trainer
-
-    rl = load_config(
-        None,
-        [
-            f"model.path={tmp_path / 'sft' / 'checkpoint'}",
-            "rollout.env_id=agentgym/Bandit-v0",
-            "rollout.num_groups=2",
-            "rollout.group_size=2",
-            "rollout.max_new_tokens=48",
-            "rollout.val_episodes=0",
-            "diagnostics.every=0",
-            "train.steps=1",
-            "train.threads=1",
-            f"train.out_dir={tmp_path / 'rl'}",
-        ],
-    )
-    (metrics,) = Trainer(rl, progress=False).run()
+    metrics = _one_rl_step(
+        None, tmp_path / "sft" / "checkpoint", tmp_path / "rl", 48,
+        "rollout.env_id=agentgym/Bandit-v0",
+    )  # fmt: skip
     assert metrics["rollout/valid_action_rate"] > 0  # the tuned model answers in format
 
 
@@ -350,7 +359,6 @@ def test_sokoban_recipe_takes_the_tiny_model_from_invalid_to_valid_actions(tmp_p
     """The README's recipe at test size: export-sft (short id), baselines.sft with the shipped
     config, then the RL trainer from the checkpoint with the shipped sokoban.yaml."""
     from baselines.sft import main as sft_main
-    from baselines.trainer import Trainer
 
     data = tmp_path / "sokoban.jsonl"
     export = ["export-sft", "--env", "Sokoban-v0", "--episodes", "24", "--keep-failures"]
@@ -372,20 +380,8 @@ def test_sokoban_recipe_takes_the_tiny_model_from_invalid_to_valid_actions(tmp_p
     # Observed: 0.0 before (the random model repeats "<think>"), 1.0 after 96 steps of 8.
     assert before < 0.5 and after >= 0.9, (before, after)
 
-    rl = load_config(
-        REPO / "baselines" / "configs" / "sokoban.yaml",
-        [
-            f"model.path={out / 'checkpoint'}",
-            f"rollout.env_kwargs={json.dumps(SOKOBAN_KW)}",
-            "rollout.num_groups=2",
-            "rollout.group_size=2",
-            "rollout.max_new_tokens=64",
-            "rollout.val_episodes=0",
-            "diagnostics.every=0",
-            "train.steps=1",
-            "train.threads=1",
-            f"train.out_dir={tmp_path / 'rl'}",
-        ],
-    )
-    (metrics,) = Trainer(rl, progress=False).run()
+    metrics = _one_rl_step(
+        REPO / "baselines" / "configs" / "sokoban.yaml", out / "checkpoint", tmp_path / "rl", 64,
+        f"rollout.env_kwargs={json.dumps(SOKOBAN_KW)}",
+    )  # fmt: skip
     assert metrics["rollout/valid_action_rate"] >= 0.5  # the trainer samples the tuned policy
