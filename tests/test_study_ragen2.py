@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,20 @@ def test_a_spec_may_hold_some_claims_but_only_known_ones(tmp_path):
     bad.write_text("model: tiny\nclaims:\n  collapse: {envs: [x], arms: {}}\n")
     with pytest.raises(ValueError, match="claims.collapse needs envs, seeds and arms"):
         load_study(bad)
+
+
+def test_a_study_without_claim_c_draws_no_correlation_scatter(tmp_path):
+    """Two runs of claim (a) make no correlation; the committed SmolLM2 report shows none."""
+    from baselines.studies.ragen2 import _plots
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "reproduction-smollm2"
+    runs = json.loads((committed / "results.json").read_text())["runs"]
+    assert sorted(r["arm"] for r in runs) == ["control", "regularised"]
+    (tmp_path / "correlation.png").write_bytes(b"stale")  # from an earlier report in the folder
+    assert _plots(runs, tmp_path, scatter=False) == ["entropy_mi.png"]
+    assert (tmp_path / "entropy_mi.png").stat().st_size > 0
+    assert not (tmp_path / "correlation.png").exists()
+    assert "correlation.png" not in (committed.parent / "reproduction-smollm2.md").read_text()
 
 
 def test_quick_study_end_to_end_and_resume(tmp_path, capsys):

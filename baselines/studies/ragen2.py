@@ -422,9 +422,11 @@ def _groups(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[
     return out
 
 
-def _plots(runs: list[dict[str, Any]], folder: Path) -> list[str]:
+def _plots(runs: list[dict[str, Any]], folder: Path, scatter: bool = True) -> list[str]:
     """Entropy and MI over steps per arm (mean over seeds), final validation success per arm with
-    95 % t intervals over seeds, and the correlation scatter; PNGs in ``folder``."""
+    95 % t intervals over seeds, and (``scatter``: the study has claim (c)) the correlation scatter;
+    PNGs in ``folder``, whose names are returned. Without the scatter a stale ``correlation.png``
+    is removed, so that the folder holds what the report shows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -461,6 +463,9 @@ def _plots(runs: list[dict[str, Any]], folder: Path) -> list[str]:
     fig.savefig(folder / "entropy_mi.png", dpi=80)
     names.append("entropy_mi.png")
     plt.close(fig)
+    if not scatter:
+        (folder / "correlation.png").unlink(missing_ok=True)
+        return names
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     success = [r["final_val_success"] for r in runs]
     axes[0].scatter([r["final_mi"] for r in runs], success, s=14)
@@ -621,7 +626,7 @@ def run_study(
     text = json.dumps(results, indent=1, default=float)
     (out / "results.json").write_text(text)
     plot_dir = doc.parent / (doc.stem)
-    plots = _plots(summaries, plot_dir)
+    plots = _plots(summaries, plot_dir, scatter="correlation" in claims)
     (plot_dir / "results.json").write_text(text)  # committed beside the report
     _write_doc(doc, results, plots, plot_dir)
     return results
