@@ -400,12 +400,11 @@ def _supports_prefix_cache(cache: Any) -> bool:
 
 def _top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     """Nucleus filtering of ``scores [B, V]``: keep the smallest set of tokens whose probability
-    mass reaches ``top_p`` (at least one), others -inf (transformers' ``TopPLogitsWarper``)."""
-    ordered, order = torch.sort(scores, descending=False, dim=-1)
-    cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
-    drop = cumulative <= (1 - top_p)
-    drop[..., -1:] = False
-    return scores.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+    mass reaches ``top_p`` (at least one), others -inf. transformers' ``TopPLogitsWarper``, the
+    one ``model.generate`` applies, so both decoders filter alike."""
+    from transformers import TopPLogitsWarper
+
+    return TopPLogitsWarper(top_p)(None, scores)  # it reads only the scores
 
 
 @torch.no_grad()
