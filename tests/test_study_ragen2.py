@@ -51,6 +51,10 @@ def test_a_spec_may_hold_some_claims_but_only_known_ones(tmp_path):
     bad.write_text("model: tiny\nclaims:\n  collapse: {envs: [x], arms: {}}\n")
     with pytest.raises(ValueError, match="claims.collapse needs envs, seeds and arms"):
         load_study(bad)
+    # (c) is decided on its own sweep, so it needs arms too (it once read every run instead).
+    bad.write_text("model: tiny\nclaims:\n  correlation: {envs: [x], seeds: [0], arms: {}}\n")
+    with pytest.raises(ValueError, match="claims.correlation needs envs, seeds and arms"):
+        load_study(bad)
 
 
 def test_a_study_without_claim_c_draws_no_correlation_scatter(tmp_path):
@@ -74,8 +78,8 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     # The copy beside the report is the same data, self-contained (per-step series of each run).
     assert json.loads((doc.parent / "reproduction" / "results.json").read_text()) == results
     runs = results["runs"]
-    # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds on Bandit.
-    assert len(runs) == 6
+    # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds, correlation 2 arms x 1 seed.
+    assert len(runs) == 8
     for run in runs:
         assert 0.0 <= run["final_val_success"] <= 1.0
         # The series are the run's metrics.jsonl values, step by step (steps 0..3 at most).
@@ -91,6 +95,9 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     assert set(claims) == {"collapse", "filtering", "correlation"}
     assert all(isinstance(c["reproduced"], bool) for c in claims.values())
     assert claims["filtering"]["differences"]["Bandit-v0/softmax"]["n"] == 2
+    # (c) is computed on its own sweep; the pooled figures read all 8 runs.
+    assert claims["correlation"]["runs"] == 2
+    assert claims["correlation"]["pooled_all_runs"]["runs"] == 8
     text = doc.read_text()
     assert "| (b) SNR filtering helps |" in text and "Command: `python -m baselines.studies" in text
     assert (doc.parent / "reproduction" / "entropy_mi.png").is_file()
