@@ -61,6 +61,7 @@ Source: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -114,7 +115,20 @@ def require_math_verify() -> Any:
             f"the math environments check answers with math-verify, which is not installed: "
             f"run `{_INSTALL_HINT}`"
         ) from err
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logger = logging.getLogger(name)
+        if _TIMEOUT_WARNING_FILTER not in logger.filters:
+            logger.addFilter(_TIMEOUT_WARNING_FILTER)
     return math_verify
+
+
+def _not_the_timeout_warning(record: logging.LogRecord) -> bool:
+    """Drop math-verify's "Timeout is disabled" warning: the module docstring's size bounds are
+    the interruption logic it asks for, so the warning would only alarm users."""
+    return not record.getMessage().startswith("Timeout is disabled")
+
+
+_TIMEOUT_WARNING_FILTER = _not_the_timeout_warning
 
 
 @dataclass(frozen=True)
