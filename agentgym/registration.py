@@ -76,6 +76,23 @@ class EnvKwargsError(ValueError):
         self.unknown = unknown
 
 
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite float (an int too large for a float is not: 10**400)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (an int of 10**5 digits has no repr)."""
+    try:
+        text = repr(value)
+    except ValueError:  # int too large to convert to a string
+        return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 @dataclass(frozen=True)
 class TaskParam:
     """Type and bounds of one task-defining constructor argument.
@@ -142,13 +159,13 @@ class TaskParam:
             ok_types = (int,) if kind == "int" else (int, float)
             what = "an int" if kind == "int" else "a number"
             if isinstance(value, bool) or not isinstance(value, ok_types):
-                raise EnvKwargsError(f"{name} must be {what}, got {value!r}")
-            if kind == "float" and not math.isfinite(value):
-                raise EnvKwargsError(f"{name} must be a finite number, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what}, got {_shown(value)}")
+            if kind == "float" and not _finite(value):
+                raise EnvKwargsError(f"{name} must be a finite number, got {_shown(value)}")
             if low is not None and value < low:
-                raise EnvKwargsError(f"{name} must be {what} >= {_num(low)}, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what} >= {_num(low)}, got {_shown(value)}")
             if high is not None and value > high:
-                raise EnvKwargsError(f"{name} must be {what} <= {_num(high)}, got {value!r}")
+                raise EnvKwargsError(f"{name} must be {what} <= {_num(high)}, got {_shown(value)}")
         elif kind == "bool":
             if not isinstance(value, bool):
                 raise EnvKwargsError(f"{name} must be true or false, got {value!r}")

@@ -82,7 +82,15 @@ def _verify(bundle: dict, config: VerifierConfig | None):
         return verify_bundle(bundle, config)
     except SubmissionError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as err:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        ArithmeticError,
+    ) as err:
         raise MalformedBundle(
             f"the bundle's structure cannot be checked ({type(err).__name__}); submit the file "
             "`agentgym eval --out` wrote, unedited"

@@ -182,6 +182,33 @@ def _reject_constant(name: str) -> float:
     )
 
 
+#: The widest integer a bundle may hold (int64: seeds, counts); wider ones are refused unread.
+MAX_INT_DIGITS = 19
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer within int64; wider ones (``10**400``) are refused before ``int()`` works."""
+    digits = len(text.lstrip("-"))
+    value = int(text) if digits <= MAX_INT_DIGITS else None
+    if value is None or not -(2**63) <= value < 2**63:
+        raise SubmissionError(
+            f"an integer of {digits} digits is out of range (a bundle's integers fit in 64 bits); "
+            "submit the file `agentgym eval --out` wrote, unedited"
+        )
+    return value
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when it overflows a float (``1e400``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise SubmissionError(
+            f"a number of {len(text)} characters overflows a float; submit the file "
+            "`agentgym eval --out` wrote, unedited"
+        )
+    return value
+
+
 def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES) -> dict[str, Any]:
     """Read a bundle file after checking its size.
 
@@ -217,7 +244,9 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
             f"{deep}); a result bundle is 6 deep: submit the file `agentgym eval --out` wrote"
         )
     try:
-        bundle = json.loads(text, parse_constant=_reject_constant)
+        bundle = json.loads(
+            text, parse_constant=_reject_constant, parse_int=_bounded_int, parse_float=_finite_float
+        )
     except SubmissionError as err:
         raise MalformedBundle(f"{path}: {err}") from None
     except json.JSONDecodeError as err:
@@ -311,8 +340,8 @@ def _gate(run: Mapping[str, Any], r: int) -> dict[str, Any]:
 def _file_refusal(env_id: str, key: str) -> str:
     return (
         f"{env_id}: the file named by {key} is not the one the run recorded (missing, "
-        "unreadable, not a regular file, too large, or changed since the run): replay needs "
-        "the same file at the same path"
+        "unreadable, not a regular file, too large, changed since the run, or not a file the env "
+        "can read): replay needs the same file at the same path"
     )
 
 
@@ -467,12 +496,14 @@ def replay_run(
         f"installed {agentgym.__version__})"
     )
     kwargs = normalise_task_kwargs(env_id, run["env_kwargs"])
-    names_file = any(k in kwargs for k in FILE_KWARGS)
+    named = [k for k in FILE_KWARGS if k in kwargs]
 
     def detail(err: BaseException) -> str:
-        # An error raised while reading a file the bundle names may quote that file: say less.
-        if names_file:
-            return f"{type(err).__name__} (details withheld: the run names a file)"
+        if named:
+            # An error raised while reading a file the bundle names may quote that file, and any
+            # message other than the file check's would tell that the recorded digest was right
+            # (a digest oracle for files on this machine): the file check's refusal, word for word.
+            raise SubmissionError(_file_refusal(env_id, named[0])) from None
         return f"{type(err).__name__}: {err}"
 
     try:

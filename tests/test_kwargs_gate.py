@@ -91,6 +91,9 @@ def test_settings_are_the_users_locally_but_never_a_bundles() -> None:
         ({"format_penalty": 0.5}, "format_penalty must be a number <= 0, got 0.5"),
         ({"action_format": "xml"}, "action_format must be one of ['think_answer', 'answer'"),
         ({"level_file": 7}, "level_file must be a path to a file"),
+        # Too large for a float, and too long to print: refused, the value cut or summarised.
+        ({"format_penalty": -(10**400)}, "format_penalty must be a finite number, got -10000"),
+        ({"max_turns": 10**5000}, "got an int of about 5001 digits"),
     ],
 )
 def test_task_parameters_are_checked_against_their_bounds(
