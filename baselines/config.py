@@ -271,6 +271,10 @@ class TrainSettings:
         max_steps_without_update: stop the run after this many consecutive steps without a
             policy update (no valid actions, or no reward spread in any group); 0 never stops.
             RAGEN stops after 5.
+        max_steps_without_signal: stop the run after this many consecutive steps without a
+            reward signal (no valid actions, or no reward spread in any group), counting also
+            steps taken on the entropy/KL terms or, with PPO, the critic alone; 0 never stops.
+            Not in RAGEN, whose count resets on such steps (docs/ragen2.md).
         report_to: trackers that get every metric beside ``metrics.jsonl``, with the same names:
             any of ``tensorboard`` (event files in ``out_dir/tensorboard``), ``trackio``,
             ``wandb`` (offline, files in ``out_dir/wandb``). Missing packages are an error that
@@ -290,6 +294,7 @@ class TrainSettings:
     keep_checkpoints: int = 1
     final_optimizer_state: bool = True
     max_steps_without_update: int = 5
+    max_steps_without_signal: int = 5
     report_to: list[str] = field(default_factory=list)
     samples_per_step: int = 2
     dump_rollouts: bool = False
@@ -300,6 +305,7 @@ class TrainSettings:
         _at_least("train.threads", self.threads, 0)
         _at_least("train.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("train.max_steps_without_update", self.max_steps_without_update, 0)
+        _at_least("train.max_steps_without_signal", self.max_steps_without_signal, 0)
         _at_least("train.samples_per_step", self.samples_per_step, 0)
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]

@@ -4,10 +4,11 @@
   turn t of T with the tokens/s of the last call, environment stepping, scoring (MI diagnostics),
   the update (forward/backward). It wraps the rollout engine (:class:`ProgressEngine`) to see each
   generation call; nothing in the rollout loop changes.
-* :class:`StallMonitor` watches for steps without a policy update and says why (no valid actions,
-  or no reward spread in any group), what helps, and stops the run after
-  ``train.max_steps_without_update`` such steps in a row (RAGEN stops after 5; Wang et al., 2025,
-  ``ragen/trainer``).
+* :class:`StallMonitor` watches for steps that teach nothing and says why (no valid actions, or
+  no reward spread in any group), what helps, and stops the run after
+  ``train.max_steps_without_update`` empty steps in a row (RAGEN stops after 5; Wang et al.,
+  2025, ``ragen/trainer``), or after ``train.max_steps_without_signal`` steps in a row without a
+  reward signal even where a step was taken on the regularisers or the critic alone.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ __all__ = ["StepProgress", "ProgressEngine", "StallMonitor", "no_update_cause", 
 
 #: What helps when steps keep ending without an update (printed with the warning).
 REMEDIES = (
-    "remedies: start from a policy that already acts validly (a supervised warm start: fine-tune on "
-    "oracle episodes, `agentgym eval --agent oracle --chat-out oracle.jsonl` writes them as chat "
-    "data), a larger model (model.path=...), a shorter or easier task (e.g. "
+    "remedies: start from a policy that already acts validly (a supervised warm start on oracle "
+    "episodes: `agentgym export-sft --env ENV --out runs/sft/ENV.jsonl`, then "
+    "`python -m baselines.sft --config baselines/configs/sft/...`; README, the multi-turn "
+    "recipe), a larger model (model.path=...), a shorter or easier task (e.g. "
     "rollout.env_kwargs={max_turns: 2}, a smaller level), more episodes per group "
     "(rollout.group_size) or a higher rollout.temperature for reward spread, or more "
     "rollout.max_new_tokens when replies are cut before the answer"
@@ -46,7 +48,11 @@ def no_update_cause(metrics: dict[str, Any]) -> str | None:
     no_signal = valid == 0 or bool(groups and zero == groups)
     if not skipped and not no_signal:
         return None
-    alone = "" if skipped else " (only the entropy/KL terms moved the weights)"
+    alone = (
+        ""
+        if skipped
+        else " (a step was still taken, on the entropy/KL terms or, with PPO, the critic alone)"
+    )
     if valid == 0:
         return (
             "no valid actions: every turn of every episode was invalid "
@@ -63,47 +69,76 @@ def no_update_cause(metrics: dict[str, Any]) -> str | None:
 
 
 class StallMonitor:
-    """Counts consecutive steps without an update; warns and decides when to stop.
+    """Counts steps in a row that taught the policy nothing; warns and decides when to stop.
 
-    A step that updated on an entropy/KL term alone (no reward signal) is warned about but resets
-    the count, as RAGEN counts only empty steps towards its early stop.
+    Two counts, each with its own limit:
+
+    * ``count``: steps in a row without any update (``actor/skipped``), RAGEN's empty steps; the
+      run stops at ``limit`` (``train.max_steps_without_update``), as RAGEN stops after 5.
+    * ``silent``: steps in a row without a reward signal (:func:`no_update_cause` is not None),
+      whether or not a step was taken on the entropy/KL terms or, with PPO, on the critic's
+      errors; the run stops at ``signal_limit`` (``train.max_steps_without_signal``). RAGEN has no
+      such stop (its empty-step count resets on such steps); without it, a multi-turn run whose
+      every action is invalid trains on the regularisers for as long as it is let run.
 
     Args:
-        limit: stop after this many steps in a row without an update; 0 never stops.
-        count: steps without an update already in a row (restored on resume).
+        limit: stop after this many empty steps in a row; 0 never stops on this count.
+        count: empty steps already in a row (restored on resume).
+        signal_limit: stop after this many steps in a row without a reward signal; 0 never.
+        silent: steps without a reward signal already in a row (restored on resume).
     """
 
-    def __init__(self, limit: int, count: int = 0):
+    def __init__(self, limit: int, count: int = 0, signal_limit: int = 0, silent: int = 0):
         self.limit = limit
         self.count = count
+        self.signal_limit = signal_limit
+        self.silent = silent
 
     def observe(self, step: int, metrics: dict[str, Any]) -> str | None:
-        """Record one step; returns the warning to print, or None when the step updated."""
+        """Record one step; returns the warning to print, or None when the task taught it."""
         cause = no_update_cause(metrics)
         if cause is None:
-            self.count = 0
+            self.count = self.silent = 0
             return None
+        self.silent += 1
+        silent = f"{self.silent}" + (
+            f" of train.max_steps_without_signal={self.signal_limit}" if self.signal_limit else ""
+        )
         if not metrics.get("actor/skipped"):
-            # Stepped on the entropy/KL terms alone: an update (RAGEN's stop counts only empty
-            # steps), but the task taught nothing, which the user should hear.
+            # A step was taken, on the regularisers or the critic alone: an update (RAGEN's stop
+            # counts only empty steps), but the task taught nothing.
             self.count = 0
-            return f"warning: step {step} had no reward signal: {cause}. {REMEDIES}"
+            return (
+                f"warning: step {step} had no reward signal ({silent} in a row): {cause}. "
+                f"{REMEDIES}"
+            )
         self.count += 1
         limit = f" of train.max_steps_without_update={self.limit}" if self.limit else ""
         return (
-            f"warning: step {step} made no policy update ({self.count}{limit} in a row): "
-            f"{cause}. {REMEDIES}"
+            f"warning: step {step} made no policy update ({self.count}{limit} in a row; "
+            f"without a reward signal: {silent}): {cause}. {REMEDIES}"
         )
 
     @property
     def should_stop(self) -> bool:
-        return bool(self.limit) and self.count >= self.limit
+        return (bool(self.limit) and self.count >= self.limit) or (
+            bool(self.signal_limit) and self.silent >= self.signal_limit
+        )
 
     def stop_message(self) -> str:
+        if self.limit and self.count >= self.limit:
+            what = (
+                f"{self.count} steps in a row without a policy update "
+                f"(train.max_steps_without_update={self.limit}; 0 never stops)"
+            )
+        else:
+            what = (
+                f"{self.silent} steps in a row without a reward signal "
+                f"(train.max_steps_without_signal={self.signal_limit}; 0 never stops)"
+            )
         return (
-            f"stopping: {self.count} steps in a row without a policy update "
-            f"(train.max_steps_without_update={self.limit}; 0 never stops). The checkpoint and "
-            "metrics so far are kept; see the warnings above for the cause."
+            f"stopping: {what}. The checkpoint and metrics so far are kept; see the warnings "
+            "above for the cause."
         )
 
 

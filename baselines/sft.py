@@ -41,6 +41,7 @@ from typing import Any
 import torch
 import yaml
 
+from agentgym.threads import set_torch_threads
 from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
@@ -76,7 +77,8 @@ class SFTSettings:
         weight_decay: AdamW weight decay.
         grad_clip: max global gradient norm.
         seed: seed of the example order and of the ``tiny`` model's init.
-        threads: torch CPU threads (0: torch's default).
+        threads: torch CPU threads (0: half the usable CPUs, at least one, as the trainer;
+            :mod:`agentgym.threads`).
     """
 
     data: Any = ""
@@ -296,8 +298,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict[str, float]:
 
     config.validate()
     sc, mc = config.sft, config.model
-    if sc.threads:
-        torch.set_num_threads(sc.threads)
+    set_torch_threads(sc.threads)
     chats = read_chats(sc.data)
     texts = _vocabulary(chats) if mc.path == "tiny" else None
     model, tokenizer = load_policy(
@@ -355,7 +356,8 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict[str, float]:
                     "sft/grad_norm": float(grad_norm),
                     "timing/step_s": time.perf_counter() - t0,
                 }
-                log.write(json.dumps(metrics) + "\n")
+                finite = {k: v if math.isfinite(v) else None for k, v in metrics.items()}
+                log.write(json.dumps(finite, allow_nan=False) + "\n")  # NaN as null
                 if progress:
                     print(
                         f"step {step}/{steps_per_epoch * sc.epochs}  epoch {epoch + 1}  "

@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, args.overrides)
     except (ValueError, FileNotFoundError) as err:
         parser.error(str(err))
+    from baselines.tracking import complete_metrics
     from baselines.trainer import Trainer
 
     try:
@@ -47,14 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if trainer.stopped_early:
         print(
-            f"stopped early after step {history[-1]['step']:.0f}: no policy update in "
-            f"{config.train.max_steps_without_update} steps in a row (see the warnings above)"
+            f"stopped early after step {history[-1]['step']:.0f}: nothing learnt in "
+            f"{config.train.max_steps_without_update} steps in a row without an update or "
+            f"{config.train.max_steps_without_signal} without a reward signal "
+            "(see the warnings above)"
         )
     if history:
-        last = history[-1]
+        last = complete_metrics(history[-1])  # undefined values are null, never NaN
         keys = [k for k in last if k.startswith(("rollout/", "val/", "collapse/", "filter/"))]
         shown = {k: round(last[k], 4) for k in keys if isinstance(last[k], (int, float))}
-        print(json.dumps(shown, indent=1))
+        print(json.dumps(shown, indent=1, allow_nan=False))
     print(f"wrote {trainer.out_dir}/metrics.jsonl, plots/ and checkpoint/")
     return 0
 

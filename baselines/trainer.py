@@ -38,8 +38,9 @@ Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step, every n
 (model, tokenizer, optimizer, trainer state; written crash-safely by :mod:`baselines.checkpoint`),
 ``samples/step_<step>.txt`` (a few episodes as text), ``tensorboard/`` (with
 ``train.report_to: [tensorboard]``) and ``config.yaml``. While it runs, the progress bar shows the
-phase of the step (:mod:`baselines.progress`); steps without an update are explained and, after
-``train.max_steps_without_update`` of them in a row, end the run.
+phase of the step (:mod:`baselines.progress`); steps without an update or without a reward
+signal are explained and, after ``train.max_steps_without_update`` (empty steps) or
+``train.max_steps_without_signal`` of them in a row, end the run.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ RESUMABLE_TRAIN_KEYS = frozenset(
         "keep_checkpoints",
         "final_optimizer_state",
         "max_steps_without_update",
+        "max_steps_without_signal",
         "report_to",
         "samples_per_step",
         "save_every",
@@ -251,6 +253,7 @@ class Trainer:
         self.tracker = ZScoreTracker(ema_decay=config.diagnostics.ema)
         self.start_step = 0
         self.steps_without_update = 0  # in a row, for train.max_steps_without_update
+        self.steps_without_signal = 0  # in a row, for train.max_steps_without_signal
         self.stopped_early = False
         self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
@@ -713,6 +716,7 @@ class Trainer:
                 "tracker": self.tracker.state_dict(),
                 "optimizer_state": with_optimizer,
                 "steps_without_update": self.steps_without_update,
+                "steps_without_signal": self.steps_without_signal,
             }
 
         save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
@@ -735,6 +739,7 @@ class Trainer:
             )
         self.tracker.load_state_dict(state["tracker"])
         self.steps_without_update = int(state.get("steps_without_update", 0))
+        self.steps_without_signal = int(state.get("steps_without_signal", 0))
         self.start_step = int(state["step"]) + 1
         # Drop lines of steps after the checkpoint (they run again), atomically.
         truncate_metrics_after(self.metrics_path, self.start_step)
@@ -755,7 +760,8 @@ class Trainer:
     def run(self) -> list[dict[str, float]]:
         """Train from ``start_step`` to ``train.steps``; returns the metrics of each step run.
 
-        Stops early after ``train.max_steps_without_update`` steps in a row without an update
+        Stops early after ``train.max_steps_without_update`` steps in a row without an update, or
+        ``train.max_steps_without_signal`` without a reward signal
         (:class:`baselines.progress.StallMonitor`), with the checkpoint of the last step saved.
         """
         from tqdm import tqdm
@@ -779,7 +785,12 @@ class Trainer:
             max_turns_of(cfg.rollout.env_id, cfg.rollout.env_kwargs),
         )
         self.engine = ProgressEngine(self.engine, self.phases)
-        stall = StallMonitor(cfg.train.max_steps_without_update, self.steps_without_update)
+        stall = StallMonitor(
+            cfg.train.max_steps_without_update,
+            self.steps_without_update,
+            cfg.train.max_steps_without_signal,
+            self.steps_without_signal,
+        )
         trackers = []
         try:
             trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
@@ -800,7 +811,7 @@ class Trainer:
                     self.phases.set("validation")
                     metrics.update(self.validate())
                 warning = stall.observe(step, metrics)
-                self.steps_without_update = stall.count
+                self.steps_without_update, self.steps_without_signal = stall.count, stall.silent
                 line = complete_metrics(metrics)
                 append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
                 for tracker in trackers:

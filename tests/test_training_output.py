@@ -30,10 +30,18 @@ def test_no_update_cause_names_the_reason() -> None:
     assert no_update_cause(updated) is None
     # Stepped on the entropy bonus alone (every reward equal): the task taught nothing.
     bonus_only = {"actor/skipped": 0.0, "rollout/valid_action_rate": 0.0}
-    assert no_update_cause(bonus_only).endswith("(only the entropy/KL terms moved the weights)")
-    counting = StallMonitor(limit=2, count=1)
-    assert counting.observe(7, bonus_only).startswith("warning: step 7 had no reward signal")
+    assert no_update_cause(bonus_only).endswith("with PPO, the critic alone)")
+    counting = StallMonitor(limit=2, count=1, signal_limit=3, silent=1)
+    warning = counting.observe(7, bonus_only)
+    assert warning.startswith("warning: step 7 had no reward signal (2 of ")
+    assert "train.max_steps_without_signal=3 in a row" in warning
     assert counting.count == 0  # an update all the same: RAGEN stops on empty steps only
+    assert counting.silent == 2 and not counting.should_stop
+    counting.observe(8, bonus_only)  # the third step in a row without a reward signal
+    assert counting.should_stop and "3 steps in a row without a reward signal" in (
+        counting.stop_message()
+    )
+    assert not StallMonitor(limit=2, signal_limit=0, silent=99).should_stop  # 0: never
     no_valid = {"actor/skipped": 1.0, "rollout/valid_action_rate": 0.0, "filter/num_groups": 4.0}
     assert no_update_cause(no_valid).startswith("no valid actions")
     flat = {
@@ -46,7 +54,8 @@ def test_no_update_cause_names_the_reason() -> None:
     monitor = StallMonitor(limit=2)
     assert "1 of train.max_steps_without_update=2" in monitor.observe(0, flat)
     assert not monitor.should_stop
-    assert monitor.observe(1, updated) is None and monitor.count == 0  # an update resets it
+    assert monitor.observe(1, updated) is None  # an update from the reward resets both counts
+    assert monitor.count == 0 and monitor.silent == 0
     monitor.observe(2, flat)
     assert "warm start" in monitor.observe(3, flat)
     assert monitor.should_stop
@@ -81,6 +90,40 @@ def test_run_without_valid_actions_warns_and_stops(tmp_path: Path, capsys) -> No
     assert "stopping: 2 steps in a row without a policy update" in err
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
     assert state["step"] == 1 and state["steps_without_update"] == 2
+
+
+def test_shipped_multi_turn_settings_without_valid_actions_stop(tmp_path: Path, capsys) -> None:
+    """The issue's case: sokoban.yaml (PPO, entropy bonus on) with a policy that never acts
+    validly. PPO steps on its critic's errors and the bonus, so no step is empty (RAGEN's count
+    never grows); the run stops on the steps without a reward signal."""
+    config = load_config(
+        REPO / "baselines" / "configs" / "sokoban.yaml",
+        [
+            *TINY,
+            "rollout.max_new_tokens=1",  # one token never holds an action: every turn invalid
+            "rollout.env_kwargs={max_turns: 2}",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.val_episodes=0",
+            "algorithm.ppo_mini_batch_size=4",
+            "diagnostics.every=0",
+            "train.steps=8",
+            "train.max_steps_without_signal=3",
+            f"train.out_dir={tmp_path / 'run'}",
+        ],
+    )
+    assert config.algorithm.name == "ppo" and config.algorithm.entropy_coef > 0
+    trainer = Trainer(config, progress=False)
+    history = trainer.run()
+    err = capsys.readouterr().err
+    assert [m["step"] for m in history] == [0.0, 1.0, 2.0]
+    assert all(m["rollout/valid_action_rate"] == 0 for m in history)
+    assert not any(m.get("actor/skipped") for m in history)  # each step updated all the same
+    assert trainer.stopped_early and trainer.steps_without_update == 0
+    assert "warning: step 0 had no reward signal (1 of train.max_steps_without_signal=3" in err
+    assert "stopping: 3 steps in a row without a reward signal" in err
+    state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    assert state["step"] == 2 and state["steps_without_signal"] == 3
 
 
 @pytest.fixture(scope="module")

@@ -225,6 +225,9 @@ def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder
     overrides = [
         f"model.path={checkpoint}",
         f"rollout.env_id={run['env']}",
+        # Steps on the regularisers alone are what claim (a) watches: never stop on them (the
+        # study ran before this stop existed; RAGEN has none). Empty steps still stop (RAGEN's).
+        "train.max_steps_without_signal=0",
         *spec["common"],
         *run["overrides"],
         f"train.seed={seed}",
