@@ -232,9 +232,10 @@ def test_files_that_do_not_fit_are_a_disk_limit() -> None:
     _assert_host_clean(box)
 
 
-@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare", "docker"])
 def test_no_nested_user_namespaces(isolation: str) -> None:
-    """bwrap: --disable-userns; unshare: the code runs chrooted, where unshare(2) gives EPERM."""
+    """bwrap: --disable-userns; unshare: the code runs chrooted, where unshare(2) gives EPERM;
+    docker: no capabilities and the daemon's seccomp profile refuse it."""
     code = textwrap.dedent(
         """
         import ctypes
@@ -242,7 +243,8 @@ def test_no_nested_user_namespaces(isolation: str) -> None:
         print(libc.unshare(0x10000000), ctypes.get_errno() != 0)  # CLONE_NEWUSER
         """
     )
-    with pb.ProcessSandbox(isolation=isolation) as box:
+    box = _docker(pool_size=1) if isolation == "docker" else pb.ProcessSandbox(isolation=isolation)
+    with box:
         assert box.run(code, timeout_s=20).stdout == "-1 True\n"
 
 
@@ -388,17 +390,28 @@ def test_owner_sigkill_under_docker_leaves_no_container() -> None:
             return probe._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
 
         _wait_for(lambda: len(left()) == 1, "the owner's container")
+        container = left()[0]["Id"]
+        _wait_for(
+            lambda: any("main.py" in c for c in _docker_top(probe, container).values()),
+            "the run's code to start",
+        )
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
-        assert len(left()) == 1  # a killed owner cannot clean up ...
-        probe.close()
-        probe = _docker()  # ... the next sandbox's start removes it
-        assert left() == []
+        # The owner's socket on the keeper's stdin closed: the container stops and is removed
+        # without any other sandbox starting (nothing outlives its owner).
+        _wait_for(lambda: left() == [], "the container to go with its owner")
         probe.close()
     finally:
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+def _docker_top(probe: object, container_id: str) -> dict[str, str]:
+    """The processes in a container: {pid: command line}, from the daemon (``docker top``)."""
+    top = probe._client.api.top(container_id)  # type: ignore[attr-defined]
+    cmd = top["Titles"].index("CMD")
+    return {row[1]: row[cmd] for row in top["Processes"]}
 
 
 def _procs(group: str) -> list[int]:
@@ -428,6 +441,28 @@ def test_without_control_groups_the_back_end_refuses_and_says_what_is_missing(
     with pb.ProcessSandbox(isolation="bwrap", allow_per_process_limits=True) as box:  # opt-out
         assert box.cgroup_layout is None
         assert box.run("print(6 * 7)", timeout_s=20).stdout == "42\n"
+
+
+def test_swap_that_cannot_be_limited_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where swap is on and the kernel has no swap accounting, memory_mb would not hold: the run
+    is refused with what is missing, unless the user accepts it. (This machine has no swap, so
+    the kernel's two answers are stood in for: swap listed, the swap limit file absent.)"""
+    real_write = cgroups._write
+
+    def no_swap_files(path: str, value: str) -> None:
+        if os.path.basename(path) in ("memory.swap.max", "memory.memsw.limit_in_bytes"):
+            raise FileNotFoundError(path)
+        real_write(path, value)
+
+    monkeypatch.setattr(cgroups, "swap_active", lambda: True)
+    monkeypatch.setattr(cgroups, "_write", no_swap_files)
+    with pb.ProcessSandbox(isolation="bwrap") as box:
+        with pytest.raises(SandboxError, match=r"swap is on \(/proc/swaps\)") as err:
+            box.run("print(1)", timeout_s=20)
+        assert "allow_per_process_limits=True" in str(err.value)
+    with pb.ProcessSandbox(isolation="bwrap", allow_per_process_limits=True) as box:  # opt-out
+        assert box.run("print(6 * 7)", timeout_s=20).stdout == "42\n"
+    assert _run_groups(os.getpid()) == []  # the refused run's group was removed
 
 
 def test_docker_forged_report_and_killed_bootstrap_discard_the_container() -> None:

@@ -78,6 +78,15 @@ def _writable_dir(path: str) -> bool:
     return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
+def swap_active() -> bool:
+    """Whether any swap area is in use (``/proc/swaps`` lists one below its header)."""
+    try:
+        with open("/proc/swaps") as f:
+            return len(f.read().strip().splitlines()) > 1
+    except OSError:
+        return False
+
+
 def detect() -> tuple[CgroupLayout | None, str]:
     """The usable layout, or ``None`` and a sentence saying what is missing.
 
@@ -170,12 +179,15 @@ class RunCgroup:
     Args (of :meth:`create`):
         layout: from :func:`detect`.
         memory_bytes: memory of the whole group (RAM, tmpfs pages and kernel memory charged to
-            it), bytes; swap is not allowed where the kernel accounts it.
+            it), bytes; swap is not allowed (``memory.swap.max = 0``, or v1's memsw limit).
+        allow_swap: where swap is on and the kernel cannot limit a group's swap, create the group
+            all the same (runs may swap past ``memory_bytes``) instead of refusing.
         pids_max: most processes and threads of the group at once.
         cpus: CPU quota in cores (``None``: no quota); applied only where the cpu controller is.
 
     Raises:
-        OSError: a group could not be created or configured (:meth:`create`).
+        OSError: a group could not be created or configured, or swap is on and cannot be limited
+            (without ``allow_swap``) (:meth:`create`).
     """
 
     def __init__(self, layout: CgroupLayout, dirs: dict[str, str]):
@@ -184,19 +196,37 @@ class RunCgroup:
 
     @classmethod
     def create(
-        cls, layout: CgroupLayout, memory_bytes: int, pids_max: int, cpus: float | None
+        cls,
+        layout: CgroupLayout,
+        memory_bytes: int,
+        pids_max: int,
+        cpus: float | None,
+        allow_swap: bool = False,
     ) -> RunCgroup:
         name = f"{GROUP_PREFIX}{os.getpid()}-{next(_counter)}"
         dirs: dict[str, str] = {}
         group = cls(layout, dirs)
+
+        def no_swap_limit(file: str) -> None:
+            # Swap on and no way to keep the group out of it: memory_mb would not hold.
+            if not allow_swap and swap_active():
+                raise OSError(
+                    f"swap is on (/proc/swaps) and this kernel cannot limit a group's swap "
+                    f"({file} is missing: swap accounting is off); turn swap off, boot with "
+                    "swap accounting (swapaccount=1), use the docker back end, or pass "
+                    "allow_per_process_limits=True to accept runs that may swap"
+                )
+
         try:
             if layout.version == 2:
                 path = os.path.join(layout.parents["memory"], name)
                 os.mkdir(path)
                 dirs.update({c: path for c in layout.parents})
                 _write(os.path.join(path, "memory.max"), str(memory_bytes))
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     _write(os.path.join(path, "memory.swap.max"), "0")
+                except FileNotFoundError:
+                    no_swap_limit("memory.swap.max")
                 _write(os.path.join(path, "pids.max"), str(pids_max))
                 if cpus is not None and "cpu" in layout.parents:
                     _write(os.path.join(path, "cpu.max"), f"{int(cpus * 100_000)} 100000")
@@ -207,8 +237,10 @@ class RunCgroup:
                     dirs[controller] = path
                 memory = dirs["memory"]
                 _write(os.path.join(memory, "memory.limit_in_bytes"), str(memory_bytes))
-                with contextlib.suppress(FileNotFoundError, PermissionError):
+                try:
                     _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), str(memory_bytes))
+                except (FileNotFoundError, PermissionError):
+                    no_swap_limit("memory.memsw.limit_in_bytes")
                 with contextlib.suppress(OSError):
                     _write(os.path.join(memory, "memory.swappiness"), "0")
                 _write(os.path.join(dirs["pids"], "pids.max"), str(pids_max))

@@ -8,8 +8,14 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
   ``nodev``) and Docker's own 64 MiB ``/dev/shm``;
 * ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
   ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
-* the idle process (``sleep infinity``) running as user ``keeper`` (uid 1001), and every run as
-  user ``sandbox`` (uid 1000): neither is root, and the code cannot signal the keeper.
+* the idle process (the keeper: ``cat`` reading its standard input) running as user ``keeper``
+  (uid 1001), and every run as user ``sandbox`` (uid 1000): neither is root, and the code cannot
+  signal the keeper;
+* ``--attach stdin`` with ``StdinOnce`` and ``--rm``: the owner holds the container's standard
+  input open through an attached socket. When the owner process goes (exit, crash, SIGKILL), the
+  kernel closes the socket, the daemon closes the keeper's input, the keeper exits, docker-init
+  kills every process left and the daemon removes the container: running code dies with its
+  owner, as under the process back end.
 
 A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
 length-prefixed JSON message on its standard input, writes them to ``/work``, runs
@@ -33,8 +39,9 @@ new one started on demand. :meth:`DockerSandbox.lease` hands out one container f
 which is removed when the lease ends (a fresh container for every episode).
 
 Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
-:class:`DockerSandbox` removes containers whose owner process on this host is gone (left behind by
-a process that was killed), and :meth:`DockerSandbox.close` removes its own.
+:class:`DockerSandbox` removes containers whose owner process on this host is gone (belt and
+braces: one whose owner died between creating it and attaching), and
+:meth:`DockerSandbox.close` removes its own.
 """
 
 from __future__ import annotations
@@ -236,6 +243,7 @@ class _Box:
     dead: bool = False  # killed mid-run: never reused
     oom_seen: int = 0  # the container's OOM-kill and refused-fork counts after its last run
     pids_seen: int = 0
+    lifeline: Any = None  # the attached stdin socket: the container lives while it is open
 
 
 class DockerSandbox(CodeSandbox):
@@ -343,11 +351,8 @@ class DockerSandbox(CodeSandbox):
 
         fsize = self.max_file_mb * 2**20
         tmpfs = f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"
-        container = self._client.containers.run(
-            self.image,
-            command=["sleep", "infinity"],
-            detach=True,
-            user=f"{KEEPER_UID}:{KEEPER_UID}",
+        api = self._client.api
+        host_config = api.create_host_config(
             network_mode="none",
             mem_limit=f"{memory_mb}m",
             memswap_limit=f"{memory_mb}m",
@@ -362,13 +367,32 @@ class DockerSandbox(CodeSandbox):
                 Ulimit(name="fsize", soft=fsize, hard=fsize),
                 Ulimit(name="nofile", soft=256, hard=256),
             ],
+            auto_remove=True,  # once the keeper exits, the daemon removes the container
+        )
+        container_id = api.create_container(
+            self.image,
+            # The keeper: reads its standard input until end of file. The daemon closes it when
+            # the one attached client (the owner's socket below) goes, so the container stops
+            # (docker-init kills every process in it) when the owner dies, however it dies.
+            command=["sh", "-c", "exec cat > /dev/null"],
+            user=f"{KEEPER_UID}:{KEEPER_UID}",
+            stdin_open=True,
+            detach=False,  # with stdin_open: StdinOnce, stdin closed when the client detaches
             labels={OWNER_LABEL: self._owner},
             hostname="sandbox",
             working_dir="/work",
             environment={},
-        )
+            host_config=host_config,
+        )["Id"]
+        try:
+            lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+            api.start(container_id)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                api.remove_container(container_id, force=True, v=True)
+            raise
         self.containers_started += 1
-        return _Box(container.id, memory_mb)
+        return _Box(container_id, memory_mb, lifeline=lifeline)
 
     def _remove(self, box: _Box) -> None:
         """Remove ``box``'s container: at once, or in the background for one killed mid-run
@@ -377,6 +401,8 @@ class DockerSandbox(CodeSandbox):
         def remove() -> None:
             with contextlib.suppress(Exception):
                 self._client.api.remove_container(box.id, force=True, v=True)
+            with contextlib.suppress(Exception):
+                box.lifeline.close()
 
         if not box.dead:
             remove()

@@ -408,7 +408,8 @@ class ProcessSandbox(CodeSandbox):
             (``limit="output"``); below it, output past ``output_limit`` is read and dropped.
         allow_per_process_limits: run without control groups (each process limited alone: forked
             children together can take ``max_processes`` x ``memory_mb``, and runs share the
-            process limit) where the machine has none usable, instead of refusing.
+            process limit) where the machine has none usable, and let runs swap where swap is on
+            and the kernel cannot limit a group's swap, instead of refusing.
 
     Raises:
         IsolationUnavailable: the requested (or, for ``auto``, any) isolation does not work
@@ -495,6 +496,7 @@ class ProcessSandbox(CodeSandbox):
         self.cpus = cpus
         self.sizes = _Sizes(work_mb, tmp_mb, shm_mb)
         self.cgroup_layout = layout
+        self.allow_per_process_limits = allow_per_process_limits
         self.python = _sandbox_python()
         self._closed = False
         self._lock = threading.Lock()
@@ -529,6 +531,7 @@ class ProcessSandbox(CodeSandbox):
                     memory_mb * 2**20,
                     self.max_processes + _LAUNCH_PROCESSES,
                     self.cpus,
+                    allow_swap=self.allow_per_process_limits,
                 )
             except OSError as err:
                 if parent:
