@@ -144,11 +144,17 @@ def test_recover_puts_the_newest_complete_copy_in_place(tmp_path: Path) -> None:
 
 def test_final_save_without_optimizer_state(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = load_config(None, [*_overrides(out, 2), "train.final_optimizer_state=false"])
+    keep = ["train.final_optimizer_state=false", "train.keep_checkpoints=2"]
+    config = load_config(None, [*_overrides(out, 2), *keep])
     Trainer(config, progress=False).run()
+    # Saved after steps 0 and 1; two kept: the newest as checkpoint/, the other by its step.
+    assert sorted(p.name for p in out.glob("checkpoint*")) == ["checkpoint", "checkpoint-000000"]
     assert not (out / "checkpoint" / "optimizer.pt").exists()
+    assert (out / "checkpoint-000000" / "optimizer.pt").exists()  # only the final save skips it
     state = json.loads((out / "checkpoint" / "state.json").read_text())
     assert state["optimizer_state"] is False
-    extended = load_config(None, [*_overrides(out, 3), "train.final_optimizer_state=false"])
+    extended = load_config(None, [*_overrides(out, 3), *keep])
     trainer = Trainer(extended, resume=True, progress=False)
     assert trainer.start_step == 2
+    trainer.run()
+    assert sorted(p.name for p in out.glob("checkpoint*")) == ["checkpoint", "checkpoint-000001"]

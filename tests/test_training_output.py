@@ -245,6 +245,55 @@ def test_plots_mark_no_update_steps_and_start_at_the_initial_validation(tb_run) 
     assert all(math.isfinite(v) for _, v in _series(rows, "rollout/reward_mean"))
 
 
+def test_plot_axes_worked_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three hand-written metric lines (step 1 made no update): rates on fixed 0-1 axes, integer
+    step ticks, one no-update marker at x = 1, MI and entropy on separate axes with the ceiling
+    drawn as a band, and the step-0 validation point before the first update."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+    from matplotlib.ticker import MaxNLocator
+
+    from baselines.plots import PLOTS, write_plots
+
+    rows = [
+        {"step": 0, "actor/skipped": 0.0, "rollout/success_rate": 0.25, "actor/entropy": 1.5,
+         "val_initial/success_rate": 0.125, "val/success_rate": 0.5,
+         "collapse/mi_estimate": 0.4, "collapse/mi_upper_bound": 1.0},
+        {"step": 1, "actor/skipped": 1.0, "rollout/success_rate": 0.5, "actor/entropy": 1.25},
+        {"step": 2, "actor/skipped": 0.0, "rollout/success_rate": 0.75, "actor/entropy": 1.0,
+         "val/success_rate": 0.75, "collapse/mi_estimate": 0.2, "collapse/mi_upper_bound": 1.0},
+    ]  # fmt: skip
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figures: dict[str, object] = {}
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: figures.setdefault(str(len(figures)), fig))
+    written = write_plots(path, tmp_path / "plots")
+    monkeypatch.setattr(plt, "close", real_close)
+    by_name = {p.name: figures[str(i)] for i, p in enumerate(written)}
+    assert set(by_name) == {*PLOTS, "entropy_vs_mi.png"}
+    success = by_name["success.png"].axes[0]
+    assert success.get_ylim() == (-0.02, 1.02)
+    assert isinstance(success.xaxis.get_major_locator(), MaxNLocator)
+    assert all(float(t).is_integer() for t in success.get_xticks())
+    train, val = (line for line in success.get_lines() if line.get_linestyle() == "-")
+    assert list(train.get_xdata()) == [0, 1, 2] and list(train.get_ydata()) == [0.25, 0.5, 0.75]
+    # Validation: the initial point at x = 0, then after updates 1 and 3 (x = step + 1).
+    assert list(val.get_xdata()) == [0, 1, 3] and list(val.get_ydata()) == [0.125, 0.5, 0.75]
+    markers = [line for line in success.get_lines() if line.get_linestyle() == ":"]
+    assert [list(m.get_xdata()) for m in markers] == [[1, 1]]
+    mi_axes, entropy_axes = by_name["entropy_vs_mi.png"].axes
+    assert entropy_axes.bbox.bounds == mi_axes.bbox.bounds  # a twin: separate y axes
+    assert [list(line.get_ydata()) for line in entropy_axes.get_lines()] == [[1.5, 1.25, 1.0]]
+    assert any(isinstance(c, PolyCollection) for c in mi_axes.collections)  # the ceiling band
+    assert mi_axes.get_ylim() != entropy_axes.get_ylim()
+    for fig in figures.values():
+        real_close(fig)
+
+
 def test_report_to_names_its_install_line_when_missing(monkeypatch) -> None:
     import importlib.util
 
