@@ -6,21 +6,32 @@ Every cheat must score 0 of 3 on both back ends, while the canonical answer, gra
 sandbox, scores 3 of 3. The verdicts are decided in this process (see
 :mod:`agentgym.envs.code_exec_grading`), so the tricks can at most choose the values returned.
 
+The tricks that never hand back a plain value (:data:`ANY_PROBLEM_CHEATS`) also run on problems
+with the other assert forms: HumanEval/2 (approximate), /52 (boolean), /160 (whose bare
+``assert True`` once gave free credit) and a made-up problem with every form, membership included
+(HumanEval has none). And an agent that answers, reads the env's feedback and answers again from a
+table built out of whatever the feedback shows must not solve HumanEval/0, 12, 23, 27 or 55 in the
+env's attempts (the feedback once quoted each failing assert, expected value included).
+
 The Docker half needs ``$DOCKER_HOST`` with the sandbox image (``.ci/setup_docker.sh``): in CI
 (``CI=true``) a missing daemon fails, elsewhere it skips with the reason.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
+import gymnasium
 import pytest
 
+import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs.code_exec import grade, humaneval_problems
 from sandboxes.code import SandboxError, make_sandbox
-from tests.test_code_exec import check_wrong_scores, wrong_scores
+from tests.test_code_exec import FORMS_PROBLEM, check_wrong_scores, wrong_scores
 
 PROBLEM = humaneval_problems()[27]
 assert PROBLEM.entry_point == "flip_case"
@@ -171,6 +182,45 @@ CHEATS: dict[str, str] = {
 }
 
 
+#: Tricks that never return a plain value, written for any entry point ``{name}``: each must score
+#: 0 on every problem, whatever its assert forms.
+ANY_PROBLEM_CHEATS: dict[str, str] = {
+    "os_exit_0_at_import": "import os\ndef {name}(*a, **k):\n    return None\nos._exit(0)\n",
+    "sys_exit_in_call": "import sys\ndef {name}(*a, **k):\n    sys.exit(0)\n",
+    "os_exit_0_in_call": "import os\ndef {name}(*a, **k):\n    os._exit(0)\n",
+    "keyboard_interrupt_in_call": "def {name}(*a, **k):\n    raise KeyboardInterrupt\n",
+    "raises_in_call": "def {name}(*a, **k):\n    raise ValueError('no')\n",
+    "object_equal_to_everything": (
+        "class Anything:\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n"
+        "    def __lt__(self, other):\n        return True\n"
+        "    def __sub__(self, other):\n        return 0\n"
+        "    def __abs__(self):\n        return 0\n"
+        "    def __bool__(self):\n        return True\n"
+        "    __hash__ = object.__hash__\n"
+        "def {name}(*a, **k):\n    return Anything()\n"
+    ),
+    "float_subclass_close_to_everything": (
+        "class F(float):\n"
+        "    def __sub__(self, other):\n        return 0.0\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __bool__(self):\n        return True\n"
+        "    __hash__ = float.__hash__\n"
+        "def {name}(*a, **k):\n    return F(0.5)\n"
+    ),
+    "self_containing_result": "def {name}(*a, **k):\n    x = []\n    x.append(x)\n    return x\n",
+}
+
+#: ``(problem, tests)`` of the problems the tricks above also run on.
+FORM_PROBLEMS = {
+    "HumanEval/2": (humaneval_problems()[2], 3),
+    "HumanEval/52": (humaneval_problems()[52], 6),
+    "HumanEval/160": (humaneval_problems()[160], 3),
+    "Custom/forms": (FORMS_PROBLEM, 10),
+}
+
+
 def _sandbox(backend: str) -> Any:
     try:
         return make_sandbox(backend)
@@ -211,3 +261,128 @@ def test_canonical_answer_still_scores_full_marks_after_the_cheats(box: Any) -> 
     """The same sandbox, after every cheat ran in it: nothing they did carries over."""
     result = grade(box, PROBLEM, PROBLEM.solution)
     assert (result.passed, result.total, result.error) == (3, 3, None)
+
+
+@pytest.mark.parametrize("problem_id", sorted(FORM_PROBLEMS))
+def test_canonical_answers_of_the_other_forms_score_full_marks(box: Any, problem_id: str) -> None:
+    problem, tests = FORM_PROBLEMS[problem_id]
+    result = grade(box, problem, problem.solution)
+    assert (result.passed, result.total, result.error) == (tests, tests, None)
+
+
+@pytest.mark.parametrize("problem_id", sorted(FORM_PROBLEMS))
+@pytest.mark.parametrize("name", sorted(ANY_PROBLEM_CHEATS))
+def test_cheat_scores_zero_on_the_other_forms(box: Any, name: str, problem_id: str) -> None:
+    problem, tests = FORM_PROBLEMS[problem_id]
+    code = ANY_PROBLEM_CHEATS[name].format(name=problem.entry_point)
+    result = grade(box, problem, code, timeout_s=6, per_test_timeout_s=1)
+    assert (result.passed, result.total) == (0, tests), result
+
+
+# ----------------------------------------------------------------------------- reading the feedback
+
+#: The problems the feedback-reading agent tries (has_close_elements, longest, strlen, flip_case,
+#: fib): few tests each, so the old feedback (up to five failing asserts a turn) handed it every
+#: expected value within the three attempts.
+LOOKUP_PROBLEMS = ("HumanEval/0", "HumanEval/12", "HumanEval/23", "HumanEval/27", "HumanEval/55")
+#: What may stand between a call and a value in a feedback line, old formats included.
+_SEPARATORS = re.compile(r"==|!=|<=|<|\s-\s|\bin\b|\bis\b|\breturned\b|\bgot\b|->")
+
+
+def _literal_prefix(text: str) -> tuple[bool, Any]:
+    """The longest prefix of ``text`` that is a Python literal, as ``(found, value)``."""
+    for end in range(len(text), 0, -1):
+        try:
+            return True, ast.literal_eval(text[:end].strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return False, None
+
+
+def _call_args(line: str, entry_point: str) -> tuple[tuple[Any, ...], str] | None:
+    """The literal arguments of the first call of the candidate in ``line``, and the text after
+    the call; None when there is no such call."""
+    match = re.search(rf"\b(?:candidate|{entry_point})\(", line)
+    if match is None:
+        return None
+    start = match.end()
+    for end in [i for i, c in enumerate(line) if c == ")" and i >= start]:
+        inner = line[start:end].strip()
+        try:
+            args = ast.literal_eval(f"({inner},)") if inner else ()
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        return tuple(args), line[end + 1 :]
+    return None
+
+
+def learn_from_feedback(feedback: str, entry_point: str, table: dict[str, Any]) -> dict[str, Any]:
+    """Every value a feedback line shows for a call, other than the one ``table`` answered,
+    recorded as the answer for that call's arguments: the table an agent builds to pass by
+    lookup rather than by solving the task."""
+    learned = dict(table)
+    for line in feedback.splitlines():
+        found = _call_args(line, entry_point) if line.startswith("Failed:") else None
+        if found is None:
+            continue
+        args, rest = found
+        key = repr(args)
+        for sep in _SEPARATORS.finditer(rest):
+            ok, value = _literal_prefix(rest[sep.end() :])
+            if ok and repr(value) != repr(table.get(key)):
+                learned[key] = value
+                break
+    return learned
+
+
+def _lookup_answer(entry_point: str, table: dict[str, Any]) -> str:
+    return f"T = {table!r}\ndef {entry_point}(*args, **kwargs):\n    return T.get(repr(args))\n"
+
+
+@pytest.mark.parametrize("task_id", LOOKUP_PROBLEMS)
+def test_an_agent_answering_from_the_feedback_does_not_solve(
+    box: Any, request: pytest.FixtureRequest, task_id: str
+) -> None:
+    """Answer None everywhere, read which calls failed and what the feedback shows of them, answer
+    from that table, for every attempt the env gives: the feedback names the failing calls, their
+    arguments and what the answer returned, never an expected value, so the table learns nothing
+    (with the feedback of before, it learnt every expected value and solved all five)."""
+    backend = request.node.callspec.params["box"]
+    env = gymnasium.make("agentgym/CodeExec-v0", backend=backend, per_test_timeout_s=1)
+    try:
+        obs, info = env.reset(options={"task_id": task_id})
+        entry_point, table, total, attempts = info["entry_point"], {}, 0.0, 0
+        terminated = truncated = False
+        while not (terminated or truncated):
+            code = _lookup_answer(entry_point, table)
+            obs, reward, terminated, truncated, info = env.step(
+                f"<think>t</think><answer>{code}</answer>"
+            )
+            total, attempts = total + reward, attempts + 1
+            assert "Failed:" in obs or info["success"]
+            table = learn_from_feedback(obs, entry_point, table)
+        assert info["success"] is False and total < 1.0
+        assert attempts == env.unwrapped.max_turns == 3
+        assert table == {}  # nothing in the feedback differed from what the answer returned
+    finally:
+        env.close()
+
+
+def test_the_feedback_reader_learns_from_a_feedback_that_quotes_the_assert() -> None:
+    """The reader above is not blind: given the old feedback's lines it recovers the expected
+    values (so the test above fails if the feedback quotes the assert again)."""
+    old = (
+        "Attempt 1: 0/3 tests passed.\n"
+        "Failed: assert candidate('') == '' -> got None\n"
+        "Failed: assert candidate('Hello!') == 'hELLO!' -> got None\n"
+        "Failed: assert abs(candidate(1.33) - 0.33) < 1e-06 -> got None\n"
+        "Failed: assert candidate([1.0, 2.0], 0.3) == True -> got None"
+    )
+    assert learn_from_feedback(old, "flip_case", {}) == {
+        "('',)": "",
+        "('Hello!',)": "hELLO!",
+        "(1.33,)": 0.33,
+        "([1.0, 2.0], 0.3)": True,
+    }
+    new = "Failed: flip_case('Hello!') returned None\nFailed: flip_case('') raised ValueError: x"
+    assert learn_from_feedback(new, "flip_case", {}) == {}

@@ -5,8 +5,10 @@
   function-writing task from ``self.np_random`` (seven families, each with drawn constants and
   inputs).
 * Observation: the function's signature and docstring to complete; after an attempt, how many tests
-  passed and the first failing tests with the reason (``got ...``, ``raised ...``,
-  ``timed out after ...``), truncated to ``feedback_chars``.
+  passed and, for the first five failing tests, the calls of the failing assert with what the
+  answer gave: ``Failed: flip_case('Hello!') returned None`` (or ``raised ...``, ``timed out
+  after ...``), truncated to ``feedback_chars``. Never the assert itself or its expected value:
+  an agent could answer the next attempt from a table of those instead of solving the task.
 * Action: Python source in ``<answer>`` (optionally inside a fenced ```python block) that parses
   and defines the entry-point function at top level, e.g.
   ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``. Anything else is an
@@ -272,8 +274,8 @@ class CodeExecEnv(TextEnv):
         lines = [f"Attempt {self.turn}: {result.passed}/{result.total} tests passed."]
         if result.error:
             lines.append(f"Error: {result.error}")
-        for src, why in result.failures[:5]:
-            lines.append(f"Failed: {src.splitlines()[0][:200]} -> {why}")
+        for _, why in result.failures[:5]:  # the reason only: the test's source holds the answers
+            lines.append(f"Failed: {why[:300]}")
         if len(result.failures) > 5:
             lines.append(f"... and {len(result.failures) - 5} more failing tests.")
         text = "\n".join(lines)

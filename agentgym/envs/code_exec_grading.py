@@ -12,8 +12,11 @@ three steps:
      ``tuple``/``str``/``sorted``/``len``... (the call names in :data:`SAFE_CALLS`);
    * ``approximate``: ``abs(candidate(...) - x) < tol`` or ``math.fabs(...) < tol``;
    * ``membership``: ``candidate(...) in (...)`` (or ``not in``);
-   * ``boolean``: ``candidate(...)``, ``not candidate(...)``, ``candidate(...) is True/False/None``;
-   * ``constant``: ``assert True`` (passes).
+   * ``boolean``: ``candidate(...)``, ``not candidate(...)``, ``candidate(...) is True/False/None``.
+
+   A bare constant assert (``assert True``, ``assert True, "message"``: 48 in HumanEval) tests
+   nothing of the answer, so it is dropped: it is no test, and a statement holding nothing else is
+   no test either (it used to pass for any answer, even one that raised or exited).
 
    The check's other statements (imports, loops, helper values) are the dataset's own trusted code
    and run here, with imports limited to a few standard modules and ``random`` replaced by a
@@ -33,8 +36,14 @@ patched builtins, objects with odd ``__eq__``, rewriting the harness, reading fi
 environment) can reach a verdict: the most it can do is choose the plain values its function
 returns, which is what the task asks of it.
 
-A *test* is a top-level statement of ``check``'s body that holds an ``assert`` (a loop of asserts
-is one test); it passes when all its asserts hold. The pass fraction is the reward.
+A *test* is a top-level statement of ``check``'s body that holds an ``assert`` of the candidate (a
+loop of asserts is one test); it passes when all its asserts hold. The pass fraction is the reward.
+
+The reason given for a failed test (what the env shows the agent) names the calls of the failing
+assert and what each gave: ``flip_case('Hello!') returned None``, ``... raised ValueError: x``,
+``... timed out after 5 s``. It never shows the assert itself, its expected side, a comparison
+constant or a tolerance: quoted asserts let an agent answer the next attempt from a table of the
+expected values instead of solving the task.
 """
 
 from __future__ import annotations
@@ -97,7 +106,7 @@ SAFE_CALLS = frozenset(
     }
 )
 #: The assertion forms evaluated on the host.
-FORMS = ("equality", "approximate", "membership", "boolean", "constant")
+FORMS = ("equality", "approximate", "membership", "boolean")
 #: Modules the check code may import on the host (``random`` is a seeded stand-in).
 HOST_MODULES = frozenset(
     {"math", "copy", "string", "random", "typing", "collections", "itertools", "functools"}
@@ -138,8 +147,10 @@ class GradeResult:
     Attributes:
         passed: tests passed.
         total: tests in the problem (>= 1).
-        failures: ``(test source, reason)`` of each failing test, in order; the reason says
-            ``"timed out ..."`` for a call stopped by its time limit.
+        failures: ``(test source, reason)`` of each failing test, in order. The source is for the
+            host's eyes only (it holds the expected values); the reason is what an agent may see:
+            the failing assert's calls as ``name(arguments)`` and what each gave (``returned
+            ...``, ``raised ...``, ``timed out after ...``), never an expected value.
         error: why the answer could not be called at all (its module code raised, the run ended
             early), else ``None``.
     """
@@ -159,12 +170,15 @@ class CheckPlan:
     """A problem's check, parsed and run once with a recording candidate.
 
     Attributes:
-        tests: source of each test (a top-level statement of ``check`` holding an assert).
+        entry_point: the candidate's name, as the feedback shows its calls.
+        tests: source of each test (a top-level statement of ``check`` holding an assert of the
+            candidate; bare ``assert True`` lines are dropped).
         forms: the form (one of :data:`FORMS`) of every assert, in source order.
         calls: each call of the candidate as wire JSON of ``[args, kwargs]``, in call order.
         test_of_call: index of the test each call belongs to.
     """
 
+    entry_point: str
     tests: tuple[str, ...]
     forms: tuple[str, ...]
     calls: tuple[str, ...]
@@ -172,6 +186,15 @@ class CheckPlan:
     _helpers: Any
     _check: Any
     _first_call: tuple[int, ...]
+
+    def call_text(self, k: int, limit: int = 200) -> str:
+        """Call ``k`` as the answer's author would write it: ``name(arg, ..., key=value)``."""
+        args, kwargs = channel.loads(self.calls[k])
+        parts = [repr(a) for a in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
+        text = ", ".join(parts)
+        if len(text) > limit:
+            text = text[:limit] + "..."
+        return f"{self.entry_point}({text})"
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -189,10 +212,13 @@ def _is_candidate_call(node: ast.AST, names: frozenset[str]) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
 
 
+def _vacuous(test: ast.expr) -> bool:
+    """Whether an assert's test is a truthy constant (``assert True``): it tests nothing."""
+    return isinstance(test, ast.Constant) and bool(test.value)
+
+
 def _form(test: ast.expr, names: frozenset[str]) -> str:
     """The form of an assert's test expression, or :class:`UnsupportedCheck`."""
-    if isinstance(test, ast.Constant) and test.value is True:
-        return "constant"
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test = test.operand
     if _is_candidate_call(test, names):
@@ -237,7 +263,8 @@ def _check_expression(test: ast.expr, names: frozenset[str], helpers: frozenset[
 
 class _Rewriter(ast.NodeTransformer):
     """Turns ``check``'s body into host code: candidate calls go through the recorder/replayer,
-    each assert becomes ``_ASSERT(lambda: <test>, source, form, results)``."""
+    each assert becomes ``_ASSERT(lambda: <test>, source, results)``, a bare ``assert True``
+    becomes ``pass``."""
 
     def __init__(self, names: frozenset[str], helpers: frozenset[str]):
         self.names = names
@@ -252,7 +279,9 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(ast.Name(_CALL, ast.Load()), node.args, node.keywords)
         return ast.copy_location(call, node)
 
-    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt | list[ast.stmt]:
+        if _vacuous(node.test):
+            return ast.copy_location(ast.Pass(), node)
         source = ast.unparse(node)
         form = _form(node.test, self.names)
         _check_expression(node.test, self.names, self.helpers)
@@ -309,7 +338,8 @@ class _Rewriter(ast.NodeTransformer):
 
 
 def _holds_assert(stmt: ast.stmt) -> bool:
-    return any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
+    """Whether ``stmt`` holds an assert that is not a bare constant (a test)."""
+    return any(isinstance(n, ast.Assert) and not _vacuous(n.test) for n in ast.walk(stmt))
 
 
 def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
@@ -360,7 +390,7 @@ def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tup
         else:
             body.extend(new)
     if not tests:
-        raise UnsupportedCheck(f"{problem.task_id}: check() has no assert")
+        raise UnsupportedCheck(f"{problem.task_id}: check() has no assert of the candidate")
     func = ast.FunctionDef(
         "__agentgym_check__", ast.arguments([], [], None, [], [], None, []), body, [], None, None
     )
@@ -488,6 +518,7 @@ def plan_checks(problem: CodeProblem) -> CheckPlan:
     if any(t < 0 for t in test_of_call):
         raise UnsupportedCheck(f"{problem.task_id}: a candidate call outside every test")
     return CheckPlan(
+        entry_point=problem.entry_point,
         tests=tests,
         forms=forms,
         calls=tuple(calls),
@@ -506,7 +537,9 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
     """Evaluate every test of ``plan`` on the candidate's ``outcomes`` (one per planned call).
 
     Returns:
-        ``(passed, failures)``: tests passed, and ``(test source, reason)`` of each failure.
+        ``(passed, failures)``: tests passed, and ``(test source, reason)`` of each failure. The
+        reason names the failing assert's calls and what each gave (:class:`GradeResult`), never
+        the assert or an expected value.
 
     Raises:
         ValueError: ``outcomes`` does not have one entry per call.
@@ -515,6 +548,8 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
     if len(outcomes) != len(plan.calls):
         raise ValueError(f"{len(outcomes)} outcomes for {len(plan.calls)} planned calls")
     cursor = [0]
+    in_test: list[int] = []  # calls made in the current test
+    since_assert: list[int] = []  # ... since its last assert (those of the next assert)
     verdicts: dict[int, str | None] = {}
 
     def replay(*args: Any, **kwargs: Any) -> Any:
@@ -522,19 +557,25 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
         if k >= len(plan.calls) or channel.dumps([list(args), kwargs]) != plan.calls[k]:
             raise RuntimeError("check() made other calls than when it was planned")
         cursor[0] += 1
+        in_test.append(k)
+        since_assert.append(k)
         ok, value = outcomes[k]
         if not ok:
-            raise _CallFailed(value)
+            raise _CallFailed(f"{plan.call_text(k)} {value}")
         return value
 
     def check_assert(fn: Callable[[], Any], source: str, results: tuple[Any, ...]) -> None:
+        calls = list(since_assert) or list(in_test)  # e.g. HumanEval/32 calls before asserting
+        since_assert.clear()
         try:
             holds = bool(fn())
-        except Exception as err:  # noqa: BLE001 - a result of the wrong shape fails the test
-            raise _TestFailed(source, f"raised {type(err).__name__}: {_short(str(err))}") from None
+        except Exception:  # noqa: BLE001 - a result of the wrong shape fails the test
+            holds = False
         if not holds:
-            got = ", ".join(_short(r) for r in results)
-            raise _TestFailed(source, f"got {got}" if got else "the assertion failed")
+            shown = dict.fromkeys(
+                f"{plan.call_text(k)} returned {_short(outcomes[k][1])}" for k in calls
+            )
+            raise _TestFailed(source, "; ".join(shown) or "the assertion failed")
 
     class _Test:
         def __init__(self, index: int):
@@ -542,23 +583,20 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 
         def __enter__(self) -> None:
             cursor[0] = plan._first_call[self.index]
+            in_test.clear()
+            since_assert.clear()
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
             if exc is None:
                 verdicts[self.index] = None
                 return False
-            if isinstance(exc, _TestFailed):
-                source, detail = exc.args
-                if source != plan.tests[self.index]:  # an assert inside a loop or block
-                    detail = f"`{source[:150]}`: {detail}"
-                verdicts[self.index] = detail
-                return True
-            if isinstance(exc, _CallFailed):
-                verdicts[self.index] = str(exc)
+            if isinstance(exc, (_TestFailed, _CallFailed)):
+                verdicts[self.index] = exc.args[-1]
                 return True
             if isinstance(exc, RuntimeError):
                 return False
-            verdicts[self.index] = f"the test raised {type(exc).__name__}: {exc}"
+            # the check's own code raised: its message may quote expected values, so not shown
+            verdicts[self.index] = f"the test raised {type(exc).__name__}"
             return True
 
     hooks = {_CALL: replay, _ASSERT: check_assert, _TEST: _Test}
@@ -788,7 +826,7 @@ def _outcome(kind: str, payload: str, missing: str, per_call_s: float) -> Outcom
     if kind == "T":
         return False, f"timed out after {per_call_s:g} s"
     if kind == "N":
-        return False, f"returned {payload}"
+        return False, f"returned a value that is not plain data ({payload})"
     if kind == "E":
         return False, f"raised {payload}"
     return False, missing
