@@ -344,9 +344,9 @@ def test_an_agent_answering_from_the_feedback_does_not_solve(
     box: Any, request: pytest.FixtureRequest, task_id: str
 ) -> None:
     """Answer None everywhere, read which calls failed and what the feedback shows of them, answer
-    from that table, for every attempt the env gives: the feedback names the failing calls, their
-    arguments and what the answer returned, never an expected value, so the table learns nothing
-    (with the feedback of before, it learnt every expected value and solved all five)."""
+    from that table, for every attempt the env gives: the feedback counts the wrong values and
+    names neither their calls nor an expected value, so the table learns nothing (with the
+    feedback of before, it learnt every expected value and solved all five)."""
     backend = request.node.callspec.params["box"]
     env = gymnasium.make("agentgym/CodeExec-v0", backend=backend, per_test_timeout_s=1)
     try:
@@ -359,7 +359,7 @@ def test_an_agent_answering_from_the_feedback_does_not_solve(
                 f"<think>t</think><answer>{code}</answer>"
             )
             total, attempts = total + reward, attempts + 1
-            assert "Failed:" in obs or info["success"]
+            assert "returned a wrong value (which ones is not shown)" in obs or info["success"]
             table = learn_from_feedback(obs, entry_point, table)
         assert info["success"] is False and total < 1.0
         assert attempts == env.unwrapped.max_turns == 3
@@ -386,3 +386,57 @@ def test_the_feedback_reader_learns_from_a_feedback_that_quotes_the_assert() -> 
     }
     new = "Failed: flip_case('Hello!') returned None\nFailed: flip_case('') raised ValueError: x"
     assert learn_from_feedback(new, "flip_case", {}) == {}
+
+
+def flip_named(feedback: str, entry_point: str, table: dict[str, Any]) -> dict[str, Any]:
+    """The yes/no crack: every call a feedback line names as having returned a bool, answered
+    with the other bool next time (a failed test on ``f(x) returned True`` means False)."""
+    learned = dict(table)
+    for line in feedback.splitlines():
+        found = _call_args(line, entry_point) if line.startswith("Failed:") else None
+        if found is not None and found[1].strip() in ("returned True", "returned False"):
+            learned[repr(found[0])] = found[1].strip() == "returned False"
+    return learned
+
+
+def _flip_answer(entry_point: str, table: dict[str, Any]) -> str:
+    return (
+        f"T = {table!r}\ndef {entry_point}(*args, **kwargs):\n    return T.get(repr(args), True)\n"
+    )
+
+
+def test_flipping_the_named_inputs_of_a_yes_no_task_does_not_solve(
+    box: Any, request: pytest.FixtureRequest
+) -> None:
+    """HumanEval/0 (has_close_elements, True/False): answer True, flip whatever calls the feedback
+    names. With failing calls named ("... returned True") this solved it on the second attempt;
+    the feedback now only counts them, so the agent stays at 4/7."""
+    backend = request.node.callspec.params["box"]
+    env = gymnasium.make("agentgym/CodeExec-v0", backend=backend, per_test_timeout_s=1)
+    try:
+        _, info = env.reset(options={"task_id": "HumanEval/0"})
+        entry_point, table, total = info["entry_point"], {}, 0.0
+        terminated = truncated = False
+        while not (terminated or truncated):
+            code = _flip_answer(entry_point, table)
+            obs, reward, terminated, truncated, info = env.step(
+                f"<think>t</think><answer>{code}</answer>"
+            )
+            total += reward
+            assert "Attempt" in obs and "3 test(s) returned a wrong value" in obs
+            table = flip_named(obs, entry_point, table)
+        assert table == {} and info["success"] is False
+        assert total == pytest.approx(4 / 7)
+    finally:
+        env.close()
+    # Not blind: on the named feedback of before it flips exactly the three failing calls.
+    old = (
+        "Failed: has_close_elements([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) returned True\n"
+        "Failed: has_close_elements([1.0, 2.0, 5.9, 4.0, 5.0], 0.8) returned True\n"
+        "Failed: has_close_elements([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) returned True"
+    )
+    assert flip_named(old, "has_close_elements", {}) == {
+        "([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05)": False,
+        "([1.0, 2.0, 5.9, 4.0, 5.0], 0.8)": False,
+        "([1.1, 2.2, 3.1, 4.1, 5.1], 0.5)": False,
+    }

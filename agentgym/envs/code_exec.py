@@ -5,10 +5,11 @@
   function-writing task from ``self.np_random`` (seven families, each with drawn constants and
   inputs).
 * Observation: the function's signature and docstring to complete; after an attempt, how many tests
-  passed and, for the first five failing tests, the calls of the failing assert with what the
-  answer gave: ``Failed: flip_case('Hello!') returned None`` (or ``raised ...``, ``timed out
-  after ...``), truncated to ``feedback_chars``. Never the assert itself or its expected value:
-  an agent could answer the next attempt from a table of those instead of solving the task.
+  passed, how many got a wrong value (not which: naming the failing inputs answers any yes/no
+  task), and for the first five tests whose call failed, the call and what happened:
+  ``Failed: flip_case('Hello!') raised ValueError: x`` (or ``timed out after ...``), truncated to
+  ``feedback_chars``. Never the assert itself or its expected value: an agent could answer the
+  next attempt from a table of those instead of solving the task.
 * Action: Python source in ``<answer>`` (optionally inside a fenced ```python block) that parses
   and defines the entry-point function at top level, e.g.
   ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``. Anything else is an
@@ -48,7 +49,13 @@ import ast
 import re
 from typing import Any
 
-from agentgym.envs.code_exec_grading import GradeResult, grade, grade_batch, plan_checks
+from agentgym.envs.code_exec_grading import (
+    WRONG_VALUE,
+    GradeResult,
+    grade,
+    grade_batch,
+    plan_checks,
+)
 from agentgym.envs.code_exec_tasks import (
     CodeProblem,
     generate_problem,
@@ -274,10 +281,15 @@ class CodeExecEnv(TextEnv):
         lines = [f"Attempt {self.turn}: {result.passed}/{result.total} tests passed."]
         if result.error:
             lines.append(f"Error: {result.error}")
-        for _, why in result.failures[:5]:  # the reason only: the test's source holds the answers
+        wrong = sum(why == WRONG_VALUE for _, why in result.failures)
+        if wrong:
+            lines.append(f"{wrong} test(s) returned a wrong value (which ones is not shown).")
+        # the reason only: the test's source holds the answers
+        failed = [why for _, why in result.failures if why != WRONG_VALUE]
+        for why in failed[:5]:
             lines.append(f"Failed: {why[:300]}")
-        if len(result.failures) > 5:
-            lines.append(f"... and {len(result.failures) - 5} more failing tests.")
+        if len(failed) > 5:
+            lines.append(f"... and {len(failed) - 5} more failing tests.")
         text = "\n".join(lines)
         if len(text) > self.feedback_chars:
             text = text[: self.feedback_chars] + " [truncated]"

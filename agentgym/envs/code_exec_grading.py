@@ -39,11 +39,13 @@ returns, which is what the task asks of it.
 A *test* is a top-level statement of ``check``'s body that holds an ``assert`` of the candidate (a
 loop of asserts is one test); it passes when all its asserts hold. The pass fraction is the reward.
 
-The reason given for a failed test (what the env shows the agent) names the calls of the failing
-assert and what each gave: ``flip_case('Hello!') returned None``, ``... raised ValueError: x``,
-``... timed out after 5 s``. It never shows the assert itself, its expected side, a comparison
-constant or a tolerance: quoted asserts let an agent answer the next attempt from a table of the
-expected values instead of solving the task.
+The reason given for a failed test (what the env shows the agent) is :data:`WRONG_VALUE` when
+the answer's calls returned plain data that the assert rejects: neither the inputs nor the value,
+since "``f(x)`` returned True" on a failed test says that ``f(x)`` should not be True, which
+answers any yes/no task by flipping the named inputs, and quoted asserts would let an agent answer
+from a table of the expected values instead of solving the task. A call that raised, timed out or
+returned something other than plain data is named with what happened, which tells nothing of the
+expected value: ``flip_case('Hello!') raised ValueError: x``, ``... timed out after 5 s``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ __all__ = [
     "CHECK_SEED",
     "SAFE_CALLS",
     "FORMS",
+    "WRONG_VALUE",
     "CheckPlan",
     "GradeResult",
     "UnsupportedCheck",
@@ -107,6 +110,10 @@ SAFE_CALLS = frozenset(
 )
 #: The assertion forms evaluated on the host.
 FORMS = ("equality", "approximate", "membership", "boolean")
+
+#: The reason of a test whose calls all returned plain data but whose assert does not hold: it
+#: names neither the calls nor the values (see :func:`judge`).
+WRONG_VALUE = "returned a wrong value"
 #: Modules the check code may import on the host (``random`` is a seeded stand-in).
 HOST_MODULES = frozenset(
     {"math", "copy", "string", "random", "typing", "collections", "itertools", "functools"}
@@ -149,8 +156,9 @@ class GradeResult:
         total: tests in the problem (>= 1).
         failures: ``(test source, reason)`` of each failing test, in order. The source is for the
             host's eyes only (it holds the expected values); the reason is what an agent may see:
-            the failing assert's calls as ``name(arguments)`` and what each gave (``returned
-            ...``, ``raised ...``, ``timed out after ...``), never an expected value.
+            :data:`WRONG_VALUE` for values the assert rejects, else the failing call as
+            ``name(arguments)`` and what happened (``raised ...``, ``timed out after ...``),
+            never an expected value.
         error: why the answer could not be called at all (its module code raised, the run ended
             early), else ``None``.
     """
@@ -456,11 +464,6 @@ class _TestFailed(Exception):
     pass
 
 
-def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _run_check(plan_or_code: tuple[Any, Any], hooks: dict[str, Any]) -> None:
     helpers, check = plan_or_code
     namespace = _host_globals(hooks)
@@ -538,8 +541,8 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 
     Returns:
         ``(passed, failures)``: tests passed, and ``(test source, reason)`` of each failure. The
-        reason names the failing assert's calls and what each gave (:class:`GradeResult`), never
-        the assert or an expected value.
+        reason is :data:`WRONG_VALUE`, or a failing call and what happened to it
+        (:class:`GradeResult`), never the assert or an expected value.
 
     Raises:
         ValueError: ``outcomes`` does not have one entry per call.
@@ -572,10 +575,10 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
         except Exception:  # noqa: BLE001 - a result of the wrong shape fails the test
             holds = False
         if not holds:
-            shown = dict.fromkeys(
-                f"{plan.call_text(k)} returned {_short(outcomes[k][1])}" for k in calls
-            )
-            raise _TestFailed(source, "; ".join(shown) or "the assertion failed")
+            # Neither the inputs nor the value: "f(x) returned True" and a failed test tell that
+            # f(x) should not be True, which answers every yes/no task (flip the named inputs).
+            del calls
+            raise _TestFailed(source, WRONG_VALUE)
 
     class _Test:
         def __init__(self, index: int):
