@@ -49,7 +49,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +76,28 @@ class AgentError(Exception):
     """An agent could not answer one request (recorded as that episode's error)."""
 
 
+#: Keys of an :class:`AgentRequest` read as a mapping that are not its fields: the keys of
+#: :func:`request_json` that it takes from ``info``.
+_REQUEST_INFO_KEYS = (
+    "valid_actions",
+    "actions_left",
+    "max_actions_per_turn",
+    "last_action_valid",
+    "invalid_reason",
+)
+
+
 @dataclass
-class AgentRequest:
+class AgentRequest(Mapping):
     """What an agent sees when it must act in one episode.
+
+    It is also a read-only mapping (``collections.abc.Mapping``) for agents written against the
+    JSON form: ``request["observation"]``, ``"valid_actions" in request``, ``dict(request)``,
+    ``keys()``, ``items()``, ``values()``, ``get()``, ``len()`` and iteration. Its keys are the
+    fields below but ``env`` (privileged), then the keys of :func:`request_json` taken from
+    ``info`` (``valid_actions``, ``actions_left``, ``max_actions_per_turn``,
+    ``last_action_valid``, ``invalid_reason``). Equality stays the dataclass's (field by field,
+    ``env`` included), so a request does not compare equal to ``dict(request)``.
 
     Attributes:
         env_id: the registered id.
@@ -108,31 +127,28 @@ class AgentRequest:
     env: Any = field(default=None, repr=False)
 
     def __getitem__(self, key: str) -> Any:
-        """Read a field as from a plain dict (``request["observation"]``), for agents written
-        against the JSON form; the keys of :func:`request_json` (``valid_actions`` and the
-        others taken from ``info``) work too.
+        """Read a key as from a plain dict (``request["observation"]``, ``request["valid_actions"]``).
 
         Raises:
-            KeyError: no such field; the message lists them.
+            KeyError: no such key; the message lists them.
         """
         if isinstance(key, str) and key in self.__dataclass_fields__ and key != "env":
             return getattr(self, key)
-        as_json = request_json(self)
-        if key in as_json:
-            return as_json[key]
-        raise KeyError(f"AgentRequest has no field {key!r}; fields: {sorted(self.keys())}")
+        if key in _REQUEST_INFO_KEYS:
+            return request_json(self)[key]
+        raise KeyError(f"AgentRequest has no field {key!r}; fields: {sorted(self)}")
 
-    def keys(self) -> list[str]:
-        """The names ``request[name]`` accepts (the JSON form's keys plus ``info`` and
-        ``messages``)."""
-        return sorted(set(request_json(self)) | {"info", "messages"})
+    def __iter__(self) -> Iterator[str]:
+        """The keys: the fields in order (``env`` left out), then the ``info`` keys of the JSON
+        form."""
+        yield from (name for name in self.__dataclass_fields__ if name != "env")
+        yield from _REQUEST_INFO_KEYS
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """``request[key]``, or ``default`` when there is no such field."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__) - 1 + len(_REQUEST_INFO_KEYS)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in set(self)
 
 
 def request_json(request: AgentRequest) -> dict[str, Any]:

@@ -7,11 +7,13 @@ reused without a word), and a run where every episode errored exited 0.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from agentgym.agents import AgentRequest, make_agent
+from agentgym.agents import AgentRequest, make_agent, request_json
 from agentgym.cli import main
 from agentgym.threads import resolve_threads, usable_cpus
 
@@ -110,6 +112,55 @@ def test_request_reads_like_a_plain_dict() -> None:
     assert req.get("nope", 7) == 7
     with pytest.raises(KeyError, match="fields: .*observation"):
         req["nope"]
+    # A read-only mapping over its fields (``env`` left out) and the JSON form's keys from info.
+    assert isinstance(req, Mapping)
+    assert "valid_actions" in req and "observation" in req
+    assert "nope" not in req and "env" not in req and 0 not in req
+    assert req.get("nope", 1) == 1 and req.get("turn") == 1
+    assert (
+        list(req.keys())
+        == list(req)
+        == [
+            "env_id",
+            "episode",
+            "seed",
+            "turn",
+            "observation",
+            "info",
+            "last_reward",
+            "messages",
+            "instructions",
+            "action_format",
+            "valid_actions",
+            "actions_left",
+            "max_actions_per_turn",
+            "last_action_valid",
+            "invalid_reason",
+        ]
+    )
+    assert dict(req) == {
+        "env_id": "agentgym/Bandit-v0",
+        "episode": 0,
+        "seed": 3,
+        "turn": 1,
+        "observation": "obs",
+        "info": {"valid_actions": ["A", "B"]},
+        "last_reward": None,
+        "messages": [],
+        "instructions": "rules",
+        "action_format": "raw",
+        "valid_actions": ["A", "B"],
+        "actions_left": None,
+        "max_actions_per_turn": None,
+        "last_action_valid": None,
+        "invalid_reason": None,
+    }
+    assert len(req) == 15 and list(req.values()) == [v for _, v in req.items()]
+    # Every key of the cmd: JSON form reads the same here.
+    assert set(request_json(req)) | {"info", "messages"} == set(req)
+    assert all(req[k] == v for k, v in request_json(req).items())
+    assert req.observation == "obs"  # still a dataclass: attributes, field-wise equality
+    assert req == replace(req) and req != replace(req, seed=4)
     # A function may also answer {"action": text}.
     agent = make_agent(f"{__name__}:_dict_answer")
     assert agent.act([req]) == ["A"]

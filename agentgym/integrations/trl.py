@@ -13,6 +13,16 @@ reward functions. :class:`AgentgymRollout` plays one agentgym episode per prompt
   the next user message (reward, observation, turns left) is appended as environment tokens;
 * the reward is the episode return (:func:`episode_return`, a TRL reward function).
 
+Why ``rollout_func`` and not TRL's other multi-turn interface, ``environment_factory`` (TRL 1.x,
+transformers >= 5.2): there the environment's public methods become *tools*; the model must call
+them through its chat template's tool-calling syntax (``GRPOTrainer`` refuses a template that
+cannot render tool calls), each call's result is appended as a tool message, and a reply without a
+tool call ends the episode. agentgym environments take free-text turns (``action_format``: Sokoban
+moves in ``<answer>Up || Left</answer>``, a Countdown expression, a bandit arm), score malformed
+turns with their own invalid-action policy and send the next observation as a user message, so
+``rollout_func`` keeps their interface and rendering unchanged (the same chats as ``agentgym
+eval``) and works with any chat template. Both interfaces are marked experimental by TRL.
+
 Example (the ten lines a TRL user writes)::
 
     from trl import GRPOConfig, GRPOTrainer
