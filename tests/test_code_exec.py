@@ -91,19 +91,20 @@ def test_plan_of_humaneval_0_by_hand() -> None:
 def test_every_check_of_the_164_problems_is_covered() -> None:
     """Every assert of every HumanEval check has a form the host evaluates (none refused).
 
-    Counts pinned from a full parse: 1133 tests (top-level statements holding an assert of the
+    Counts pinned from a full parse: 1130 tests (top-level statements holding an assert of the
     candidate: the 1181 statements holding an assert, less the 48 bare `assert True` lines of 36
-    problems, each a statement of its own), 1537 calls (the loops of HumanEval/32, 38, 44, 50, 53
-    call many times), and the forms: 1091 equality, 36 boolean (HumanEval/52, 56, 61, 72), 6
-    approximate (HumanEval/2, 4, 32).
+    problems, each a statement of its own, and the 3 asserts of HumanEval/33 that compare the
+    candidate with itself), 1531 calls (the loops of HumanEval/32, 38, 44, 50, 53 call many times;
+    6 fewer without HumanEval/33's three), and the forms: 1088 equality, 36 boolean (HumanEval/52,
+    56, 61, 72), 6 approximate (HumanEval/2, 4, 32).
     """
     problems = humaneval_problems()
     plans = [plan_checks(p) for p in problems]
     assert min(len(p.tests) for p in plans) >= 1
-    assert sum(len(p.tests) for p in plans) == 1133
-    assert sum(len(p.calls) for p in plans) == 1537
+    assert sum(len(p.tests) for p in plans) == 1130
+    assert sum(len(p.calls) for p in plans) == 1531
     forms = Counter(f for p in plans for f in p.forms)
-    assert forms == {"equality": 1091, "boolean": 36, "approximate": 6}
+    assert forms == {"equality": 1088, "boolean": 36, "approximate": 6}
     # every test makes at least one call: no test passes whatever the answer does
     assert all(set(p.test_of_call) == set(range(len(p.tests))) for p in plans)
     # the dropped lines, counted in the sources: 48 in 36 problems
@@ -136,6 +137,17 @@ def test_bare_constant_asserts_are_not_tests() -> None:
     only = "def check(candidate):\n    assert True, 'x'\n    assert True\n"
     with pytest.raises(UnsupportedCheck, match="no assert of the candidate"):
         plan_checks(CodeProblem("t", "def f(x):\n    pass\n", "f", "", only))
+
+
+def test_an_assert_comparing_the_candidate_with_itself_is_not_a_test() -> None:
+    """HumanEval/33 (sort_third) asserts `tuple(candidate(x)) == tuple(sort_third(x))` three times;
+    `sort_third` is the candidate, so any deterministic answer passed those 3 of 7 tests. They
+    are dropped; its four asserts against literal lists remain."""
+    plan = plan_checks(humaneval_problems()[33])
+    assert len(plan.tests) == 4 and all("sort_third" not in t for t in plan.tests)
+    assert all(t.startswith("assert tuple(candidate([5, ") for t in plan.tests)
+    # an answer that returns its input unchanged passes none of the four
+    assert judge(plan, [(True, list(channel.loads(c)[0][0])) for c in plan.calls])[0] == 0
 
 
 def test_random_inputs_are_seeded() -> None:
@@ -411,7 +423,7 @@ def test_humaneval_oracle_scores_all_164_with_process_backend(box: Any) -> None:
     failures, total = run_oracle_on_humaneval(box, workers=2)
     print(f"process: 164 HumanEval problems in {time.monotonic() - start:.1f} s")
     assert failures == []
-    assert total == 1133  # test_every_check_of_the_164_problems_is_covered
+    assert total == 1130  # test_every_check_of_the_164_problems_is_covered
 
 
 def test_generated_oracle_passes(box: Any) -> None:

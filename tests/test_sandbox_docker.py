@@ -161,4 +161,4 @@ def test_humaneval_oracle_scores_all_164_with_docker() -> None:
     finally:
         box.close()
     assert failures == []
-    assert total_tests == 1133  # sum of per-problem test counts (tests/test_code_exec.py)
+    assert total_tests == 1130  # sum of per-problem test counts (tests/test_code_exec.py)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import random as _random
 import re
@@ -220,9 +221,26 @@ def _is_candidate_call(node: ast.AST, names: frozenset[str]) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
 
 
-def _vacuous(test: ast.expr) -> bool:
-    """Whether an assert's test is a truthy constant (``assert True``): it tests nothing."""
-    return isinstance(test, ast.Constant) and bool(test.value)
+def _vacuous(test: ast.expr, names: frozenset[str]) -> bool:
+    """Whether an assert's test tests nothing: a truthy constant (``assert True``), or an equality
+    whose two sides are the same once the candidate's names are one (HumanEval/33:
+    ``tuple(candidate(x)) == tuple(sort_third(x))``, where ``sort_third`` is the candidate
+    itself, so any deterministic answer passes)."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    if not isinstance(test.ops[0], ast.Eq):
+        return False
+
+    def same_names(node: ast.expr) -> str:
+        tree = copy.deepcopy(node)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and n.id in names:
+                n.id = "candidate"
+        return ast.dump(tree)
+
+    return same_names(test.left) == same_names(test.comparators[0])
 
 
 def _form(test: ast.expr, names: frozenset[str]) -> str:
@@ -288,7 +306,7 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def visit_Assert(self, node: ast.Assert) -> ast.stmt | list[ast.stmt]:
-        if _vacuous(node.test):
+        if _vacuous(node.test, self.names):
             return ast.copy_location(ast.Pass(), node)
         source = ast.unparse(node)
         form = _form(node.test, self.names)
@@ -345,9 +363,9 @@ class _Rewriter(ast.NodeTransformer):
         raise UnsupportedCheck("a lambda in check()")
 
 
-def _holds_assert(stmt: ast.stmt) -> bool:
-    """Whether ``stmt`` holds an assert that is not a bare constant (a test)."""
-    return any(isinstance(n, ast.Assert) and not _vacuous(n.test) for n in ast.walk(stmt))
+def _holds_assert(stmt: ast.stmt, names: frozenset[str]) -> bool:
+    """Whether ``stmt`` holds an assert that tests something (:func:`_vacuous`): a test."""
+    return any(isinstance(n, ast.Assert) and not _vacuous(n.test, names) for n in ast.walk(stmt))
 
 
 def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
@@ -381,7 +399,7 @@ def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tup
     body: list[ast.stmt] = []
     tests: list[str] = []
     for stmt in check.body:
-        source, is_test = ast.unparse(stmt), _holds_assert(stmt)
+        source, is_test = ast.unparse(stmt), _holds_assert(stmt, names)
         new = rewriter.visit(stmt)
         new = new if isinstance(new, list) else [new]
         if is_test:
