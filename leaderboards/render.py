@@ -125,8 +125,7 @@ def text_tables(boards: Boards) -> str:
                 for c, cell in enumerate(r)
             ]
             lines.append("  ".join(cells).rstrip())
-        if not all(e.ranked for e in entries):
-            lines.append(f"({_minimum_note(entries)})")
+        lines.append(f"({_minimum_note(entries)})")  # every board states it (issue 14)
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 

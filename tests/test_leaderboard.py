@@ -138,7 +138,8 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     ]
     assert lines[2].split()[7] == f"{s['mean_return']:.3f}"
     assert lines[3].split()[:4] == ["2", "random", "baseline", "random"]
-    assert len(lines) == 4
+    assert lines[4] == "(ranked entries need at least 8 episodes; '-': fewer, listed unranked)"
+    assert len(lines) == 5
     result = run("-m", "leaderboards", "show")
     assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
 
