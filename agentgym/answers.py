@@ -36,8 +36,10 @@ Comparison:
 Time: no signals and no clocks. Work is bounded before SymPy sees anything: text over
 :data:`MAX_ANSWER_CHARS` is not read; a power with an exponent over :data:`MAX_EXPONENT` (or a
 tower), a power of an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power
-of a four-term sum would expand to 12,341 terms), a factorial, or an expression of more than
-:data:`MAX_NODES` nodes is read but never compared (wrong). ``math-verify`` runs with its timeouts
+of a four-term sum would expand to 12,341 terms), a factorial, an expression of more than
+:data:`MAX_NODES` nodes, or a number of more than :data:`MAX_DIGITS` digits before or after the
+point (``(2^{10000})^{10000}``, ``e^{10^{9000}}``: its size is estimated from the exponents, bottom
+up, never computed) is read but never compared (wrong). ``math-verify`` runs with its timeouts
 off, so a verdict is the same in the main thread, another thread or another process, on a busy
 machine or an idle one (a wall-clock limit would make it depend on machine speed).
 
@@ -62,6 +64,7 @@ Source: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,6 +74,7 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_EXPONENT",
     "MAX_SYMBOLIC_EXPONENT",
+    "MAX_DIGITS",
     "MAX_NODES",
     "REL_TOL",
     "EXACT_DIGITS",
@@ -90,6 +94,12 @@ MAX_ANSWER_CHARS = 1000
 MAX_EXPONENT = 10_000
 #: Largest exponent of a power of an expression with variables (``(x+y+z+w)^{40}`` is refused).
 MAX_SYMBOLIC_EXPONENT = 12
+#: Most decimal digits of a number that is compared, before or after the point: a value beyond
+#: 10^MAX_DIGITS or closer to 0 than 10^-MAX_DIGITS (estimated to within a factor of two, never
+#: computed: ``(2^{10000})^{10000}`` has 30 million digits) is wrong without comparison. Room above
+#: :data:`MAX_EXPONENT` for a long mantissa: plain numbers (``1e10000``) stay below it, and so does
+#: ``10^{10000}``.
+MAX_DIGITS = 12_000
 #: Largest SymPy expression (nodes of its tree) that is compared.
 MAX_NODES = 200
 #: Most parts an answer may have.
@@ -367,7 +377,61 @@ def _too_large(expr: Any) -> bool:
                 return True
         elif isinstance(node, (sympy.factorial, sympy.gamma)):
             return True
-    return False
+    return _too_many_digits(expr)
+
+
+_LOG10_2 = math.log10(2)
+_LOG10_E = math.log10(math.e)
+
+
+def _log10_abs(value: Any) -> float | None:
+    """About ``log10|value|`` (within 0.2) of a number SymPy evaluated, real or complex, from its
+    binary exponent (never an exact power); ``None`` for 0, infinities, nan and non-numbers."""
+    result = None
+    for part in value.as_real_imag():
+        mpf = getattr(part, "_mpf_", None)
+        if mpf is None or not mpf[1]:  # exactly 0, or inf / nan (no mantissa)
+            continue
+        _, mantissa, exponent, _ = mpf
+        digits = (exponent + math.log2(mantissa)) * _LOG10_2
+        result = digits if result is None else max(result, digits)
+    return result
+
+
+def _too_many_digits(expr: Any) -> bool:
+    """The magnitude bound (module docstring, :data:`MAX_DIGITS`), estimated bottom-up: a power's
+    digits are its exponent times its base's, ``e^a``'s are ``a`` times log10(e), so nothing
+    larger than the bound is ever evaluated (``(2^{10000})^{10000}`` has 30 million digits,
+    ``e^{10^{9000}}`` 10^9000); then the value itself (a product of many bounded powers)."""
+    import sympy
+
+    def log10_abs(node: Any) -> float | None:
+        return _log10_abs(sympy.N(node, 15))
+
+    try:
+        for node in sympy.postorder_traversal(expr):
+            if not isinstance(node, sympy.Expr) or node.is_Atom or node.free_symbols:
+                continue
+            digits = None
+            if isinstance(node, sympy.Pow):
+                base = log10_abs(node.base)
+                power = sympy.re(sympy.N(node.exp, 15))
+                if base is not None and power.is_Number:
+                    digits = float(power) * base
+            elif isinstance(node, (sympy.exp, sympy.sinh, sympy.cosh)):
+                argument = sympy.re(sympy.N(node.args[0], 15))
+                if argument.is_Number:
+                    digits = float(argument) * _LOG10_E
+                    if not isinstance(node, sympy.exp):
+                        digits = abs(digits)
+            if digits is not None and not abs(digits) <= MAX_DIGITS:  # also true for nan
+                return True
+        if not isinstance(expr, sympy.Expr) or expr.free_symbols:
+            return False
+        digits = log10_abs(expr)
+    except Exception:  # noqa: BLE001 - no number SymPy can evaluate: compared as before
+        return False
+    return digits is not None and not abs(digits) <= MAX_DIGITS
 
 
 def _parse(text: str) -> list[Any]:

@@ -10,6 +10,7 @@ that cannot be read, such as number words, is never correct).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -193,6 +194,20 @@ def _verdicts(pairs: list[tuple[str, str, bool]]) -> list[bool]:
     return [check_answer(r, a) for r, a, _ in pairs]
 
 
+def _run_python(
+    code: str, data: object, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with ``data`` as JSON on its standard input."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+    )
+
+
 def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
     """No signals, no clocks: a thread pool and a fresh interpreter give the hand-worked verdicts."""
     table = PAIRS + STRUCTURE
@@ -207,37 +222,74 @@ def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
         "table = json.load(sys.stdin)\n"
         "print(json.dumps([check_answer(r, a) for r, a, _ in table]))\n"
     )
-    import json
-
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        input=json.dumps(table),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = _run_python(code, table)
     assert json.loads(out.stdout) == expected
     # math-verify's "Timeout is disabled" warning is filtered: the size bounds are our interruption
     assert "Timeout is disabled" not in out.stderr, out.stderr
 
 
-@pytest.mark.parametrize(
-    "slow",
-    [
-        "$(x+y+z+w)^{40}$",  # would expand to C(43, 3) = 12341 terms
-        "\\((a+b+c+d)^{40}\\)",
-        "\\boxed{(x+1)^{13}}",
-        "$x^{100000}$",
-        "$(1+x)^{y}$",
-        "\\boxed{(10^{10})! + 1}",  # a factorial (a trailing "!" alone is punctuation)
-    ],
-)
-def test_slow_inputs_are_refused_before_sympy_works_in_any_thread(slow: str) -> None:
-    """Refused by size bounds (deterministic), so the verdict is the same everywhere: wrong."""
-    parsed = parse_answer(slow)
+#: Answers whose exact value would take SymPy minutes or more: refused by the size bounds.
+SLOW = [
+    "$(x+y+z+w)^{40}$",  # would expand to C(43, 3) = 12341 terms
+    "\\((a+b+c+d)^{40}\\)",
+    "\\boxed{(x+1)^{13}}",
+    "$x^{100000}$",
+    "$(1+x)^{y}$",
+    "\\boxed{(10^{10000})! + 1}",  # a factorial (a trailing "!" alone is punctuation)
+    # numbers of more than MAX_DIGITS digits, each exponent within MAX_EXPONENT
+    "$(2^{10000})^{10000}$",  # 30 million digits
+    "$((2^{100})^{100})^{100}$",  # 301,030 digits
+    "$(((10^{10})^{10})^{10})^{100}$",  # 10^100000
+    "$(2^{10000})^{-10000}$",  # as close to 0
+    "$\\sin((2^{10000})^{10000})$",  # inside a function that needs all of its digits
+    "$2^{10000} \\cdot 3^{10000} \\cdot 5^{10000}$",  # 30^10000: 14,772 digits, a product
+    "$e^{e^{e^{10}}}$",  # 10^9565 digits
+    "$\\exp(10^{9000})$",
+    "$\\sinh(10^{9000})$",
+    "$x + (2^{10000})^{10000}$",  # inside an expression with variables
+]
+
+
+def test_slow_inputs_are_refused_before_sympy_works_in_any_thread() -> None:
+    """Refused by size bounds (deterministic), so the verdict is the same everywhere: wrong.
+
+    A hang guard, not a timing test: before the magnitude bound, ``(2^{10000})^{10000}`` ran for
+    minutes inside one big-integer operation (which holds the GIL, so a thread's join timeout
+    cannot interrupt it); a fresh interpreter with a generous limit can be stopped.
+    """
+    code = (
+        "import json, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from agentgym.answers import check_answer, parse_answer\n"
+        "with ThreadPoolExecutor(1) as pool:\n"
+        "    for text in json.load(sys.stdin):\n"
+        "        parsed = parse_answer(text)\n"
+        "        too_large = parsed is not None and parsed.too_large\n"
+        "        worker = pool.submit(check_answer, '2', text).result()\n"
+        "        print(json.dumps([text, too_large, check_answer('2', text), worker]), flush=True)\n"
+    )
+    try:
+        out = _run_python(code, SLOW, timeout=120)
+    except subprocess.TimeoutExpired as err:  # names the inputs that finished
+        done = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout
+        pytest.fail(f"a hang: not done in 120 s; the inputs done:\n{done}")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert rows == [[text, True, False, False] for text in SLOW]
+
+
+@pytest.mark.parametrize("text", SLOW[:6])
+def test_slow_inputs_are_refused_in_this_process(text: str) -> None:
+    parsed = parse_answer(text)
     assert parsed is not None and parsed.too_large
     with ThreadPoolExecutor(1) as pool:
-        assert pool.submit(check_answer, "2", slow).result() is False
+        assert pool.submit(check_answer, "2", text).result() is False
+
+
+def test_long_numbers_within_the_digit_bound_are_compared() -> None:
+    assert check_answer("1e10000", "$10^{10000}$") is True  # 10,001 digits
+    assert check_answer("1e10000", "$10^{9999}$") is False
+    assert check_answer("2^{10000}", "$(2^{100})^{100}$") is True
+    assert not parse_answer("$e^{20000}$").too_large  # type: ignore[union-attr]
 
 
 def test_parsed_answers_give_the_same_verdicts() -> None:
@@ -304,3 +356,12 @@ def test_check_in_a_thread_without_signals() -> None:
 )
 def test_final_answer_text_takes_gsm8k_final_answer(text: str, expected: str) -> None:
     assert final_answer_text(text) == expected
+
+
+def test_committed_baseline_math_answers_replay_the_same() -> None:
+    """Every math answer of leaderboards/baselines/*.json keeps its reward, success and validity."""
+    from tests.baseline_math_replay import differences
+
+    steps, diffs = differences()
+    assert steps >= 1400  # 1,422 recorded steps
+    assert diffs == []
