@@ -128,6 +128,21 @@ STRUCTURE: list[tuple[str, str, bool]] = [
     ("(0, 1)", "[0, 1]", True),
     ("(0, 1)", "(0, 1, 2)", False),
     ("(-1, \\frac{1}{2})", "(-1, 0.5)", True),
+    # a pair written without spaces is the same pair (math-verify alone reads nothing in it)
+    ("(0, 1)", "(0,1)", True),
+    ("(0, 1)", "[0,1]", True),
+    ("(3, 4)", "(3,4)", True),
+    ("(3, 4)", "(4,3)", False),
+    ("(3, 4)", "(3,4,5)", False),
+    ("(1, 2, 3)", "(1,2,3)", True),
+    ("(-1, \\frac{1}{2})", "(-1,1/2)", True),
+    ("(0, 1)", "**(0,1)**", True),
+    ("(0, 1)", "(0,1]", False),  # a half-open interval, not a pair
+    # a sentence that ends with a pair: the pair is the answer, not its last number
+    ("(2, 3)", "The point is (2, 3).", True),
+    ("(2, 3)", "The point is (2,3).", True),
+    ("3", "The point is (2, 3).", False),
+    ("(2, 3)", "The point is (3, 2).", False),
     # exact numbers exactly, approximations relatively
     ("3e-9", "4e-9", False),
     ("3e-9", "3 \\times 10^{-9}", True),
@@ -153,6 +168,28 @@ STRUCTURE: list[tuple[str, str, bool]] = [
     ("12 and 20", "The answer is **12 and 20**.", True),
     ("12 and 20", "The answer is **20**.", False),
     ("1024", "10**3", False),  # a power, not bold
+    # a number in single emphasis at the end (after any bold span)
+    ("12", "*12*", True),
+    ("12", "_12_", True),
+    ("12", "***12***", True),
+    ("12", "The answer is *12*.", True),
+    ("12", "The answer is _12_.", True),
+    ("12", "**Step 1**: add 5 and 7. The answer is *12*.", True),
+    ("18", "*$18.00*", True),
+    ("0.5", "*1/2*", True),
+    ("13", "*12*", False),
+    ("12", "2*3*2", True),  # a product, not emphasis
+    ("12", "*12", False),  # one mark is no emphasis: nothing is read
+    # bold LaTeX wraps a number, not a symbol
+    ("12", "\\textbf{12}", True),
+    ("12", "\\mathbf{12}", True),
+    ("12", "$\\boxed{\\textbf{12}}$", True),
+    ("12", "\\textbf{13}", False),
+    # units with a slash, like other units
+    ("5", "5 m/s", True),
+    ("12", "12 km/h", True),
+    ("2.5", "2.5 m/s", True),
+    ("5", "6 m/s", False),
     ("12 and 20", "12 apples and 20 pears", True),
     ("18 and 4", "$18.00 and $4", True),
     ("1234 and 5", "1,234 and 5", True),
