@@ -3,22 +3,26 @@
 An answer is read in three steps, the same for the reference and for the model's answer:
 
 1. **The final span.** The content of the last ``\\boxed{...}`` (or ``\\fbox{}``) if any; else the
-   text after the last ``####`` (GSM8K's convention); else the last markdown-bold span
-   (``**42**``, ``__42__``) if any; else the whole text. Math delimiters (``$``, ``\\(``, ``\\[``)
-   and emphasis marks go, ``\\$`` is a currency sign, U+2212 is ``-``, and trailing punctuation
-   (``42.``, ``7,``) is dropped.
-2. **Its parts.** ``(a, b)`` and ``[a, b]`` are an ordered *tuple*; ``\\{a, b\\}`` is a *set*;
-   otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or`` into a *list* (one part: a
-   *scalar*). A comma between digit groups of three (``1,234``, ``1{,}234``) is a thousands
-   separator; any other comma separates parts (``3, 4`` and ``3,4`` are two numbers, never 3.4).
-   A part written as an equation counts its last side (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3).
+   text after the last ``####`` (GSM8K's convention); else a number in single emphasis that ends
+   the text (``The answer is *42*.``, ``_42_``, ``***42***``) and follows any bold span; else the
+   last markdown-bold span (``**42**``, ``__42__``) if any; else the whole text. Math delimiters
+   (``$``, ``\\(``, ``\\[``) and emphasis marks go, so do ``\\text{}``, ``\\mathrm{}``,
+   ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\$`` is a currency sign, U+2212 is
+   ``-``, and trailing punctuation (``42.``, ``7,``) is dropped.
+2. **Its parts.** ``(a, b)`` and ``[a, b]`` (spaced or not: ``(0,1)``) are an ordered *tuple*;
+   ``\\{a, b\\}`` is a *set*; otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or``
+   into a *list* (one part: a *scalar*). A comma between digit groups of three (``1,234``,
+   ``1{,}234``) is a thousands separator; any other comma separates parts (``3, 4`` and ``3,4``
+   are two numbers, never 3.4). A part written as an equation counts its last side
+   (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3).
 3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
    exact decimal written), ``a/b``, ``\\frac{a}{b}``, scientific forms (``3e-9``,
    ``3 \\times 10^{-9}``), with a currency sign before or a unit after (``$18.00``,
-   ``12 apples``, ``5\\text{ cm}``), or ``%`` (``25%`` matches 25 and 0.25). Anything else
-   (``\\sqrt{50}``, ``2^10``, ``\\pi/2``, ``x+1``) is parsed by Hugging Face's ``math-verify``
-   into SymPy. A part with other words (``I think 41, no wait, 42``) makes the span a *sentence*:
-   then the answer is the single value ``math-verify`` reads last in it (here 42).
+   ``12 apples``, ``5\\text{ cm}``, ``5 m/s``), or ``%`` (``25%`` matches 25 and 0.25). Anything
+   else (``\\sqrt{50}``, ``2^10``, ``\\pi/2``, ``x+1``) is parsed by Hugging Face's
+   ``math-verify`` into SymPy. A part with other words (``I think 41, no wait, 42``) makes the
+   span a *sentence*: then the answer is the tuple of plain numbers it ends with
+   (``The point is (2, 3).``), else the single value ``math-verify`` reads last in it (here 42).
 
 Comparison:
 
@@ -36,13 +40,18 @@ Comparison:
 Time: no signals and no clocks. Work is bounded before SymPy sees anything: text over
 :data:`MAX_ANSWER_CHARS` is not read; a power with an exponent over :data:`MAX_EXPONENT` (or a
 tower), a power of an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power
-of a four-term sum would expand to 12,341 terms), a factorial, or an expression of more than
-:data:`MAX_NODES` nodes is read but never compared (wrong). ``math-verify`` runs with its timeouts
+of a four-term sum would expand to 12,341 terms), a factorial, an expression of more than
+:data:`MAX_NODES` nodes, or a number of more than :data:`MAX_DIGITS` digits before or after the
+point (``(2^{10000})^{10000}``, ``e^{10^{9000}}``: its size is estimated from the exponents, bottom
+up, never computed) is read but never compared (wrong). ``math-verify`` runs with its timeouts
 off, so a verdict is the same in the main thread, another thread or another process, on a busy
 machine or an idle one (a wall-clock limit would make it depend on machine speed).
 
 Nothing here raises on any text: an answer that cannot be read gives ``None`` from
-:func:`parse_answer` and ``False`` from :func:`check_answer`.
+:func:`parse_answer` and ``False`` from :func:`check_answer`. An answer is read when
+``math-verify`` finds an expression in it (``c`` and ``+6`` are not read, ``2x`` is) or when it is
+one of the forms above that ``math-verify`` misses: a final emphasised number (``*12*``), a tuple of
+plain numbers written without spaces (``(0,1)``, ``The point is (2,3).``).
 
 ``math-verify`` is an optional dependency (``pip install 'agentgym[math]'``), imported on first use.
 
@@ -62,6 +71,7 @@ Source: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,6 +81,7 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_EXPONENT",
     "MAX_SYMBOLIC_EXPONENT",
+    "MAX_DIGITS",
     "MAX_NODES",
     "REL_TOL",
     "EXACT_DIGITS",
@@ -90,6 +101,12 @@ MAX_ANSWER_CHARS = 1000
 MAX_EXPONENT = 10_000
 #: Largest exponent of a power of an expression with variables (``(x+y+z+w)^{40}`` is refused).
 MAX_SYMBOLIC_EXPONENT = 12
+#: Most decimal digits of a number that is compared, before or after the point: a value beyond
+#: 10^MAX_DIGITS or closer to 0 than 10^-MAX_DIGITS (estimated to within a factor of two, never
+#: computed: ``(2^{10000})^{10000}`` has 30 million digits) is wrong without comparison. Room above
+#: :data:`MAX_EXPONENT` for a long mantissa: plain numbers (``1e10000``) stay below it, and so does
+#: ``10^{10000}``.
+MAX_DIGITS = 12_000
 #: Largest SymPy expression (nodes of its tree) that is compared.
 MAX_NODES = 200
 #: Most parts an answer may have.
@@ -206,6 +223,19 @@ def _last_braced(text: str, command: str) -> str | None:
 
 _BOLD = re.compile(r"(?<![\w*])\*\*(?!\s)(.+?)\*\*(?![\w*])|(?<!\w)__(?!\s)(.+?)__(?!\w)", re.S)
 _TRAILING = " \t\n.,;:!?"
+#: A final emphasised span (``*12*``, ``_12_``, ``***12***``): only trailing punctuation after it.
+_FINAL_EMPHASIS = re.compile(
+    r"(?<![\w*])(\*{1,3}|_{1,3})(?![\s*_])([^*_\n]{1,80}?)(?<![\s*_])\1[\s.,;:!?]*$"
+)
+_WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")
+
+
+def _final_emphasis(text: str) -> re.Match[str] | None:
+    """A final emphasised number (``The answer is *12*.``; group 2 is ``12``), or ``None``."""
+    match = _FINAL_EMPHASIS.search(text)
+    if match and _plain_value(match[2].strip()) is not None:
+        return match
+    return None
 
 
 def final_span(text: str) -> str:
@@ -225,14 +255,17 @@ def final_span(text: str) -> str:
         if "####" in text:
             text = text.rpartition("####")[2]
         else:
-            bold = _BOLD.findall(text)
-            if bold:
-                text = next(b for b in bold[-1] if b)
+            bold = list(_BOLD.finditer(text))
+            emphasis = _final_emphasis(text)
+            if emphasis is not None and (not bold or emphasis.start() >= bold[-1].end()):
+                text = emphasis[2]
+            elif bold:
+                text = bold[-1][1] or bold[-1][2]
     text = text.replace("\\$", " ").replace("\\%", "%").replace("{,}", ",")
     for mark in ("$", "\\(", "\\)", "\\[", "\\]", "`"):
         text = text.replace(mark, " ")
     text = re.sub(r"\\[,;:! ]|\\quad|\\qquad", " ", text)
-    text = re.sub(r"\\text\{([^{}]*)\}|\\mathrm\{([^{}]*)\}", r" \1\2 ", text)
+    text = _WRAPPERS.sub(r" \1 ", text)
     return text.strip(_TRAILING + "*_")
 
 
@@ -301,7 +334,7 @@ _PLAIN = re.compile(
     rf"(?:\s*(?:[eE](?P<e1>[-+]?\d+)|(?:\\times|\\cdot|\*|×|x)\s*10\s*\^\s*\{{?\s*(?P<e2>[-+]?\d+)\s*\}}?))?"
     r"(?:\s*/\s*(?P<den>\d+))?"
     r"\s*(?P<pct>%)?"
-    r"(?P<unit>\s+[A-Za-z][A-Za-z .°]*|[A-Za-z]{2}[A-Za-z .°]*|\s*°)?$"
+    r"(?P<unit>\s+[A-Za-z][A-Za-z .°/]*|[A-Za-z]{2}[A-Za-z .°]*|\s*°)?$"
 )
 _FRAC = re.compile(
     r"^(?P<sign>-)?\s*\\[dt]?frac\s*\{\s*(?P<a>[-+]?\d+)\s*\}\s*\{\s*(?P<b>\d+)\s*\}$"
@@ -367,7 +400,61 @@ def _too_large(expr: Any) -> bool:
                 return True
         elif isinstance(node, (sympy.factorial, sympy.gamma)):
             return True
-    return False
+    return _too_many_digits(expr)
+
+
+_LOG10_2 = math.log10(2)
+_LOG10_E = math.log10(math.e)
+
+
+def _log10_abs(value: Any) -> float | None:
+    """About ``log10|value|`` (within 0.2) of a number SymPy evaluated, real or complex, from its
+    binary exponent (never an exact power); ``None`` for 0, infinities, nan and non-numbers."""
+    result = None
+    for part in value.as_real_imag():
+        mpf = getattr(part, "_mpf_", None)
+        if mpf is None or not mpf[1]:  # exactly 0, or inf / nan (no mantissa)
+            continue
+        _, mantissa, exponent, _ = mpf
+        digits = (exponent + math.log2(mantissa)) * _LOG10_2
+        result = digits if result is None else max(result, digits)
+    return result
+
+
+def _too_many_digits(expr: Any) -> bool:
+    """The magnitude bound (module docstring, :data:`MAX_DIGITS`), estimated bottom-up: a power's
+    digits are its exponent times its base's, ``e^a``'s are ``a`` times log10(e), so nothing
+    larger than the bound is ever evaluated (``(2^{10000})^{10000}`` has 30 million digits,
+    ``e^{10^{9000}}`` 10^9000); then the value itself (a product of many bounded powers)."""
+    import sympy
+
+    def log10_abs(node: Any) -> float | None:
+        return _log10_abs(sympy.N(node, 15))
+
+    try:
+        for node in sympy.postorder_traversal(expr):
+            if not isinstance(node, sympy.Expr) or node.is_Atom or node.free_symbols:
+                continue
+            digits = None
+            if isinstance(node, sympy.Pow):
+                base = log10_abs(node.base)
+                power = sympy.re(sympy.N(node.exp, 15))
+                if base is not None and power.is_Number:
+                    digits = float(power) * base
+            elif isinstance(node, (sympy.exp, sympy.sinh, sympy.cosh)):
+                argument = sympy.re(sympy.N(node.args[0], 15))
+                if argument.is_Number:
+                    digits = float(argument) * _LOG10_E
+                    if not isinstance(node, sympy.exp):
+                        digits = abs(digits)
+            if digits is not None and not abs(digits) <= MAX_DIGITS:  # also true for nan
+                return True
+        if not isinstance(expr, sympy.Expr) or expr.free_symbols:
+            return False
+        digits = log10_abs(expr)
+    except Exception:  # noqa: BLE001 - no number SymPy can evaluate: compared as before
+        return False
+    return digits is not None and not abs(digits) <= MAX_DIGITS
 
 
 def _parse(text: str) -> list[Any]:
@@ -455,28 +542,56 @@ def _parse_answer(text: str) -> ParsedAnswer | None:
     if not _readable(text):
         return None
     span = final_span(text)
-    kind, parts, ordered = _split(span) if span else ("scalar", [""], True)
-    if len(parts) <= MAX_PARTS:
-        values = [_read_part(p) for p in parts]
-        if all(v is not None for v in values):
-            return ParsedAnswer(text=text, kind=kind, parts=tuple(values), ordered=ordered)  # type: ignore[arg-type]
-    # A sentence: its last value counts (math-verify reads the text with its delimiters).
+    parsed = _read_span(text, span)
+    if parsed is not None:
+        return parsed
+    # A sentence: a pair of numbers it ends with counts ("The point is (2, 3)."), else its last
+    # value (math-verify reads the text with its delimiters).
+    tail = _FINAL_TUPLE.search(span)
+    parsed = _read_span(text, tail.group()) if tail else None
+    if parsed is not None:
+        return parsed
     value = _sympy_value(text.strip().replace("\u2212", "-"), whole=False)
     return ParsedAnswer(text=text, kind="scalar", parts=(value or Value(),))
 
 
+def _read_span(text: str, span: str) -> ParsedAnswer | None:
+    """Steps 2 and 3 on ``span``, or ``None`` where some part cannot be read alone."""
+    kind, parts, ordered = _split(span) if span else ("scalar", [""], True)
+    if len(parts) > MAX_PARTS:
+        return None
+    values = [_read_part(p) for p in parts]
+    if any(v is None for v in values):
+        return None
+    return ParsedAnswer(text=text, kind=kind, parts=tuple(values), ordered=ordered)  # type: ignore[arg-type]
+
+
 _SIMPLE_NUMBER = re.compile(r"-?\d{1,15}(?:\.\d{1,15})?")
+_TUPLE_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?"
+#: A tuple or list of plain numbers ending a span, however spaced: ``(0,1)``, ``[0, 1]``.
+_FINAL_TUPLE = re.compile(
+    rf"(?<![\w)\]}}^_])(?:\(\s*{_TUPLE_NUMBER}(?:\s*,\s*{_TUPLE_NUMBER})+\s*\)"
+    rf"|\[\s*{_TUPLE_NUMBER}(?:\s*,\s*{_TUPLE_NUMBER})+\s*\])$"
+)
 
 
 def _readable(text: str) -> bool:
-    """Whether ``math-verify`` finds a mathematical expression in ``text``: the rule that tells a
-    valid answer from an invalid turn, unchanged since Math-v0 was registered (so recorded episodes
-    replay the same; e.g. ``c`` and ``+6`` are not read, ``2x`` is)."""
+    """Whether ``text`` holds an answer: the rule that tells a valid answer from an invalid turn.
+
+    ``math-verify`` finds a mathematical expression in it (the rule since Math-v0 was registered:
+    ``c`` and ``+6`` are not read, ``2x`` is), or its final span is one this module reads and
+    ``math-verify`` misses: a final emphasised number (``*12*``), a tuple of plain numbers written
+    without spaces (``(0,1)``, ``The point is (2,3).``). Recorded episodes replay the same
+    (``python -m tests.baseline_math_replay``).
+    """
     import sympy
 
     prepared = text.strip().replace("\u2212", "-")
     if _SIMPLE_NUMBER.fullmatch(prepared):  # math-verify reads these; skip its parse (speed)
         return True
+    if _final_emphasis(prepared) or _FINAL_TUPLE.search(final_span(prepared)):
+        return True
+
     unescaped = prepared.replace("\\$", "")
     if "\\" in prepared and not ("$" in unescaped or "\\(" in prepared or "\\[" in prepared):
         prepared = f"${prepared}$"

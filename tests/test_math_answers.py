@@ -10,6 +10,7 @@ that cannot be read, such as number words, is never correct).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -127,6 +128,21 @@ STRUCTURE: list[tuple[str, str, bool]] = [
     ("(0, 1)", "[0, 1]", True),
     ("(0, 1)", "(0, 1, 2)", False),
     ("(-1, \\frac{1}{2})", "(-1, 0.5)", True),
+    # a pair written without spaces is the same pair (math-verify alone reads nothing in it)
+    ("(0, 1)", "(0,1)", True),
+    ("(0, 1)", "[0,1]", True),
+    ("(3, 4)", "(3,4)", True),
+    ("(3, 4)", "(4,3)", False),
+    ("(3, 4)", "(3,4,5)", False),
+    ("(1, 2, 3)", "(1,2,3)", True),
+    ("(-1, \\frac{1}{2})", "(-1,1/2)", True),
+    ("(0, 1)", "**(0,1)**", True),
+    ("(0, 1)", "(0,1]", False),  # a half-open interval, not a pair
+    # a sentence that ends with a pair: the pair is the answer, not its last number
+    ("(2, 3)", "The point is (2, 3).", True),
+    ("(2, 3)", "The point is (2,3).", True),
+    ("3", "The point is (2, 3).", False),
+    ("(2, 3)", "The point is (3, 2).", False),
     # exact numbers exactly, approximations relatively
     ("3e-9", "4e-9", False),
     ("3e-9", "3 \\times 10^{-9}", True),
@@ -152,6 +168,28 @@ STRUCTURE: list[tuple[str, str, bool]] = [
     ("12 and 20", "The answer is **12 and 20**.", True),
     ("12 and 20", "The answer is **20**.", False),
     ("1024", "10**3", False),  # a power, not bold
+    # a number in single emphasis at the end (after any bold span)
+    ("12", "*12*", True),
+    ("12", "_12_", True),
+    ("12", "***12***", True),
+    ("12", "The answer is *12*.", True),
+    ("12", "The answer is _12_.", True),
+    ("12", "**Step 1**: add 5 and 7. The answer is *12*.", True),
+    ("18", "*$18.00*", True),
+    ("0.5", "*1/2*", True),
+    ("13", "*12*", False),
+    ("12", "2*3*2", True),  # a product, not emphasis
+    ("12", "*12", False),  # one mark is no emphasis: nothing is read
+    # bold LaTeX wraps a number, not a symbol
+    ("12", "\\textbf{12}", True),
+    ("12", "\\mathbf{12}", True),
+    ("12", "$\\boxed{\\textbf{12}}$", True),
+    ("12", "\\textbf{13}", False),
+    # units with a slash, like other units
+    ("5", "5 m/s", True),
+    ("12", "12 km/h", True),
+    ("2.5", "2.5 m/s", True),
+    ("5", "6 m/s", False),
     ("12 and 20", "12 apples and 20 pears", True),
     ("18 and 4", "$18.00 and $4", True),
     ("1234 and 5", "1,234 and 5", True),
@@ -193,6 +231,20 @@ def _verdicts(pairs: list[tuple[str, str, bool]]) -> list[bool]:
     return [check_answer(r, a) for r, a, _ in pairs]
 
 
+def _run_python(
+    code: str, data: object, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with ``data`` as JSON on its standard input."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+    )
+
+
 def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
     """No signals, no clocks: a thread pool and a fresh interpreter give the hand-worked verdicts."""
     table = PAIRS + STRUCTURE
@@ -207,37 +259,74 @@ def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
         "table = json.load(sys.stdin)\n"
         "print(json.dumps([check_answer(r, a) for r, a, _ in table]))\n"
     )
-    import json
-
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        input=json.dumps(table),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = _run_python(code, table)
     assert json.loads(out.stdout) == expected
     # math-verify's "Timeout is disabled" warning is filtered: the size bounds are our interruption
     assert "Timeout is disabled" not in out.stderr, out.stderr
 
 
-@pytest.mark.parametrize(
-    "slow",
-    [
-        "$(x+y+z+w)^{40}$",  # would expand to C(43, 3) = 12341 terms
-        "\\((a+b+c+d)^{40}\\)",
-        "\\boxed{(x+1)^{13}}",
-        "$x^{100000}$",
-        "$(1+x)^{y}$",
-        "\\boxed{(10^{10})! + 1}",  # a factorial (a trailing "!" alone is punctuation)
-    ],
-)
-def test_slow_inputs_are_refused_before_sympy_works_in_any_thread(slow: str) -> None:
-    """Refused by size bounds (deterministic), so the verdict is the same everywhere: wrong."""
-    parsed = parse_answer(slow)
+#: Answers whose exact value would take SymPy minutes or more: refused by the size bounds.
+SLOW = [
+    "$(x+y+z+w)^{40}$",  # would expand to C(43, 3) = 12341 terms
+    "\\((a+b+c+d)^{40}\\)",
+    "\\boxed{(x+1)^{13}}",
+    "$x^{100000}$",
+    "$(1+x)^{y}$",
+    "\\boxed{(10^{10000})! + 1}",  # a factorial (a trailing "!" alone is punctuation)
+    # numbers of more than MAX_DIGITS digits, each exponent within MAX_EXPONENT
+    "$(2^{10000})^{10000}$",  # 30 million digits
+    "$((2^{100})^{100})^{100}$",  # 301,030 digits
+    "$(((10^{10})^{10})^{10})^{100}$",  # 10^100000
+    "$(2^{10000})^{-10000}$",  # as close to 0
+    "$\\sin((2^{10000})^{10000})$",  # inside a function that needs all of its digits
+    "$2^{10000} \\cdot 3^{10000} \\cdot 5^{10000}$",  # 30^10000: 14,772 digits, a product
+    "$e^{e^{e^{10}}}$",  # 10^9565 digits
+    "$\\exp(10^{9000})$",
+    "$\\sinh(10^{9000})$",
+    "$x + (2^{10000})^{10000}$",  # inside an expression with variables
+]
+
+
+def test_slow_inputs_are_refused_before_sympy_works_in_any_thread() -> None:
+    """Refused by size bounds (deterministic), so the verdict is the same everywhere: wrong.
+
+    A hang guard, not a timing test: before the magnitude bound, ``(2^{10000})^{10000}`` ran for
+    minutes inside one big-integer operation (which holds the GIL, so a thread's join timeout
+    cannot interrupt it); a fresh interpreter with a generous limit can be stopped.
+    """
+    code = (
+        "import json, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from agentgym.answers import check_answer, parse_answer\n"
+        "with ThreadPoolExecutor(1) as pool:\n"
+        "    for text in json.load(sys.stdin):\n"
+        "        parsed = parse_answer(text)\n"
+        "        too_large = parsed is not None and parsed.too_large\n"
+        "        worker = pool.submit(check_answer, '2', text).result()\n"
+        "        print(json.dumps([text, too_large, check_answer('2', text), worker]), flush=True)\n"
+    )
+    try:
+        out = _run_python(code, SLOW, timeout=120)
+    except subprocess.TimeoutExpired as err:  # names the inputs that finished
+        done = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout
+        pytest.fail(f"a hang: not done in 120 s; the inputs done:\n{done}")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert rows == [[text, True, False, False] for text in SLOW]
+
+
+@pytest.mark.parametrize("text", SLOW[:6])
+def test_slow_inputs_are_refused_in_this_process(text: str) -> None:
+    parsed = parse_answer(text)
     assert parsed is not None and parsed.too_large
     with ThreadPoolExecutor(1) as pool:
-        assert pool.submit(check_answer, "2", slow).result() is False
+        assert pool.submit(check_answer, "2", text).result() is False
+
+
+def test_long_numbers_within_the_digit_bound_are_compared() -> None:
+    assert check_answer("1e10000", "$10^{10000}$") is True  # 10,001 digits
+    assert check_answer("1e10000", "$10^{9999}$") is False
+    assert check_answer("2^{10000}", "$(2^{100})^{100}$") is True
+    assert not parse_answer("$e^{20000}$").too_large  # type: ignore[union-attr]
 
 
 def test_parsed_answers_give_the_same_verdicts() -> None:
@@ -304,3 +393,12 @@ def test_check_in_a_thread_without_signals() -> None:
 )
 def test_final_answer_text_takes_gsm8k_final_answer(text: str, expected: str) -> None:
     assert final_answer_text(text) == expected
+
+
+def test_committed_baseline_math_answers_replay_the_same() -> None:
+    """Every math answer of leaderboards/baselines/*.json keeps its reward, success and validity."""
+    from tests.baseline_math_replay import differences
+
+    steps, diffs = differences()
+    assert steps >= 1400  # 1,422 recorded steps
+    assert diffs == []
