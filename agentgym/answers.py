@@ -13,8 +13,9 @@ An answer is read in three steps, the same for the reference and for the model's
    ``\\{a, b\\}`` is a *set*; otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or``
    into a *list* (one part: a *scalar*). A comma between digit groups of three (``1,234``,
    ``1{,}234``) is a thousands separator; any other comma separates parts (``3, 4`` and ``3,4``
-   are two numbers, never 3.4). A part written as an equation counts its last side
-   (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3).
+   are two numbers, never 3.4). A part written as an equation counts its last side outside
+   brackets (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3; ``\\sum_{k=1}^{9} k`` is no equation), and
+   one value in parentheses is that value (``(2)`` is 2).
 3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
    exact decimal written), ``a/b``, ``\\frac{a}{b}``, scientific forms (``3e-9``,
    ``3 \\times 10^{-9}``), with a currency sign before or a unit after (``$18.00``,
@@ -40,12 +41,17 @@ Comparison:
 Time: no signals and no clocks. Work is bounded before SymPy sees anything: text over
 :data:`MAX_ANSWER_CHARS` is not read; a power with an exponent over :data:`MAX_EXPONENT` (or a
 tower), a power of an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power
-of a four-term sum would expand to 12,341 terms), a factorial, an expression of more than
+of a four-term sum would expand to 12,341 terms), a factorial, a numeric binomial SymPy left
+unevaluated (``\\binom{10^{9000}}{10^{8999}}``), an integral or a limit (math-verify reads
+``\\int_{x=1}^{2} x dx`` as its bound, 1), an expression of more than
 :data:`MAX_NODES` nodes, or a number of more than :data:`MAX_DIGITS` digits before or after the
 point (``(2^{10000})^{10000}``, ``e^{10^{9000}}``: its size is estimated from the exponents, bottom
 up, never computed) is read but never compared (wrong). ``math-verify`` runs with its timeouts
 off, so a verdict is the same in the main thread, another thread or another process, on a busy
 machine or an idle one (a wall-clock limit would make it depend on machine speed).
+
+A reference (never an answer) that cannot be read as written is read inside math delimiters
+(``x^2+1`` as ``$x^2+1$``).
 
 Nothing here raises on any text: an answer that cannot be read gives ``None`` from
 :func:`parse_answer` and ``False`` from :func:`check_answer`. An answer is read when
@@ -400,6 +406,8 @@ def _too_large(expr: Any) -> bool:
                 return True
         elif isinstance(node, (sympy.factorial, sympy.gamma)):
             return True
+        elif isinstance(node, sympy.binomial) and not node.free_symbols:
+            return True  # SymPy evaluates small numeric binomials: one left unevaluated is huge
     return _too_many_digits(expr)
 
 
@@ -474,6 +482,8 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
     """
     import sympy
 
+    if re.search(r"\\(?:int|iint|oint|lim)(?![a-zA-Z])", text):
+        return Value(too_large=True)  # math-verify reads an integral's bound ("1" for \int_1^2)
     values = _parse(text)
     if whole:
         matched = [v for v in values if isinstance(v, str)]
@@ -501,10 +511,24 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
     return Value(expr=expr, decimal=bool(expr.atoms(sympy.Float)))
 
 
+def _last_side(part: str) -> str:
+    """The text after the last ``=`` outside brackets ("x = 5", "8 - 7 + 0 + 5 - 3 = 3": the value
+    is the last side); ``\\sum_{k=1}^{9} k`` has none (its ``=`` is inside braces)."""
+    depth, cut = 0, -1
+    for i, ch in enumerate(part):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "=" and depth == 0:
+            cut = i
+    return part[cut + 1 :]
+
+
 def _read_part(part: str) -> Value | None:
-    if "=" in part:  # "x = 5", "8 - 7 + 0 + 5 - 3 = 3": the value is the last side
-        part = part.rpartition("=")[2]
-    part = part.strip(_TRAILING)
+    part = _last_side(part).strip(_TRAILING)
+    if len(part) > 2 and part[0] == "(" and part[-1] == ")" and _balanced(part[1:-1]):
+        part = part[1:-1].strip()  # "(2)", "(-5)": one value in parentheses is that value
     if not part:
         return None
     value = _plain_value(part)
@@ -569,6 +593,8 @@ def _read_span(text: str, span: str) -> ParsedAnswer | None:
 _SIMPLE_NUMBER = re.compile(r"-?\d{1,15}(?:\.\d{1,15})?")
 _TUPLE_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?"
 #: A tuple or list of plain numbers ending a span, however spaced: ``(0,1)``, ``[0, 1]``.
+#: One plain number in parentheses (``(2)``, ``(-5)``): that number.
+_PAREN_NUMBER = re.compile(rf"\(\s*{_TUPLE_NUMBER}\s*\)")
 _FINAL_TUPLE = re.compile(
     rf"(?<![\w)\]}}^_])(?:\(\s*{_TUPLE_NUMBER}(?:\s*,\s*{_TUPLE_NUMBER})+\s*\)"
     rf"|\[\s*{_TUPLE_NUMBER}(?:\s*,\s*{_TUPLE_NUMBER})+\s*\])$"
@@ -589,7 +615,8 @@ def _readable(text: str) -> bool:
     prepared = text.strip().replace("\u2212", "-")
     if _SIMPLE_NUMBER.fullmatch(prepared):  # math-verify reads these; skip its parse (speed)
         return True
-    if _final_emphasis(prepared) or _FINAL_TUPLE.search(final_span(prepared)):
+    span = final_span(prepared)
+    if _final_emphasis(prepared) or _FINAL_TUPLE.search(span) or _PAREN_NUMBER.fullmatch(span):
         return True
 
     unescaped = prepared.replace("\\$", "")
@@ -732,6 +759,10 @@ def _check(
     reference: str | ParsedAnswer | None, answer: str | ParsedAnswer | None, unordered: bool
 ) -> bool:
     gold = reference if isinstance(reference, ParsedAnswer) else parse_answer(reference)
+    if gold is None and isinstance(reference, str) and "$" not in reference:
+        # A reference written as bare math ("x^2+1"): read inside math delimiters. (An answer is
+        # not: what counts as a valid answer is unchanged, so recorded episodes replay the same.)
+        gold = parse_answer(f"${reference}$")
     pred = answer if isinstance(answer, ParsedAnswer) else parse_answer(answer)
     if gold is None or pred is None or gold.too_large or pred.too_large:
         return False

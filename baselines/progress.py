@@ -31,34 +31,45 @@ REMEDIES = (
 )
 
 
-def no_update_cause(metrics: dict[str, Any]) -> str | None:
+def no_update_cause(metrics: dict[str, Any], critic: bool = False) -> str | None:
     """Why the step of ``metrics`` made no policy update from the task reward, or None when it
     made one.
 
-    A step whose every advantage is 0 but that still stepped on an entropy or KL term (as RAGEN
-    does) counts as no update here: the task taught the policy nothing, which is what the stall
-    monitor watches. Causes, first match: no valid actions (``rollout/valid_action_rate`` == 0), no
-    reward spread (every group's rewards equal: ``filter/num_zero_spread`` ==
-    ``filter/num_groups``), filtering dropped every group, no policy tokens.
+    A step that still stepped on an entropy or KL term (as RAGEN does) or, with a critic (PPO), on
+    the value baseline's errors alone counts as no update here: the task taught the policy
+    nothing, which is what the stall monitor watches. Causes, first match: no valid actions
+    (``rollout/valid_action_rate`` == 0), no reward spread (group-relative advantages: every
+    group's rewards equal, ``filter/num_zero_spread`` == ``filter/num_groups``; with a critic,
+    whose baseline is not the group's: every reward of the batch equal,
+    ``rollout/reward_std`` == 0), filtering dropped every group, no policy tokens.
+
+    Args:
+        metrics: one step's metrics.
+        critic: the advantages come from a learnt value baseline (PPO), not from groups.
     """
     skipped = bool(metrics.get("actor/skipped"))
     valid = metrics.get("rollout/valid_action_rate")
     groups = metrics.get("filter/num_groups")
     zero = metrics.get("filter/num_zero_spread")
-    no_signal = valid == 0 or bool(groups and zero == groups)
+    flat = metrics.get("rollout/reward_std") == 0 if critic else bool(groups and zero == groups)
+    no_signal = valid == 0 or flat
     if not skipped and not no_signal:
         return None
-    alone = (
-        ""
-        if skipped
-        else " (a step was still taken, on the entropy/KL terms or, with PPO, the critic alone)"
-    )
+    alone = ""
+    if not skipped:
+        moved = "the critic's errors and the regularisers" if critic else "the entropy/KL terms"
+        alone = f" (a step was still taken, on {moved} alone)"
     if valid == 0:
         return (
             "no valid actions: every turn of every episode was invalid "
             f"(rollout/valid_action_rate=0), so every episode got the same reward{alone}"
         )
-    if groups and zero == groups:
+    if flat and critic:
+        return (
+            "no reward spread: every episode of the batch got the same reward "
+            f"(rollout/reward_std=0), so the task gave no signal{alone}"
+        )
+    if flat:
         return (
             f"no reward spread: in all {int(groups)} groups every episode got the same reward "
             f"(filter/num_zero_spread = filter/num_groups), so every advantage is 0{alone}"
@@ -86,17 +97,26 @@ class StallMonitor:
         count: empty steps already in a row (restored on resume).
         signal_limit: stop after this many steps in a row without a reward signal; 0 never.
         silent: steps without a reward signal already in a row (restored on resume).
+        critic: advantages come from a value baseline (PPO): see :func:`no_update_cause`.
     """
 
-    def __init__(self, limit: int, count: int = 0, signal_limit: int = 0, silent: int = 0):
+    def __init__(
+        self,
+        limit: int,
+        count: int = 0,
+        signal_limit: int = 0,
+        silent: int = 0,
+        critic: bool = False,
+    ):
         self.limit = limit
         self.count = count
         self.signal_limit = signal_limit
         self.silent = silent
+        self.critic = critic
 
     def observe(self, step: int, metrics: dict[str, Any]) -> str | None:
         """Record one step; returns the warning to print, or None when the task taught it."""
-        cause = no_update_cause(metrics)
+        cause = no_update_cause(metrics, self.critic)
         if cause is None:
             self.count = self.silent = 0
             return None

@@ -47,12 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if trainer.stopped_early:
-        print(
-            f"stopped early after step {history[-1]['step']:.0f}: nothing learnt in "
-            f"{config.train.max_steps_without_update} steps in a row without an update or "
-            f"{config.train.max_steps_without_signal} without a reward signal "
-            "(see the warnings above)"
-        )
+        when = f"after step {history[-1]['step']:.0f}" if history else "on resume, before a step"
+        print(f"stopped early {when}: see the warnings and the stop message above")
     if history:
         last = complete_metrics(history[-1])  # undefined values are null, never NaN
         keys = [k for k in last if k.startswith(("rollout/", "val/", "collapse/", "filter/"))]

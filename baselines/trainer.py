@@ -790,6 +790,7 @@ class Trainer:
             self.steps_without_update,
             cfg.train.max_steps_without_signal,
             self.steps_without_signal,
+            critic=cfg.algorithm.name == "ppo",
         )
         trackers = []
         try:
@@ -802,6 +803,10 @@ class Trainer:
                     k.replace("val/", "val_initial/", 1): v for k, v in self.validate().items()
                 }
             for step in bar:
+                if stall.should_stop:  # resumed at the limit: no step is rolled out
+                    say(stall.stop_message())
+                    self.stopped_early = True
+                    break
                 self.phases.begin_step(step)
                 metrics = self.step(step)
                 if step == 0:

@@ -103,6 +103,18 @@ PAIRS: list[tuple[str, str, bool]] = [
 
 #: Several parts, pairs, exactness, and the extractors, against the same rules (issue 15).
 STRUCTURE: list[tuple[str, str, bool]] = [
+    # an "=" inside braces is no equation; a sum is its value, not its lower bound
+    ("45", "$\\sum_{k=1}^{9} k$", True),
+    ("1", "$\\sum_{k=1}^{9} k$", False),
+    ("1", "$\\prod_{k=1}^{10^{6}} k$", False),  # 10^6! is never compared
+    ("3/2", "$\\int_{x=1}^{2} x dx$", False),  # integrals are not evaluated: wrong
+    # one value in parentheses is that value
+    ("2", "(2)", True),
+    ("-5", "(-5)", True),
+    ("2", "(3)", False),
+    # a reference in bare math is read inside delimiters (an answer must be readable as written)
+    ("x^2+1", "$x^2+1$", True),
+    ("x^2+1", "$x^2+2$", False),
     # every part of a several-part reference is required
     ("12 and 20", "20", False),  # the last part alone is not the answer
     ("12 and 20", "12", False),
@@ -284,6 +296,8 @@ SLOW = [
     "$\\exp(10^{9000})$",
     "$\\sinh(10^{9000})$",
     "$x + (2^{10000})^{10000}$",  # inside an expression with variables
+    "$\\binom{10^{9000}}{10^{8999}}$",  # a binomial SymPy leaves unevaluated (huge)
+    "$\\int_{x=1}^{2} x dx$",  # math-verify reads an integral as its lower bound
 ]
 
 

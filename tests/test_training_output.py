@@ -30,7 +30,26 @@ def test_no_update_cause_names_the_reason() -> None:
     assert no_update_cause(updated) is None
     # Stepped on the entropy bonus alone (every reward equal): the task taught nothing.
     bonus_only = {"actor/skipped": 0.0, "rollout/valid_action_rate": 0.0}
-    assert no_update_cause(bonus_only).endswith("with PPO, the critic alone)")
+    assert no_update_cause(bonus_only).endswith(
+        "(a step was still taken, on the entropy/KL terms alone)"
+    )
+    # PPO: its critic's baseline is not the group's, so spread across the batch is a signal; a
+    # batch of one-episode groups (each without spread) with differing rewards is not stalled.
+    singles = {
+        "actor/skipped": 0.0,
+        "rollout/valid_action_rate": 1.0,
+        "filter/num_groups": 8.0,
+        "filter/num_zero_spread": 8.0,
+        "rollout/reward_std": 0.43,
+    }
+    assert no_update_cause(singles, critic=True) is None
+    assert no_update_cause(singles).startswith("no reward spread: in all 8 groups")  # GRPO
+    flat_batch = {**singles, "rollout/reward_std": 0.0}
+    assert no_update_cause(flat_batch, critic=True) == (
+        "no reward spread: every episode of the batch got the same reward (rollout/reward_std=0), "
+        "so the task gave no signal (a step was still taken, on the critic's errors and the "
+        "regularisers alone)"
+    )
     counting = StallMonitor(limit=2, count=1, signal_limit=3, silent=1)
     warning = counting.observe(7, bonus_only)
     assert warning.startswith("warning: step 7 had no reward signal (2 of ")
@@ -96,22 +115,20 @@ def test_shipped_multi_turn_settings_without_valid_actions_stop(tmp_path: Path, 
     """The issue's case: sokoban.yaml (PPO, entropy bonus on) with a policy that never acts
     validly. PPO steps on its critic's errors and the bonus, so no step is empty (RAGEN's count
     never grows); the run stops on the steps without a reward signal."""
-    config = load_config(
-        REPO / "baselines" / "configs" / "sokoban.yaml",
-        [
-            *TINY,
-            "rollout.max_new_tokens=1",  # one token never holds an action: every turn invalid
-            "rollout.env_kwargs={max_turns: 2}",
-            "rollout.num_groups=2",
-            "rollout.group_size=2",
-            "rollout.val_episodes=0",
-            "algorithm.ppo_mini_batch_size=4",
-            "diagnostics.every=0",
-            "train.steps=8",
-            "train.max_steps_without_signal=3",
-            f"train.out_dir={tmp_path / 'run'}",
-        ],
-    )
+    shipped = REPO / "baselines" / "configs" / "sokoban.yaml"
+    config_args = [
+        *TINY,
+        "rollout.max_new_tokens=1",  # one token never holds an action: every turn invalid
+        "rollout.env_kwargs={max_turns: 2}",
+        "rollout.num_groups=2",
+        "rollout.group_size=2",
+        "rollout.val_episodes=0",
+        "algorithm.ppo_mini_batch_size=4",
+        "diagnostics.every=0",
+        "train.max_steps_without_signal=3",
+        f"train.out_dir={tmp_path / 'run'}",
+    ]
+    config = load_config(shipped, [*config_args, "train.steps=8"])
     assert config.algorithm.name == "ppo" and config.algorithm.entropy_coef > 0
     trainer = Trainer(config, progress=False)
     history = trainer.run()
@@ -122,8 +139,14 @@ def test_shipped_multi_turn_settings_without_valid_actions_stop(tmp_path: Path, 
     assert trainer.stopped_early and trainer.steps_without_update == 0
     assert "warning: step 0 had no reward signal (1 of train.max_steps_without_signal=3" in err
     assert "stopping: 3 steps in a row without a reward signal" in err
+    assert "the critic's errors and the regularisers alone" in err  # PPO's wording
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
     assert state["step"] == 2 and state["steps_without_signal"] == 3
+    # Resumed at the limit: it stops before rolling out another step.
+    again = load_config(shipped, [*config_args, "train.steps=8"])
+    resumed = Trainer(again, resume=True, progress=False)
+    assert resumed.run() == [] and resumed.stopped_early
+    assert "stopping: 3 steps in a row without a reward signal" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -399,8 +399,7 @@ class DockerSandbox(CodeSandbox):
         (whose removal may wait on the daemon; ``close`` waits for those)."""
 
         def remove() -> None:
-            with contextlib.suppress(Exception):
-                self._client.api.remove_container(box.id, force=True, v=True)
+            _remove_container(self._client.api, box.id)
             with contextlib.suppress(Exception):
                 box.lifeline.close()
 
@@ -818,7 +817,15 @@ def reap_orphans(client: Any) -> list[str]:
         owner_host, _, pid = owner.rpartition(":")
         if owner_host != host or not pid.isdigit() or _alive(int(pid)):
             continue
-        with contextlib.suppress(Exception):
-            client.api.remove_container(c["Id"], force=True, v=True)
-            removed.append(c["Id"])
+        _remove_container(client.api, c["Id"])
+        removed.append(c["Id"])
     return removed
+
+
+def _remove_container(api: Any, container_id: str, wait_s: float = 60.0) -> None:
+    """``docker rm -f``, then wait until the container is gone: one that stopped on its own is
+    already being removed by the daemon (``--rm``), and ``rm -f`` then returns at once."""
+    with contextlib.suppress(Exception):
+        api.remove_container(container_id, force=True, v=True)
+    with contextlib.suppress(Exception):  # 404: already gone
+        api.wait(container_id, timeout=wait_s, condition="removed")
