@@ -61,8 +61,11 @@ def submit(
 
     Raises:
         MalformedBundle: not a well-formed bundle (the database is unchanged).
-        SubmissionError: any other refusal (the database is unchanged).
+        SubmissionError: any other refusal, a bad ``name`` included (the database is unchanged).
     """
+    problem = name_problem(name)
+    if problem:
+        raise SubmissionError(problem)
     bundle = load_bundle(path, max_bytes)
     store = Store(db)
     t0 = time.perf_counter()
@@ -73,6 +76,22 @@ def submit(
         raise SubmissionError(_duplicate_message(*existing))
     sid = store.add(verified, name)
     return sid, store, replay_s, verified.episodes_replayed
+
+
+#: The longest entry name (characters).
+MAX_NAME_CHARS = 200
+
+
+def name_problem(name: object) -> str | None:
+    """What is wrong with an entry name, or None: 1 to :data:`MAX_NAME_CHARS` characters of
+    valid Unicode (no lone surrogates, which SQLite cannot store as text)."""
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS:
+        return f"--name must be 1 to {MAX_NAME_CHARS} characters"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "--name is not valid Unicode text (it holds bytes that are not UTF-8)"
+    return None
 
 
 def _verify(bundle: dict, config: VerifierConfig | None):
@@ -319,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.command,
                 f"unknown environment id '{inert(args.env)}' (`agentgym list` shows them all)",
             )
+    if args.command == "submit" and name_problem(args.name):
+        return _usage("submit", str(name_problem(args.name)))
     config = None
     if args.command in ("submit", "rebuild"):
         try:

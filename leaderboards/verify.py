@@ -258,6 +258,13 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
         raise MalformedBundle(f"{path} cannot be parsed ({type(err).__name__})") from None
     if not isinstance(bundle, dict):
         raise MalformedBundle(f"{path} holds a JSON {type(bundle).__name__}, not a result bundle")
+    try:  # JSON escapes can spell lone surrogates ("\ud800"): text no database or page can hold
+        json.dumps(bundle, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedBundle(
+            f"{path} holds a string that is not valid Unicode (a lone surrogate escape such as "
+            "\\ud800); submit the file `agentgym eval --out` wrote, unedited"
+        ) from None
     return bundle
 
 

@@ -23,6 +23,16 @@ def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_python_dash_m_agentgym_is_the_cli() -> None:
+    """``python -m agentgym`` runs the same command line as ``python -m agentgym.cli``."""
+    args = ["solve", "agentgym/Bandit-v0", "--seed", "0"]
+    via_package = subprocess.run(
+        [sys.executable, "-m", "agentgym", *args], capture_output=True, text=True, timeout=120
+    )
+    assert via_package.returncode == 0, via_package.stderr
+    assert via_package.stdout == run_cli(*args).stdout != ""
+
+
 def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
     result = run_cli("list")
     assert result.returncode == 0, result.stderr

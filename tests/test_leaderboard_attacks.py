@@ -381,6 +381,11 @@ def test_deep_json_is_one_refusal_line(
     )
     code, out, err = submit(text_kw, db, tmp_path, capsys)
     assert_refused_cleanly(code, out, err, 2, "an integer of 401 digits is out of range")
+    # A lone surrogate, spelt as a JSON escape, in any string: no database can store it as text.
+    lone = load(runs["oracle"])
+    lone["agent"]["name"] = "\ud800"
+    code, out, err = submit(json.dumps(lone), db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 2, "holds a string that is not valid Unicode")
     # A structure the schema allows but a check does not expect is malformed too.
     bad = load(runs["oracle"])
     bad["runs"][0]["env_kwargs"] = {"dim_room": [[[6]], 6]}
@@ -422,6 +427,22 @@ def test_no_refusal_reveals_a_file_the_bundle_names(
 
 
 # ----------------------------------------------------------------------------- CLI
+
+
+def test_a_bad_name_is_a_usage_error_and_creates_no_database(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fresh = tmp_path / "fresh.sqlite"
+    for name, message in (
+        ("caf\udce9", "--name is not valid Unicode text"),  # a Latin-1 byte, surrogate-escaped
+        ("x" * 201, "--name must be 1 to 200 characters"),
+        ("", "--name must be 1 to 200 characters"),
+    ):
+        code = main(["submit", str(runs["oracle"]), "--name", name, "--db", str(fresh)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"leaderboards submit: {message}"), err
+        assert err.count("\n") == 1
+        assert not fresh.exists()
 
 
 def test_show_an_unknown_env_is_an_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
