@@ -14,9 +14,11 @@ three steps:
    * ``membership``: ``candidate(...) in (...)`` (or ``not in``);
    * ``boolean``: ``candidate(...)``, ``not candidate(...)``, ``candidate(...) is True/False/None``.
 
-   A bare constant assert (``assert True``, ``assert True, "message"``: 48 in HumanEval) tests
-   nothing of the answer, so it is dropped: it is no test, and a statement holding nothing else is
-   no test either (it used to pass for any answer, even one that raised or exited).
+   An assert that tests nothing of the answer is dropped: a bare constant (``assert True``,
+   ``assert True, "message"``: 48 in HumanEval) and an equality of the candidate with itself
+   (HumanEval/33's ``tuple(candidate(x)) == tuple(sort_third(x))``, ``sort_third`` being the
+   candidate: 3 asserts). It is no test, and a statement holding nothing else is no test either
+   (such asserts passed for any answer, even one that raised or exited).
 
    The check's other statements (imports, loops, helper values) are the dataset's own trusted code
    and run here, with imports limited to a few standard modules and ``random`` replaced by a
@@ -289,8 +291,8 @@ def _check_expression(test: ast.expr, names: frozenset[str], helpers: frozenset[
 
 class _Rewriter(ast.NodeTransformer):
     """Turns ``check``'s body into host code: candidate calls go through the recorder/replayer,
-    each assert becomes ``_ASSERT(lambda: <test>, source, results)``, a bare ``assert True``
-    becomes ``pass``."""
+    each assert becomes ``_ASSERT(lambda: <test>, source, results)``, an assert that tests nothing
+    (:func:`_vacuous`) becomes ``pass``."""
 
     def __init__(self, names: frozenset[str], helpers: frozenset[str]):
         self.names = names
@@ -569,8 +571,6 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
     if len(outcomes) != len(plan.calls):
         raise ValueError(f"{len(outcomes)} outcomes for {len(plan.calls)} planned calls")
     cursor = [0]
-    in_test: list[int] = []  # calls made in the current test
-    since_assert: list[int] = []  # ... since its last assert (those of the next assert)
     verdicts: dict[int, str | None] = {}
 
     def replay(*args: Any, **kwargs: Any) -> Any:
@@ -578,16 +578,12 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
         if k >= len(plan.calls) or channel.dumps([list(args), kwargs]) != plan.calls[k]:
             raise RuntimeError("check() made other calls than when it was planned")
         cursor[0] += 1
-        in_test.append(k)
-        since_assert.append(k)
         ok, value = outcomes[k]
         if not ok:
             raise _CallFailed(f"{plan.call_text(k)} {value}")
         return value
 
     def check_assert(fn: Callable[[], Any], source: str, results: tuple[Any, ...]) -> None:
-        calls = list(since_assert) or list(in_test)  # e.g. HumanEval/32 calls before asserting
-        since_assert.clear()
         try:
             holds = bool(fn())
         except Exception:  # noqa: BLE001 - a result of the wrong shape fails the test
@@ -595,7 +591,6 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
         if not holds:
             # Neither the inputs nor the value: "f(x) returned True" and a failed test tell that
             # f(x) should not be True, which answers every yes/no task (flip the named inputs).
-            del calls
             raise _TestFailed(source, WRONG_VALUE)
 
     class _Test:
@@ -604,8 +599,6 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 
         def __enter__(self) -> None:
             cursor[0] = plan._first_call[self.index]
-            in_test.clear()
-            since_assert.clear()
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
             if exc is None:
