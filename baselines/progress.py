@@ -121,9 +121,7 @@ class StallMonitor:
             self.count = self.silent = 0
             return None
         self.silent += 1
-        silent = f"{self.silent}" + (
-            f" of train.max_steps_without_signal={self.signal_limit}" if self.signal_limit else ""
-        )
+        silent = _in_a_row(self.silent, "max_steps_without_signal", self.signal_limit)
         if not metrics.get("actor/skipped"):
             # A step was taken, on the regularisers or the critic alone: an update (RAGEN's stop
             # counts only empty steps), but the task taught nothing.
@@ -133,9 +131,9 @@ class StallMonitor:
                 f"{REMEDIES}"
             )
         self.count += 1
-        limit = f" of train.max_steps_without_update={self.limit}" if self.limit else ""
+        empty = _in_a_row(self.count, "max_steps_without_update", self.limit)
         return (
-            f"warning: step {step} made no policy update ({self.count}{limit} in a row; "
+            f"warning: step {step} made no policy update ({empty} in a row; "
             f"without a reward signal: {silent}): {cause}. {REMEDIES}"
         )
 
@@ -160,6 +158,11 @@ class StallMonitor:
             f"stopping: {what}. The checkpoint and metrics so far are kept; see the warnings "
             "above for the cause."
         )
+
+
+def _in_a_row(count: int, setting: str, limit: int) -> str:
+    """``"3 of train.<setting>=5"``, or ``"3"`` where the limit is 0 (never stops)."""
+    return f"{count} of train.{setting}={limit}" if limit else f"{count}"
 
 
 class StepProgress:

@@ -338,8 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.command,
                 f"unknown environment id '{inert(args.env)}' (`agentgym list` shows them all)",
             )
-    if args.command == "submit" and name_problem(args.name):
-        return _usage("submit", str(name_problem(args.name)))
+    bad_name = name_problem(args.name) if args.command == "submit" else None
+    if bad_name:
+        return _usage("submit", bad_name)
     config = None
     if args.command in ("submit", "rebuild"):
         try:

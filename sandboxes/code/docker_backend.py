@@ -388,8 +388,7 @@ class DockerSandbox(CodeSandbox):
             lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
             api.start(container_id)
         except BaseException:
-            with contextlib.suppress(Exception):
-                api.remove_container(container_id, force=True, v=True)
+            _remove_container(api, container_id)
             raise
         self.containers_started += 1
         return _Box(container_id, memory_mb, lifeline=lifeline)
