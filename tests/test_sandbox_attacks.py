@@ -408,8 +408,16 @@ def test_owner_sigkill_under_docker_leaves_no_container() -> None:
 
 
 def _docker_top(probe: object, container_id: str) -> dict[str, str]:
-    """The processes in a container: {pid: command line}, from the daemon (``docker top``)."""
-    top = probe._client.api.top(container_id)  # type: ignore[attr-defined]
+    """The processes in a container: {pid: command line}, from the daemon (``docker top``); none
+    while it is created but not yet started (the daemon answers 409, "not running")."""
+    import docker.errors
+
+    try:
+        top = probe._client.api.top(container_id)  # type: ignore[attr-defined]
+    except docker.errors.APIError as err:
+        if err.status_code == 409:
+            return {}
+        raise
     cmd = top["Titles"].index("CMD")
     return {row[1]: row[cmd] for row in top["Processes"]}
 
