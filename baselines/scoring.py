@@ -1,0 +1,276 @@
+"""Log-probs and entropy of chosen tokens, read from the LM head only where a loss needs them.
+
+A causal LM's head turns every position's hidden state into ``V`` logits (SmolLM2: 49,152). A
+trainer that asks the model for ``.logits`` at every position of a ``[B, T]`` batch holds a
+``[B, T, V]`` tensor (one 2,000-token row of SmolLM2: 393 MB in float32), then again for the
+log-softmax, the entropy and their gradients, although the loss reads only the positions of the
+policy's own tokens (a tenth of the row in multi-turn Sokoban). Here:
+
+1. the transformer trunk runs once (``model.get_decoder()``: every layer but the head), giving the
+   last hidden state ``[B, T, H]``;
+2. the hidden states of the scored positions alone are gathered, ``[N, H]``;
+3. the head runs over them in chunks of ``chunk_size`` rows; each chunk's logits become the
+   chosen token's log-prob (``z_y - logsumexp(z)``, TRL's ``selective_log_softmax`` habit) and,
+   when asked, the entropy ``logsumexp(z) - sum_v softmax(z)_v z_v``, both in float32;
+4. each chunk is activation-checkpointed (``torch.utils.checkpoint``): the backward recomputes its
+   logits instead of keeping them, so peak memory is one chunk of ``chunk_size x V`` floats (and
+   its softmax), whatever ``N`` is. The price is one more head matmul over the scored rows.
+
+No ``[B, T, V]`` tensor exists at any point. In float32 the values equal those of the full
+``log_softmax(model(...).logits / T)`` to float rounding (``tests/test_scoring.py`` compares them
+on a real model). Mixed precision (:func:`autocast`) applies to the trunk and the head matmul; the
+softmax, log-sum-exp and entropy are always float32.
+
+Sources: TRL ``trl/trainer/utils.py`` (``selective_log_softmax``) and GRPOTrainer's
+``logits_to_keep``; the chunked, recomputed head is the idea of Liger-Kernel's fused linear
+cross-entropy (Hsu et al. 2024, "Liger Kernel", Sec. 3.3), here on plain torch ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "autocast",
+    "bf16_supported",
+    "resolve_autocast",
+    "hidden_states",
+    "head_logprobs",
+    "target_positions",
+    "score_targets",
+]
+
+#: Rows of logits materialised at once by :func:`head_logprobs` (SmolLM2: 512 x 49,152 float32 =
+#: 100 MB, and as much again for the softmax).
+DEFAULT_CHUNK_ROWS = 512
+
+
+def bf16_supported(device: torch.device | str) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively (fast, not emulated).
+
+    CUDA: ``torch.cuda.is_bf16_supported()`` (Ampere and later). CPU: oneDNN's check for
+    AVX-512 BF16 or AMX (``torch.ops.mkldnn._is_mkldnn_bf16_supported``); without them bf16 is
+    emulated and slower than float32.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+def resolve_autocast(dtype: str, device: torch.device | str) -> torch.dtype | None:
+    """The autocast dtype of ``model.dtype`` on ``device``, ``None`` for plain float32.
+
+    ``"auto"``: bfloat16 where :func:`bf16_supported`, else float32; ``"float32"``: none;
+    ``"bfloat16"``: bfloat16 (emulated where the hardware lacks it: slow, but the user asked).
+    Parameters and AdamW state stay float32 in every case: updates of ``lr * grad`` below
+    bfloat16's spacing (2^-8 relative) would round away in bf16 weights.
+
+    Raises:
+        ValueError: another ``dtype``.
+    """
+    if dtype == "auto":
+        return torch.bfloat16 if bf16_supported(device) else None
+    if dtype == "float32":
+        return None
+    if dtype == "bfloat16":
+        return torch.bfloat16
+    raise ValueError(f"model.dtype must be 'auto', 'float32' or 'bfloat16'; got {dtype!r}")
+
+
+def autocast(device: torch.device | str, dtype: torch.dtype | None):
+    """``torch.autocast(device.type, dtype)``, or a no-op context for ``dtype=None``."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def _causal_lm(model: torch.nn.Module) -> Any:
+    """The ``*ForCausalLM`` module under a peft wrapper (LoRA layers stay injected in it)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def hidden_states(
+    model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs: Any
+) -> Tensor:
+    """The trunk's last hidden state (after the final norm, before the head), ``[B, T, H]``.
+
+    Args:
+        model: a Hugging Face causal LM (or a peft model around one) whose ``get_decoder()``
+            returns the trunk.
+        input_ids: long ``[B, T]``.
+        attention_mask: long ``[B, T]`` or ``None``.
+        **kwargs: passed to the trunk (``position_ids``, ``past_key_values``, ``use_cache``).
+
+    Returns:
+        ``[B, T, H]`` in the model's (or autocast's) dtype.
+    """
+    trunk = _causal_lm(model).get_decoder()
+    kwargs.setdefault("use_cache", False)
+    out = trunk(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+def _head_chunk(
+    hidden: Tensor,
+    targets: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    temperature: float,
+    softcap: float | None,
+    want_entropy: bool,
+) -> tuple[Tensor, Tensor]:
+    logits = torch.nn.functional.linear(hidden, weight, bias)
+    if softcap:  # Gemma 2's final logit soft-capping (config.final_logit_softcapping)
+        logits = torch.tanh(logits / softcap) * softcap
+    z = logits.float() / temperature
+    lse = torch.logsumexp(z, dim=-1)
+    picked = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    if not want_entropy:
+        return picked, torch.zeros_like(picked)
+    probs = torch.softmax(z, dim=-1)
+    entropy = lse - (probs * z).sum(dim=-1)
+    return picked, entropy
+
+
+def head_logprobs(
+    model: torch.nn.Module,
+    hidden: Tensor,
+    targets: Tensor,
+    *,
+    temperature: float = 1.0,
+    want_entropy: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_ROWS,
+) -> tuple[Tensor, Tensor | None]:
+    """``log softmax(head(h) / T)[y]`` and the entropy of that distribution, chunked.
+
+    Args:
+        model: the causal LM whose output embedding (``get_output_embeddings()``) is the head.
+        hidden: ``[N, H]`` hidden states (from :func:`hidden_states`, gathered at the scored
+            positions); gradients flow back into them and into the head's weight.
+        targets: long ``[N]``, the token each row predicts, in ``[0, V)``.
+        temperature: the logits are divided by it (the sampling temperature), > 0.
+        want_entropy: also return the entropy (nats) of each row's distribution.
+        chunk_size: rows whose logits exist at once, >= 1. With gradients enabled each chunk is
+            recomputed in the backward pass (``torch.utils.checkpoint``), so no more than one
+            chunk of ``[chunk_size, V]`` logits is ever held.
+
+    Returns:
+        ``(logprobs, entropy)``: float32 ``[N]`` each (``entropy`` is ``None`` unless asked).
+
+    Raises:
+        ValueError: shapes disagree, ``temperature <= 0`` or ``chunk_size < 1``.
+    """
+    if hidden.dim() != 2 or targets.shape != hidden.shape[:1]:
+        raise ValueError(
+            f"hidden must be [N, H] and targets [N]; got {tuple(hidden.shape)} and "
+            f"{tuple(targets.shape)}"
+        )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1; got {chunk_size}")
+    causal = _causal_lm(model)
+    head = causal.get_output_embeddings()
+    softcap = getattr(causal.config, "final_logit_softcapping", None)
+    targets = targets.long()
+    pieces_lp, pieces_ent = [], []
+    recompute = torch.is_grad_enabled() and (hidden.requires_grad or head.weight.requires_grad)
+    for start in range(0, hidden.shape[0], chunk_size):
+        args = (
+            hidden[start : start + chunk_size],
+            targets[start : start + chunk_size],
+            head.weight,
+            head.bias,
+            float(temperature),
+            softcap,
+            want_entropy,
+        )
+        if recompute:
+            lp, ent = checkpoint(_head_chunk, *args, use_reentrant=False)
+        else:
+            lp, ent = _head_chunk(*args)
+        pieces_lp.append(lp)
+        pieces_ent.append(ent)
+    if not pieces_lp:
+        empty = hidden.new_zeros(0, dtype=torch.float32)
+        return empty, (empty if want_entropy else None)
+    logprobs = torch.cat(pieces_lp)
+    return logprobs, (torch.cat(pieces_ent) if want_entropy else None)
+
+
+def target_positions(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``(rows, cols)`` of the non-zero entries of a ``[B, T-1]`` target mask, row-major.
+
+    Column ``t`` of a target mask stands for the target ``input_ids[:, t + 1]``, predicted by the
+    hidden state at position ``t``.
+    """
+    rows, cols = mask.bool().nonzero(as_tuple=True)
+    return rows, cols
+
+
+def score_targets(
+    model: torch.nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    want_entropy: bool = False,
+    want_hidden: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_ROWS,
+) -> dict[str, Tensor | None]:
+    """Log-probs (and entropy) of the targets ``input_ids[:, 1:]`` where ``mask`` is set.
+
+    One trunk pass over the batch, then :func:`head_logprobs` at the masked positions only.
+
+    Args:
+        model: a Hugging Face causal LM (or peft model).
+        input_ids: long ``[B, T]``.
+        attention_mask: long ``[B, T]``.
+        mask: ``[B, T-1]`` bool or 0/1: the target positions to score (a loss mask).
+        temperature: divisor of the logits (the sampling temperature), > 0.
+        want_entropy: also the entropy at those positions.
+        want_hidden: also return the hidden states ``[B, T-1, H]`` of the predicting positions
+            (for a value head).
+        chunk_size: see :func:`head_logprobs`.
+
+    Returns:
+        ``{"logprobs": float32 [B, T-1], "entropy": float32 [B, T-1] or None,
+        "hidden": [B, T-1, H] or None}``; 0 outside ``mask`` (no gradient flows there, and no
+        NaN can: unscored positions never see the head).
+
+    Raises:
+        ValueError: ``mask`` is not ``[B, T-1]``.
+    """
+    b, t = input_ids.shape
+    if tuple(mask.shape) != (b, t - 1):
+        raise ValueError(f"mask must be [B, T-1] = {(b, t - 1)}; got {tuple(mask.shape)}")
+    hidden = hidden_states(model, input_ids, attention_mask)[:, :-1]
+    rows, cols = target_positions(mask)
+    lp, ent = head_logprobs(
+        model,
+        hidden[rows, cols],
+        input_ids[rows, cols + 1],
+        temperature=temperature,
+        want_entropy=want_entropy,
+        chunk_size=chunk_size,
+    )
+    logprobs = torch.zeros((b, t - 1), dtype=torch.float32, device=input_ids.device)
+    logprobs = logprobs.index_put((rows, cols), lp)
+    entropy = None
+    if want_entropy:
+        entropy = torch.zeros_like(logprobs).index_put((rows, cols), ent)
+    return {"logprobs": logprobs, "entropy": entropy, "hidden": hidden if want_hidden else None}

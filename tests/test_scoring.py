@@ -1,0 +1,118 @@
+"""baselines.scoring: log-probs and entropy at scored positions only, equal to the full-logits path.
+
+The independent implementation compared against is the plain one every trainer used before:
+``log_softmax(model(...).logits / T)`` at every position, gathered at the targets, with the
+entropy of the same full tensor (:func:`baselines.losses.logprobs_from_logits`,
+:func:`baselines.losses.entropy_from_logits`). Values and gradients must agree in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from baselines.losses import entropy_from_logits, logprobs_from_logits
+from baselines.policy import load_policy
+from baselines.scoring import autocast, head_logprobs, resolve_autocast, score_targets
+
+
+def _batch(vocab: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (3, 40), generator=g)
+    attn = torch.ones_like(ids)
+    attn[1, 30:] = 0  # a right-padded row
+    mask = torch.zeros(3, 39)
+    mask[:, 10:20] = 1
+    mask[2, 25:35] = 1
+    return ids, attn, mask
+
+
+def _full_path(model, ids, attn, mask, temperature):
+    logits = model(input_ids=ids, attention_mask=attn, use_cache=False).logits
+    z = logits[:, :-1].float() / temperature
+    return logprobs_from_logits(z, ids[:, 1:]) * mask, entropy_from_logits(z) * mask
+
+
+@pytest.mark.parametrize("path", ["tiny", "embedded"])
+def test_values_and_gradients_equal_the_full_logits_path_in_float32(path):
+    model, _ = load_policy(path, device="cpu", dtype="float32", texts=["a b c d e f g"] * 2)
+    ids, attn, mask = _batch(model.config.vocab_size)
+    temperature = 0.7
+    model.train()
+    lp_ref, ent_ref = _full_path(model, ids, attn, mask, temperature)
+    ((lp_ref + 0.01 * ent_ref) * mask).sum().backward()
+    grads_ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+
+    out = score_targets(
+        model, ids, attn, mask, temperature=temperature, want_entropy=True, chunk_size=7
+    )
+    ((out["logprobs"] + 0.01 * out["entropy"]) * mask).sum().backward()
+    torch.testing.assert_close(out["logprobs"], lp_ref, rtol=0, atol=1e-4)
+    torch.testing.assert_close(out["entropy"], ent_ref, rtol=0, atol=1e-4)
+    assert out["logprobs"].dtype == torch.float32 and out["entropy"].dtype == torch.float32
+    for p, g_ref in zip(model.parameters(), grads_ref, strict=True):
+        scale = g_ref.abs().max().item() + 1e-12
+        assert (p.grad - g_ref).abs().max().item() <= 1e-3 * scale
+
+
+def test_unscored_positions_are_zero_and_get_no_gradient():
+    model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b c"])
+    ids, attn, mask = _batch(model.config.vocab_size, seed=1)
+    hidden_grad = {}
+
+    out = score_targets(model, ids, attn, mask, want_entropy=True, want_hidden=True)
+    out["hidden"].register_hook(lambda g: hidden_grad.setdefault("g", g))
+    (out["logprobs"].sum() + out["entropy"].sum()).backward()
+    assert (out["logprobs"][mask == 0] == 0).all() and (out["entropy"][mask == 0] == 0).all()
+    g = hidden_grad["g"]
+    assert torch.isfinite(g).all()
+    assert (g[mask == 0] == 0).all()  # the head never saw those positions
+
+
+def test_head_logprobs_hand_values():
+    # A head that is the identity on 3 tokens: logits = hidden. Row [0, 0, ln 2] at T=1:
+    # logsumexp = ln(1 + 1 + 2) = ln 4; log p(token 2) = ln 2 - ln 4 = -ln 2;
+    # entropy = -(1/4 ln 1/4 + 1/4 ln 1/4 + 1/2 ln 1/2) = 1.5 ln 2.
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(3, 3, bias=False)
+            with torch.no_grad():
+                self.head.weight.copy_(torch.eye(3))
+            self.config = type("C", (), {})()
+
+        def get_output_embeddings(self):
+            return self.head
+
+    hidden = torch.tensor([[0.0, 0.0, math.log(2.0)], [2.0, 2.0, 2.0]])
+    lp, ent = head_logprobs(Head(), hidden, torch.tensor([2, 0]), want_entropy=True, chunk_size=1)
+    torch.testing.assert_close(lp, torch.tensor([-math.log(2.0), -math.log(3.0)]))
+    torch.testing.assert_close(ent, torch.tensor([1.5 * math.log(2.0), math.log(3.0)]))
+    # T=2 halves the logits: row 1 stays uniform, so log p = -ln 3 whatever T.
+    lp2, _ = head_logprobs(Head(), hidden, torch.tensor([2, 0]), temperature=2.0)
+    assert lp2[1].item() == pytest.approx(-math.log(3.0), abs=1e-6)
+
+
+def test_bad_shapes_are_refused():
+    model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b"])
+    ids = torch.zeros(2, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"mask must be \[B, T-1\]"):
+        score_targets(model, ids, torch.ones_like(ids), torch.ones(2, 5))
+    with pytest.raises(ValueError, match="temperature"):
+        head_logprobs(model, torch.zeros(1, 64), torch.zeros(1, dtype=torch.long), temperature=0)
+
+
+def test_autocast_resolution():
+    assert resolve_autocast("float32", "cpu") is None
+    assert resolve_autocast("bfloat16", "cpu") is torch.bfloat16
+    with pytest.raises(ValueError, match="model.dtype"):
+        resolve_autocast("float16", "cpu")
+    # The context computes a matmul in bf16 under bf16 and leaves float32 alone under None.
+    a = torch.randn(4, 4)
+    with autocast("cpu", torch.bfloat16):
+        assert (a @ a).dtype == torch.bfloat16
+    with autocast("cpu", None):
+        assert (a @ a).dtype == torch.float32
