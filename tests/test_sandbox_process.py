@@ -11,11 +11,11 @@ from __future__ import annotations
 import glob
 import os
 import socket
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from sandboxes.code import IsolationUnavailable, make_sandbox
@@ -181,12 +181,43 @@ class SecuritySuite:
 
 
 def _sandbox_dirs() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "agentgym-sbx-*")))
+    """This process's sandbox directories only: other sandboxes on the machine (a neighbour's
+    test run, another worker) create and remove theirs at any time."""
+    pattern = f"{pb.TEMP_PREFIX}{os.getpid()}-*"
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), pattern)))
 
 
-def _processes_with(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
-    return [line for line in out.stdout.splitlines() if marker in line and "ps -eo" not in line]
+def _descendants() -> list[psutil.Process]:
+    """Live (non-zombie) descendants of this test process. Only these are looked at, never every
+    process on the machine: another sandbox or a neighbour running bwrap is not this test's."""
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                out.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    try:
+        return proc.cpu_times().user
+    except psutil.Error:
+        return 0.0
+
+
+def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (``is_running`` also compares the start time, so a pid
+    reused by an unrelated process does not count)."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 @pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
@@ -199,24 +230,35 @@ class TestProcessSandbox(SecuritySuite):
         sandbox.close()
 
     def test_close_leaves_no_process_or_directory(self, isolation: str) -> None:
-        before = _sandbox_dirs()
+        before_dirs = _sandbox_dirs()
+        before = {p.pid for p in _descendants()}
         box = make_sandbox("process", isolation=isolation)
-        marker = "agentgym_marker_4471"
         done: list[ExecResult] = []
         thread = threading.Thread(
-            target=lambda: done.append(box.run(f"# {marker}\nwhile True: pass", timeout_s=60))
+            target=lambda: done.append(box.run("while True: pass", timeout_s=60))
         )
         thread.start()
-        for _ in range(200):  # wait until the run is up (bounded)
-            if box._live:  # type: ignore[attr-defined]
-                break
+        # Record the run's whole process tree (bwrap or unshare, the PID namespace's init, the
+        # launcher, the code) once the code runs: the busy loop is the one process that burns
+        # CPU, and it is the deepest, so its ancestors are all there by then.
+        tree: list[psutil.Process] = []
+        for _ in range(600):  # bounded: 30 s (start-up is slow on a loaded machine)
             threading.Event().wait(0.05)
+            tree = [p for p in _descendants() if p.pid not in before]
+            if any(_cpu_s(p) >= 0.3 for p in tree):
+                break
+        else:
+            pytest.fail(f"the code never ran: the run's processes were {tree}")
+        assert len(tree) >= 2 and any(p.pid in box._live for p in tree)  # type: ignore[attr-defined]
         box.close()
         thread.join(timeout=30)
         box.close()  # twice is fine
         assert done and done[0].exit_code == 137
-        assert _sandbox_dirs() - before == set()
-        assert _processes_with("bwrap --unshare-all") == [] or isolation != "bwrap"
+        assert _sandbox_dirs() - before_dirs == set()
+        # Every process the run had is gone, and this process has no new child left (one that
+        # was reparented away is caught by the first check: it was recorded while running).
+        assert _running(tree) == []
+        assert [p for p in _descendants() if p.pid not in before] == []
         with pytest.raises(RuntimeError, match="closed"):
             box.run("pass")
 
