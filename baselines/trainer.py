@@ -78,16 +78,10 @@ from baselines.diagnostics import ZScoreTracker, mi_metrics, mi_pairs, score_mat
 from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import EpisodeRecord, collect_rollouts, reasoning_ids, write_rollouts
 from baselines.filtering import snr_filter
-from baselines.losses import (
-    entropy_from_logits,
-    kl_penalty,
-    logprobs_from_logits,
-    masked_mean,
-    policy_loss,
-    value_loss,
-)
-from baselines.minibatches import minibatch_indices
+from baselines.losses import kl_penalty, masked_mean, policy_loss, value_loss
+from baselines.minibatches import minibatch_indices, pack_by_tokens
 from baselines.policy import load_policy
+from baselines.scoring import autocast, resolve_autocast, score_targets
 
 __all__ = ["Trainer", "vocabulary_texts"]
 
@@ -156,6 +150,25 @@ class ValueHead(torch.nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.linear(hidden.float()).squeeze(-1)
+
+
+class _Meter:
+    """Weighted sums of the logged figures: ``add(stats, w)`` adds ``w * value`` for each name;
+    ``means()`` divides by the total weight of the passes (so each figure is the token-weighted
+    mean over one pass, averaged over ``ppo_epochs`` passes)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.weight = 0.0
+
+    def add(self, stats: dict[str, torch.Tensor], weight: float) -> None:
+        for key, value in stats.items():
+            self.sums[key] = self.sums.get(key, 0.0) + weight * float(value)
+        self.weight += weight
+
+    def means(self) -> dict[str, float]:
+        passes = self.weight if self.weight > 0 else 1.0
+        return {key: value / passes for key, value in self.sums.items()}
 
 
 def _seed_everything(seed: int) -> None:
@@ -228,10 +241,13 @@ class Trainer:
         source = str(self.checkpoint_dir) if resume else mc.path
         if resume and mc.path == "tiny":
             source = str(self.checkpoint_dir)
+        # Float32 master weights and AdamW state whatever model.dtype says; model.dtype picks the
+        # autocast of the forward/backward passes (baselines.scoring.resolve_autocast).
         self.model, self.tokenizer = load_policy(
-            source, device=mc.device, dtype=mc.dtype, texts=texts, seed=config.train.seed
+            source, device=mc.device, dtype="float32", texts=texts, seed=config.train.seed
         )
         self.device = next(self.model.parameters()).device
+        self.autocast_dtype = resolve_autocast(mc.dtype, self.device)
         if mc.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
             self.model.config.use_cache = False
@@ -317,6 +333,12 @@ class Trainer:
         )
         self.model = get_peft_model(self.model, lora)
 
+    def _amp(self):
+        """The autocast of every forward pass (rollouts, scoring, update): ``model.dtype``
+        resolved on this device (:func:`baselines.scoring.resolve_autocast`); the weights stay
+        float32."""
+        return autocast(self.device, self.autocast_dtype)
+
     def _reference_context(self):
         if self.lora:
             return self.model.disable_adapter()
@@ -330,18 +352,19 @@ class Trainer:
         torch.manual_seed(self.config.train.seed * 1_000_003 + step)
         self.model.eval()
         timings: dict[str, float] = {}
-        episodes = collect_rollouts(
-            self.model,
-            self.tokenizer,
-            rc.env_id,
-            seeds,
-            rc.group_size,
-            self.sampling,
-            env_kwargs=rc.env_kwargs,
-            envs=self.env_pool,
-            timings=timings,
-            engine=self.engine,
-        )
+        with self._amp():
+            episodes = collect_rollouts(
+                self.model,
+                self.tokenizer,
+                rc.env_id,
+                seeds,
+                rc.group_size,
+                self.sampling,
+                env_kwargs=rc.env_kwargs,
+                envs=self.env_pool,
+                timings=timings,
+                engine=self.engine,
+            )
         return episodes, timings
 
     @staticmethod
@@ -417,20 +440,24 @@ class Trainer:
         counts = torch.zeros_like(sums)
         self.model.eval()
         with torch.no_grad():
-            for rows in self._batches(list(range(full.num_rows))):
+            for rows in self._micro_batches(full, list(range(full.num_rows))):
                 part = full.select(rows).to(self.device)
-                _, entropy, _ = self._forward(part, want_values=False)
+                scored = self._score(self.model, part, want_entropy=True)
                 mask = part.loss_mask
                 episode = full.row_episode[torch.as_tensor(rows)]
-                sums.index_add_(0, episode, (entropy * mask).sum(1).double().cpu())
+                sums.index_add_(0, episode, (scored["entropy"] * mask).sum(1).double().cpu())
                 counts.index_add_(0, episode, mask.sum(1).double().cpu())
         out = torch.zeros(shape[0] * shape[1], dtype=torch.float64)
         out[: len(sums)] = sums / counts.clamp(min=1)
         return out.view(shape)
 
-    def _batches(self, items: list[int]) -> list[list[int]]:
-        size = self.config.algorithm.micro_batch_size
-        return [items[i : i + size] for i in range(0, len(items), size)]
+    def _micro_batches(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
+        """``rows`` packed into micro-batches of at most ``algorithm.micro_batch_tokens`` padded
+        tokens and ``algorithm.micro_batch_size`` rows (:func:`pack_by_tokens`)."""
+        ac = self.config.algorithm
+        lengths = batch.attention_mask[torch.as_tensor(rows, dtype=torch.long)].sum(1).tolist()
+        packs = pack_by_tokens(lengths, ac.micro_batch_tokens, ac.micro_batch_size)
+        return [[rows[i] for i in pack] for pack in packs]
 
     @property
     def logit_temperature(self) -> float:
@@ -438,57 +465,126 @@ class Trainer:
         (the distribution the rollouts were sampled from, as in verl)."""
         return logit_temperature(self.config.rollout.temperature)
 
-    def _forward(self, batch: RolloutBatch, want_values: bool, want_entropy: bool = True):
-        """Log-probs of the targets ``input_ids[:, 1:]`` under the sampling distribution
-        (logits / ``rollout.temperature``), its entropy, and values; each ``[B, T-1]``."""
-        out = self.model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            output_hidden_states=want_values,
-            use_cache=False,
-        )
-        logits = out.logits[:, :-1].float() / self.logit_temperature
-        logprobs = logprobs_from_logits(logits, batch.input_ids[:, 1:])
-        entropy = entropy_from_logits(logits) if want_entropy else None
-        values = None
-        if want_values:
-            values = self.value_head(out.hidden_states[-1][:, :-1])
-        return logprobs, entropy, values
+    def _score(
+        self,
+        model: torch.nn.Module,
+        part: RolloutBatch,
+        *,
+        want_entropy: bool = False,
+        want_values: bool = False,
+    ) -> dict[str, torch.Tensor | None]:
+        """One pass of ``model`` over a micro-batch, read at its loss positions only.
 
-    def _fill_fixed(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
-        """Pre-update pass: old log-probs (several epochs), reference log-probs, values (PPO)."""
+        Returns float32 ``[B, T-1]`` tensors (0 off the loss mask): ``logprobs`` of the sampled
+        targets under the sampling distribution (logits / ``rollout.temperature``), ``entropy``
+        of that distribution (if asked) and ``values`` of the value head (PPO, if asked).
+        No ``[B, T, V]`` logits tensor is made (:func:`baselines.scoring.score_targets`).
+        """
+        with self._amp():
+            out = score_targets(
+                model,
+                part.input_ids,
+                part.attention_mask,
+                part.loss_mask,
+                temperature=self.logit_temperature,
+                want_entropy=want_entropy,
+                want_hidden=want_values,
+            )
+            out["values"] = self.value_head(out.pop("hidden")) if want_values else None
+        return out
+
+    def _score_before_update(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
+        """The pre-update pass: old log-probs (when the policy moves within the batch), reference
+        log-probs (KL) and values (PPO), written into ``batch`` as float32 ``[R, T-1]``."""
         is_ppo = self.value_head is not None
-        width = batch.loss_mask.shape[1]
         old = torch.zeros_like(batch.loss_mask) if need_old else None
         ref = torch.zeros_like(batch.loss_mask) if need_ref else None
         values = torch.zeros_like(batch.loss_mask) if is_ppo else None
         self.model.eval()
         with torch.no_grad():
-            for rows in self._batches(list(range(batch.num_rows))):
+            for rows in self._micro_batches(batch, list(range(batch.num_rows))):
                 part = batch.select(rows).to(self.device)
                 w = part.loss_mask.shape[1]
                 index = torch.as_tensor(rows)
                 if need_old or is_ppo:
-                    lp, _, v = self._forward(part, is_ppo, want_entropy=False)
+                    scored = self._score(self.model, part, want_values=is_ppo)
                     if need_old:
-                        old[index, :w] = lp.cpu()
+                        old[index, :w] = scored["logprobs"].cpu()
                     if is_ppo:
-                        values[index, :w] = v.float().cpu()
+                        values[index, :w] = scored["values"].float().cpu()
                 if need_ref:
                     with self._reference_context():
-                        ref_model = self.reference or self.model
-                        ref_out = ref_model(
-                            input_ids=part.input_ids,
-                            attention_mask=part.attention_mask,
-                            use_cache=False,
-                        )
-                    logits = ref_out.logits[:, :-1].float() / self.logit_temperature
-                    ref[index, :w] = logprobs_from_logits(logits, part.input_ids[:, 1:]).cpu()
-        assert width == batch.loss_mask.shape[1]
+                        scored = self._score(self.reference or self.model, part)
+                    ref[index, :w] = scored["logprobs"].cpu()
         batch.old_logprobs, batch.ref_logprobs, batch.values = old, ref, values
 
-    def _update(self, batch: RolloutBatch, metrics, timings) -> None:
-        """PPO epochs over ``batch`` (advantages already set, or GAE computed here for PPO)."""
+    def _advantages(self, batch: RolloutBatch, group_rewards: torch.Tensor) -> None:
+        """Advantages (and PPO's returns) of every sampled token, in one place.
+
+        GRPO / Dr.GRPO (StarPO's trajectory-level credit): each episode's group-relative
+        advantage on every token it sampled (:func:`grpo_token_advantages`). PPO: each turn's
+        reward on its last sampled token, GAE over the episode's sampled tokens with the value
+        head's values from the pre-update pass, whitened (:func:`gae_token_advantages`).
+        """
+        ac = self.config.algorithm
+        if ac.name == "ppo":
+            batch.advantages, batch.returns = gae_token_advantages(
+                batch, batch.values, ac.gamma, ac.lam
+            )
+        else:
+            batch.advantages = grpo_token_advantages(
+                batch, group_rewards, normalize_std=ac.name == "grpo"
+            )
+
+    def _loss(
+        self, part: RolloutBatch, scored: dict[str, torch.Tensor | None], old: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of one micro-batch, token-mean over its sampled tokens (RAGEN-2 / verl):
+
+            loss = pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)]
+                   [+ value_coef * vf_loss  (PPO)]
+
+        ``pg_loss``: :func:`policy_loss` (clipped surrogate, DAPO's clip-higher); entropy: the
+        sampling distribution's at the sampled positions; KL: :func:`kl_penalty` (k3 bounded as
+        verl bounds it); ``vf_loss``: :func:`value_loss`. Returns the loss and detached stats.
+        """
+        ac = self.config.algorithm
+        mask = part.loss_mask
+        pg, stats = policy_loss(
+            scored["logprobs"], old, part.advantages, mask, ac.clip_low, ac.clip_high
+        )
+        entropy = masked_mean(scored["entropy"], mask)
+        loss = pg - ac.entropy_coef * entropy
+        stats["actor/entropy"] = entropy.detach()
+        if ac.kl_coef > 0:
+            kl = masked_mean(
+                kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator), mask
+            )
+            loss = loss + ac.kl_coef * kl
+            stats["actor/kl_ref"] = kl.detach()
+        if scored["values"] is not None:
+            vf, vstats = value_loss(
+                scored["values"], part.values, part.returns, mask, ac.value_clip
+            )
+            loss = loss + ac.value_coef * vf
+            stats.update(vstats)
+        return loss, stats
+
+    def _update(self, batch: RolloutBatch, group_rewards: torch.Tensor, metrics, timings) -> None:
+        """One update on the kept episodes (CleanRL's ``ppo.py`` layout), top to bottom:
+
+        1. the pre-update scoring pass (old and reference log-probs, values) when needed;
+        2. advantages (:meth:`_advantages`);
+        3. ``ppo_epochs`` passes, each split into mini-batches of ``ppo_mini_batch_size``
+           sequences, one AdamW step each; a mini-batch is run as token-bounded micro-batches
+           whose losses are weighted by their share of the mini-batch's sampled tokens, so the
+           accumulated gradient is that of the token-mean over the whole mini-batch;
+        4. the logged figures, each a token-weighted mean over the pass (:class:`_Meter`).
+
+        Args:
+            batch: rows of the kept episodes.
+            group_rewards: float ``[P_kept, N]`` episode rewards of the kept groups (GRPO).
+        """
         ac = self.config.algorithm
         total_tokens = batch.num_tokens
         metrics["actor/tokens_trained"] = float(total_tokens)
@@ -497,79 +593,50 @@ class Trainer:
             return
         is_ppo = ac.name == "ppo"
         several_steps = len(minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size)) > 1
-        # Old log-probs from the pre-update pass whenever the policy moves within the batch.
+        # Old log-probs from the pre-update pass whenever the policy moves within the batch;
+        # else the update's own first forward is the old policy (ratio exactly 1).
         need_old = ac.ppo_epochs > 1 or several_steps
         need_ref = ac.kl_coef > 0
         t0 = time.perf_counter()
         if need_old or need_ref or is_ppo:
-            self._fill_fixed(batch, need_old, need_ref)
+            self._score_before_update(batch, need_old, need_ref)
         timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
-        if is_ppo:
-            batch.advantages, batch.returns = gae_token_advantages(
-                batch, batch.values, ac.gamma, ac.lam
-            )
+        self._advantages(batch, group_rewards)
 
         t0 = time.perf_counter()
         self.model.train()
-        sums: dict[str, float] = {}
+        meter = _Meter()
         diffs: list[torch.Tensor] = []
-        if need_old and self.engine.provides_logprobs:
-            # The engine's sampling log-probs against the pre-update pass.
+        if need_old and self.engine.provides_logprobs:  # engine vs the pre-update pass
             gap = (batch.old_logprobs - batch.sampling_logprobs).abs()
             diffs.append(gap[batch.loss_mask.bool()])
         grad_norms: list[float] = []
         self.minibatch_stats = []  # one dict per optimizer step (ratio, clip fractions)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        shares_total = 0.0
         for epoch in range(ac.ppo_epochs):
             for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
                 mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
                 if mini_tokens == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
-                step_stats: dict[str, float] = {}
-                for rows in self._batches(mini):
+                step_meter = _Meter()
+                for rows in self._micro_batches(batch, mini):
                     part = batch.select(rows).to(self.device)
-                    mask = part.loss_mask
-                    logprobs, entropy, values = self._forward(part, is_ppo)
+                    tokens = float(part.loss_mask.sum())
+                    scored = self._score(self.model, part, want_entropy=True, want_values=is_ppo)
                     if epoch == 0 and not need_old and self.engine.provides_logprobs:
-                        # The engine's sampling log-probs against this first, pre-update forward.
-                        gap = (logprobs.detach() - part.sampling_logprobs).abs()
-                        diffs.append(gap[mask.bool()].cpu())
-                    old = part.old_logprobs if need_old else logprobs.detach()
-                    local = float(mask.sum()) / mini_tokens  # loss weight in this step
-                    share = float(mask.sum()) / total_tokens  # metric weight in the pass
-                    pg, stats = policy_loss(
-                        logprobs, old, part.advantages, mask, ac.clip_low, ac.clip_high
-                    )
-                    ent = masked_mean(entropy, mask)
-                    loss = pg - ac.entropy_coef * ent
-                    if need_ref:
-                        kl = masked_mean(
-                            kl_penalty(logprobs, part.ref_logprobs, ac.kl_estimator), mask
-                        )
-                        loss = loss + ac.kl_coef * kl
-                        sums["actor/kl_ref"] = sums.get("actor/kl_ref", 0.0) + share * kl.item()
-                    if is_ppo:
-                        vl, vstats = value_loss(
-                            values, part.values, part.returns, mask, ac.value_clip
-                        )
-                        loss = loss + ac.value_coef * vl
-                        for key, val in vstats.items():
-                            sums[key] = sums.get(key, 0.0) + share * val.item()
-                    (loss * local).backward()
-                    sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + share * ent.item()
-                    for key, val in stats.items():
-                        sums[key] = sums.get(key, 0.0) + share * val.item()
-                        step_stats[key] = step_stats.get(key, 0.0) + local * val.item()
-                    shares_total += share
+                        gap = (scored["logprobs"].detach() - part.sampling_logprobs).abs()
+                        diffs.append(gap[part.loss_mask.bool()].cpu())
+                    old = part.old_logprobs if need_old else scored["logprobs"].detach()
+                    loss, stats = self._loss(part, scored, old)
+                    (loss * (tokens / mini_tokens)).backward()
+                    meter.add(stats, tokens / total_tokens)
+                    step_meter.add(stats, tokens / mini_tokens)
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
                 self.optimizer.step()
                 grad_norms.append(float(grad_norm))
-                self.minibatch_stats.append(step_stats)
-        passes = shares_total if shares_total > 0 else 1.0  # = ppo_epochs
-        for key, val in sums.items():
-            metrics[key] = val / passes
+                self.minibatch_stats.append(step_meter.sums)
+        metrics.update(meter.means())
         metrics["actor/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else math.nan
         metrics["actor/optimizer_steps"] = float(len(grad_norms))
         metrics["actor/lr"] = ac.lr
@@ -598,7 +665,8 @@ class Trainer:
             t0 = time.perf_counter()
             self._phase("scoring (MI diagnostics)")  # hook: live progress
             self.model.eval()
-            diag = self._diagnostics(episodes, step)
+            with self._amp():
+                diag = self._diagnostics(episodes, step)
             timings["timing/diagnostics_s"] = time.perf_counter() - t0
         else:
             diag = {}
@@ -634,11 +702,7 @@ class Trainer:
         if kept:
             batch = build_batch([episodes[i] for i in kept], pad)
             metrics["filter/tokens_after"] = float(batch.num_tokens)
-            if cfg.algorithm.name != "ppo":
-                batch.advantages = grpo_token_advantages(
-                    batch, rewards[kept_groups], normalize_std=cfg.algorithm.name == "grpo"
-                )
-            self._update(batch, metrics, timings)
+            self._update(batch, rewards[kept_groups], metrics, timings)
         else:
             metrics["filter/tokens_after"] = 0.0
             metrics["actor/tokens_trained"] = 0.0
@@ -668,17 +732,18 @@ class Trainer:
         sampling.temperature = rc.val_temperature
         torch.manual_seed(self.config.train.seed)
         self.model.eval()
-        episodes = collect_rollouts(
-            self.model,
-            self.tokenizer,
-            rc.env_id,
-            [rc.val_seed + i for i in range(rc.val_episodes)],
-            1,
-            sampling,
-            env_kwargs=rc.env_kwargs,
-            envs=self.env_pool,
-            engine=self.engine,
-        )
+        with self._amp():
+            episodes = collect_rollouts(
+                self.model,
+                self.tokenizer,
+                rc.env_id,
+                [rc.val_seed + i for i in range(rc.val_episodes)],
+                1,
+                sampling,
+                env_kwargs=rc.env_kwargs,
+                envs=self.env_pool,
+                engine=self.engine,
+            )
         self.last_val_episodes = episodes
         return self.rollout_metrics(episodes, "val/")
 
@@ -831,7 +896,8 @@ class Trainer:
                 if warning:
                     say(warning)
                 stop = stall.should_stop
-                if (step + 1) % cfg.train.save_every == 0 or last or stop:
+                every = cfg.train.save_every
+                if (every and (step + 1) % every == 0) or last or stop:
                     self.phases.set("saving checkpoint")
                     self.save(step, final=last or stop)
                     write_plots(self.metrics_path, self.out_dir / "plots")

@@ -124,3 +124,19 @@ def test_logprobs_from_logits_matches_log_softmax_in_chunks():
     assert logprobs_from_logits(logits.detach().bfloat16(), tokens).dtype == torch.float32
     with pytest.raises(ValueError, match="leading shape"):
         logprobs_from_logits(logits, tokens[:, :-1])
+
+
+def test_k3_is_bounded_as_verl_bounds_it():
+    # log pi = -95, log pi_ref = -5: log r = 90, exp(90) = 1.2e39 would overflow the loss. The
+    # log-ratio is clamped to 20 (e^20 - 1 - 20 = 4.85e8), then the estimate to 10.
+    logp = torch.tensor([-95.0, -5.0, -1.0], requires_grad=True)
+    ref = torch.tensor([-5.0, -95.0, -1.0])
+    kl = kl_penalty(logp, ref, "k3")
+    # Token 2: log r = -90 -> clamp -20: (e^-20 - 1) + 20 = 19.0000000021 -> 10. Token 3: 0.
+    torch.testing.assert_close(kl, torch.tensor([10.0, 10.0, 0.0]))
+    kl.sum().backward()
+    assert torch.isfinite(logp.grad).all()
+    assert logp.grad.tolist() == [0.0, 0.0, 0.0]  # saturated tokens, and k3' = 0 at r = 1
+    # Inside the bounds nothing changes: log r = 2 -> e^2 - 3 = 4.389056.
+    two = kl_penalty(torch.tensor([0.0]), torch.tensor([2.0]), "k3")
+    assert two.item() == pytest.approx(math.exp(2) - 3, abs=1e-5)

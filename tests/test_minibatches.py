@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from baselines.minibatches import minibatch_indices
+from baselines.minibatches import minibatch_indices, pack_by_tokens
 
 
 def test_ragen_default_four_steps():
@@ -34,3 +34,27 @@ def test_shuffled_is_a_seeded_permutation():
 def test_negative_is_refused():
     with pytest.raises(ValueError, match=">= 0"):
         minibatch_indices(-1, 2)
+
+
+def test_pack_by_tokens_hand_packing():
+    # Longest first: 300, 290, 50, 40, 10. With 600 tokens: [300, 290] = 2 x 300 = 600 fits;
+    # a third row would make 900. Then [50, 40, 10] = 3 x 50 = 150.
+    assert pack_by_tokens([10, 300, 40, 290, 50], max_tokens=600) == [[1, 3], [4, 2, 0]]
+    # A row over the budget goes alone; the row cap splits the short ones.
+    assert pack_by_tokens([700, 5, 5, 5], max_tokens=600, max_rows=2) == [[0], [1, 2], [3]]
+    assert pack_by_tokens([], max_tokens=10) == []
+
+
+def test_pack_by_tokens_covers_every_row_within_budget():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 400, (97,), generator=g).tolist()
+    packs = pack_by_tokens(lengths, max_tokens=1000, max_rows=8)
+    assert sorted(i for p in packs for i in p) == list(range(97))
+    for p in packs:
+        assert len(p) <= 8
+        assert len(p) == 1 or len(p) * max(lengths[i] for i in p) <= 1000
+
+
+def test_pack_by_tokens_rejects_bad_budget():
+    with pytest.raises(ValueError, match="max_tokens"):
+        pack_by_tokens([3], max_tokens=0)
