@@ -202,7 +202,7 @@ class AlgorithmConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     micro_batch_size: int = 0
-    micro_batch_tokens: int = 4096
+    micro_batch_tokens: int = 2048
     ppo_epochs: int = 1
     ppo_mini_batch_size: int = 0
 
