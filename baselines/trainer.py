@@ -76,7 +76,13 @@ from baselines.checkpoint import (
 from baselines.config import TrainConfig, config_to_dict
 from baselines.diagnostics import ZScoreTracker, mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings, logit_temperature
-from baselines.episodes import EpisodeRecord, collect_rollouts, reasoning_ids, write_rollouts
+from baselines.episodes import (
+    THINK_PREFIX,
+    EpisodeRecord,
+    collect_rollouts,
+    reasoning_ids,
+    write_rollouts,
+)
 from baselines.filtering import snr_filter
 from baselines.losses import kl_penalty, masked_mean, policy_loss, value_loss
 from baselines.minibatches import minibatch_indices, pack_by_tokens
@@ -402,8 +408,13 @@ class Trainer:
             pick = np.sort(rng.choice(len(turns), size=dc.max_pairs, replace=False))
             turns = [turns[i] for i in pick]
         special = list(self.tokenizer.all_special_tokens)
+        # z must open the reply (the prompt ends with <think>, or the reply's first sampled
+        # tokens are it): a think block later in a reply has a sample-specific context before
+        # it, so it is no sample of z given x_j. reasoning_ids keeps only such spans, and the
+        # text rule is held to the same (docs/ragen2.md, Z).
+        responses = [t.response if t.response.startswith(THINK_PREFIX) else "" for t in turns]
         _, texts, _, stats = mi_pairs(
-            [repr(tuple(t.prompt_ids)) for t in turns], [t.response for t in turns], special
+            [repr(tuple(t.prompt_ids)) for t in turns], responses, special
         )
         pairs = [(tuple(t.prompt_ids), reasoning_ids(self.tokenizer, t)) for t in turns]
         pairs = [(p, z) for p, z in pairs if z]

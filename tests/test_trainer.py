@@ -506,3 +506,28 @@ def test_save_every_zero_saves_the_final_step_only(tmp_path: Path, monkeypatch) 
     Trainer(config, progress=False).run()
     assert saved == [(2, True)]
     assert json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())["step"] == 2
+
+
+def test_a_think_block_later_in_the_reply_is_no_z(tmp_path: Path) -> None:
+    """A reply that opens <think> after other sampled text has no z under either rule (the id
+    rule keeps only spans that open the reply); before, the text rule kept it, the id rule did
+    not, and the trainer stopped with 'the two rules for z disagree'."""
+    from baselines.episodes import EpisodeRecord, TurnRecord
+
+    config = _config(tmp_path, "rollout.val_episodes=0", "diagnostics.max_pairs=8")
+    trainer = Trainer(config, progress=False)
+    tok = trainer.tokenizer
+
+    def turn(prompt: str, reply: str) -> TurnRecord:
+        ids = tok(reply, add_special_tokens=False)["input_ids"]
+        return TurnRecord(tok(prompt)["input_ids"], ids, [0.0] * len(ids), reply, False, 0.0, {})
+
+    episodes = [
+        EpisodeRecord(0, 0, None, turns=[turn("Arm 1", "<think> Teacher </think> 1")]),
+        EpisodeRecord(1, 1, None, turns=[turn("Arm 2", "<think> Nurse </think> 2")]),
+        EpisodeRecord(2, 2, None, turns=[turn("Arm 1", "pull <think> Nurse </think> 1")]),
+    ]
+    stats = trainer._diagnostics(episodes, 0)
+    trainer.close()
+    assert stats["num_pairs_total"] == 3.0 and stats["num_pairs_valid"] == 2.0
+    assert stats["valid_thinking_rate"] == pytest.approx(2 / 3)

@@ -1,0 +1,115 @@
+"""Peak memory and seconds per step of the shipped RL configs, at their shipped batch shapes.
+
+Usage::
+
+    python benchmarks/bench_recipes.py                                  # every shipped config
+    python benchmarks/bench_recipes.py --configs sokoban frozen_lake --steps 2
+    python benchmarks/bench_recipes.py --configs sokoban --set model.path=runs/sft/sokoban/checkpoint
+
+Each config runs as its own ``python -m baselines.train`` process (``train.steps`` = ``--steps``,
+validation off, output in a temporary folder that is removed), so its peak RSS is that process's
+alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by :data:`LAUNCHER`; Linux
+reports KiB). Printed per
+config: peak RSS in GB, the mean ``timing/step_s`` and its generation / update parts from
+``metrics.jsonl``, tokens trained and the valid-action rate, with the machine's load average at the
+start and end. The aim (issue 22): every shipped multi-turn config within 8 GB. Never run by tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+#: Runs ``python -m baselines.train ARGS`` and prints the process's own peak RSS (KiB) at exit.
+LAUNCHER = (
+    "import atexit, resource, runpy, sys; "
+    "atexit.register(lambda: print('PEAK_RSS_KIB', "
+    "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
+    "sys.argv = ['baselines.train', *sys.argv[1:]]; "
+    "runpy.run_module('baselines.train', run_name='__main__')"
+)
+CONFIGS = ["quick", "bandit", "sokoban", "frozen_lake", "countdown", "math", "code", "webshop"]
+
+
+def run_one(name: str, steps: int, extra: list[str]) -> dict[str, float | str]:
+    """Train ``baselines/configs/<name>.yaml`` for ``steps`` steps in a child process."""
+    out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
+    cmd = [
+        sys.executable,
+        "-c",
+        LAUNCHER,
+        "--config",
+        str(REPO / "baselines" / "configs" / f"{name}.yaml"),
+        f"train.steps={steps}",
+        f"train.out_dir={out / 'run'}",
+        "train.save_every=0",
+        "train.max_steps_without_update=0",
+        "train.max_steps_without_signal=0",
+        "rollout.val_episodes=0",
+        *extra,
+    ]
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    peaks = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS")]
+    peak_kib = int(peaks[-1]) if peaks else 0
+    try:
+        if proc.returncode != 0:
+            return {"config": name, "error": proc.stderr.strip().splitlines()[-1][:200]}
+        lines = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+    def mean(key: str) -> float:
+        values = [line[key] for line in lines if line.get(key) is not None]
+        return sum(values) / len(values) if values else float("nan")
+
+    return {
+        "config": name,
+        "peak_rss_gb": peak_kib * 1024 / 1e9,
+        "step_s": mean("timing/step_s"),
+        "generation_s": mean("timing/generation_s"),
+        "update_s": mean("timing/backward_s") + mean("timing/ref_old_logprob_s"),
+        "tokens_trained": mean("actor/tokens_trained"),
+        "valid_action_rate": mean("rollout/valid_action_rate"),
+        "wall_s": wall,
+        "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", nargs="+", default=CONFIGS, choices=CONFIGS)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every config"
+    )
+    args = parser.parse_args()
+    print(
+        f"{'config':<12} {'peak GB':>8} {'step s':>8} {'gen s':>8} {'update s':>9} "
+        f"{'tokens':>8} {'valid':>6} {'load':>10}"
+    )
+    for name in args.configs:
+        row = run_one(name, args.steps, args.set)
+        if "error" in row:
+            print(f"{name:<12} failed: {row['error']}")
+            continue
+        print(
+            f"{name:<12} {row['peak_rss_gb']:>8.2f} {row['step_s']:>8.1f} "
+            f"{row['generation_s']:>8.1f} {row['update_s']:>9.1f} {row['tokens_trained']:>8.0f} "
+            f"{row['valid_action_rate']:>6.2f} {row['load']:>10}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
