@@ -362,6 +362,16 @@ class TrainConfig:
                 "rollout.engine: vllm syncs full weights only; set model.lora_rank=0 or "
                 "rollout.engine=hf"
             )
+        rc = self.rollout
+        train_seeds = (rc.train_seed, rc.train_seed + self.train.steps * rc.num_groups)
+        val_seeds = (rc.val_seed, rc.val_seed + rc.val_episodes)
+        if rc.val_episodes and train_seeds[0] < val_seeds[1] and val_seeds[0] < train_seeds[1]:
+            raise ValueError(
+                f"rollout.val_seed: validation seeds {val_seeds[0]}..{val_seeds[1] - 1} overlap "
+                f"the training seeds {train_seeds[0]}..{train_seeds[1] - 1} (train_seed + "
+                "step * num_groups + group); held-out means disjoint: move rollout.val_seed or "
+                "rollout.train_seed apart"
+            )
         if self.algorithm.name in ("grpo", "drgrpo") and self.rollout.group_size < 2:
             raise ValueError(
                 f"rollout.group_size: {self.algorithm.name} needs at least 2 episodes per group "

@@ -157,3 +157,11 @@ def test_group_relative_algorithms_refuse_one_episode_groups(algorithm: str) -> 
     with pytest.raises(ValueError, match="rollout.group_size: .* at least 2"):
         load_config(None, [f"algorithm.name={algorithm}", "rollout.group_size=1"])
     assert load_config(None, ["algorithm.name=ppo", "rollout.group_size=1"]).rollout.group_size == 1
+
+
+def test_validation_seeds_must_not_overlap_training_seeds():
+    # Steps 0..99 of 8 groups use seeds 0..799; validation at 500..515 would replay some.
+    with pytest.raises(ValueError, match=r"rollout.val_seed: validation seeds 500..515 overlap"):
+        load_config(None, ["train.steps=100", "rollout.num_groups=8", "rollout.val_seed=500"])
+    # Seeds 0..799 and 800..815 are disjoint.
+    load_config(None, ["train.steps=100", "rollout.num_groups=8", "rollout.val_seed=800"])
