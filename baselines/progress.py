@@ -178,15 +178,23 @@ class StepProgress:
         self.max_turns = max_turns
         self.step = 0
         self.turn = 0
+        self.context = ""
         self.phase = ""
         self.history: list[str] = []
 
     def begin_step(self, step: int) -> None:
-        self.step, self.turn = step, 0
+        self.step = step
         self.set("rollout")
 
     def set(self, phase: str) -> None:
-        """Show ``phase`` (e.g. "scoring", "backward") for the current step."""
+        """Show ``phase`` (e.g. "scoring", "validation") for the current step. A phase starts
+        its own turn count: the generations that follow are counted from turn 1 under it (the
+        validation episodes' turns are not the rollout's turns 6, 7, ...)."""
+        self.turn = 0
+        self.context = "" if phase == "rollout" else f"{phase}: "
+        self._show(phase)
+
+    def _show(self, phase: str) -> None:
         self.phase = phase
         self.history.append(phase)
         if self.bar is not None:
@@ -195,12 +203,15 @@ class StepProgress:
     def generating(self, episodes: int) -> None:
         self.turn += 1
         total = f"/{self.max_turns}" if self.max_turns else ""
-        self.set(f"generation turn {self.turn}{total} ({episodes} episodes)")
+        self._show(f"{self.context}generation turn {self.turn}{total} ({episodes} episodes)")
 
     def generated(self, tokens: int, seconds: float) -> None:
         total = f"/{self.max_turns}" if self.max_turns else ""
         rate = tokens / seconds if seconds > 0 else 0.0
-        self.set(f"env step after turn {self.turn}{total} ({tokens} tokens at {rate:.0f} tokens/s)")
+        self._show(
+            f"{self.context}env step after turn {self.turn}{total} ({tokens} tokens at "
+            f"{rate:.0f} tokens/s)"
+        )
 
 
 class ProgressEngine:

@@ -230,6 +230,13 @@ def test_phases_and_samples(tb_run) -> None:
     phases = trainer.phases.history
     assert "validation before training" in phases
     assert "generation turn 1/2 (4 episodes)" in phases
+    # Validation counts its own turns (it read "generation turn 3/2" after a 2-turn rollout).
+    validation = [p for p in phases if p.startswith("validation")]
+    assert validation and all(
+        re.fullmatch(r"validation[a-z ]*(: (generation|env step after) turn [12]/2 .*)?", p)
+        for p in validation
+    ), validation
+    assert any(p.startswith("validation before training: generation turn 1/2") for p in phases)
     rates = [p for p in phases if p.startswith("env step after turn 1/2")]
     assert rates and re.search(r"\(\d+ tokens at \d+ tokens/s\)", rates[0])
     assert "scoring (MI diagnostics)" in phases and "update (forward/backward)" in phases
