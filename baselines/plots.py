@@ -87,6 +87,14 @@ PLOTS: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
 }
 
 
+#: Series that are exactly 0 when the run has no term to measure: drawn as a note, not a flat line.
+ZERO_BY_CONSTRUCTION = {
+    "actor/kl_ref": "no KL term (algorithm.kl_coef = 0)",
+    "actor/ppo_kl": "KL(old || new) = 0: one optimizer step per batch\n(ratio = 1; ppo_epochs > 1 or "
+    "ppo_mini_batch_size > 0 moves it)",
+}
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The JSON lines of ``metrics.jsonl`` as dicts (a line cut by a crash is skipped)."""
     return read_metrics_lines(Path(path))
@@ -176,17 +184,27 @@ def write_plots(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (title, series, ylabel, rate) in PLOTS.items():
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(7.5, 3.5))
+        notes = []
         for key, label in series:
             points = _series(rows, key)
+            if key in ZERO_BY_CONSTRUCTION and points and all(y == 0 for _, y in points):
+                notes.append(ZERO_BY_CONSTRUCTION[key])
+                continue
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", markersize=3, label=label)
+                # Validation runs every rollout.val_every steps: its points are not a trajectory
+                # sampled at every update, so they are marked, and joined by a dotted line only.
+                style = ":" if key.startswith("val/") else "-"
+                ax.plot(xs, ys, marker="o", markersize=4, linestyle=style, label=label)
+        if notes:
+            ax.text(0.02, 0.5, "\n".join(notes), transform=ax.transAxes, fontsize=8, color="0.3")
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         _decorate(ax, rows, rate)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+            # Outside the axes: inside, it hid curves that sit at a rate axis's 0 or 1.
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         path = out / name
         fig.savefig(path, dpi=100)
