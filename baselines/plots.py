@@ -194,8 +194,8 @@ def write_plots(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
             if points:
                 xs, ys = zip(*points, strict=True)
                 # Validation runs every rollout.val_every steps: its points are not a trajectory
-                # sampled at every update, so they are marked, and joined by a dotted line only.
-                style = ":" if key.startswith("val/") else "-"
+                # sampled at every update, so they are marked, and joined by a dashed line only.
+                style = "--" if key.startswith("val/") else "-"
                 ax.plot(xs, ys, marker="o", markersize=4, linestyle=style, label=label)
         if notes:
             ax.text(0.02, 0.5, "\n".join(notes), transform=ax.transAxes, fontsize=8, color="0.3")

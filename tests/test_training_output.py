@@ -290,11 +290,11 @@ def test_plot_axes_worked_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     rows = [
         {"step": 0, "actor/skipped": 0.0, "rollout/success_rate": 0.25, "actor/entropy": 1.5,
-         "val_initial/success_rate": 0.125, "val/success_rate": 0.5,
+         "actor/ppo_kl": 0.0, "val_initial/success_rate": 0.125, "val/success_rate": 0.5,
          "collapse/mi_estimate": 0.4, "collapse/mi_upper_bound": 1.0},
         {"step": 1, "actor/skipped": 1.0, "rollout/success_rate": 0.5, "actor/entropy": 1.25},
         {"step": 2, "actor/skipped": 0.0, "rollout/success_rate": 0.75, "actor/entropy": 1.0,
-         "val/success_rate": 0.75, "collapse/mi_estimate": 0.2, "collapse/mi_upper_bound": 1.0},
+         "actor/ppo_kl": 0.0, "val/success_rate": 0.75, "collapse/mi_estimate": 0.2, "collapse/mi_upper_bound": 1.0},
     ]  # fmt: skip
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -309,12 +309,17 @@ def test_plot_axes_worked_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert success.get_ylim() == (-0.02, 1.02)
     assert isinstance(success.xaxis.get_major_locator(), MaxNLocator)
     assert all(float(t).is_integer() for t in success.get_xticks())
-    train, val = (line for line in success.get_lines() if line.get_linestyle() == "-")
+    (train,) = (line for line in success.get_lines() if line.get_linestyle() == "-")
+    (val,) = (line for line in success.get_lines() if line.get_linestyle() == "--")
     assert list(train.get_xdata()) == [0, 1, 2] and list(train.get_ydata()) == [0.25, 0.5, 0.75]
     # Validation: the initial point at x = 0, then after updates 1 and 3 (x = step + 1).
     assert list(val.get_xdata()) == [0, 1, 3] and list(val.get_ydata()) == [0.125, 0.5, 0.75]
     markers = [line for line in success.get_lines() if line.get_linestyle() == ":"]
     assert [list(m.get_xdata()) for m in markers] == [[1, 1]]
+    # KL(old || new) is 0 by construction with one step per batch: a note, not a flat line.
+    kl = by_name["kl.png"].axes[0]
+    assert not [line for line in kl.get_lines() if line.get_linestyle() == "-"]
+    assert any("one optimizer step per batch" in t.get_text() for t in kl.texts)
     mi_axes, entropy_axes = by_name["entropy_vs_mi.png"].axes
     assert entropy_axes.bbox.bounds == mi_axes.bbox.bounds  # a twin: separate y axes
     assert [list(line.get_ydata()) for line in entropy_axes.get_lines()] == [[1.5, 1.25, 1.0]]
