@@ -16,7 +16,7 @@ import torch
 
 from agentgym.chat import render_generation_prompt
 from agentgym.cli import main as agentgym_main
-from agentgym.sft import oracle_episodes, oracle_reasoning
+from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings
@@ -24,11 +24,14 @@ from baselines.episodes import collect_rollouts
 from baselines.policy import build_tiny_policy, load_policy
 from baselines.sft import (
     IGNORE,
+    SFTExample,
+    accumulate_gradients,
     build_examples,
     collate,
     load_sft_config,
+    pack_micro_batches,
     read_chats,
-    target_loss,
+    target_nll,
     train_sft,
 )
 
@@ -88,14 +91,25 @@ def test_export_sft_cli(tmp_path, capsys):
     args = ["export-sft", "--env", "Bandit-v0", "--env", "Countdown-v0", "--episodes", "3"]
     assert agentgym_main([*args, "--out", str(out)]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
+    # Default seeds: SFT_SEED_START onwards, apart from RL's training (0...) and validation
+    # (rollout.val_seed = 1,000,000...) seeds.
+    start = SFT_SEED_START
+    assert start == 2_000_000 and start > load_config(None, []).rollout.val_seed + 10**5
     assert [(r["env_id"], r["seed"]) for r in records] == [
-        ("agentgym/Bandit-v0", 0),
-        ("agentgym/Bandit-v0", 1),
-        ("agentgym/Bandit-v0", 2),
-        ("agentgym/Countdown-v0", 0),
-        ("agentgym/Countdown-v0", 1),
-        ("agentgym/Countdown-v0", 2),
+        ("agentgym/Bandit-v0", start),
+        ("agentgym/Bandit-v0", start + 1),
+        ("agentgym/Bandit-v0", start + 2),
+        ("agentgym/Countdown-v0", start),
+        ("agentgym/Countdown-v0", start + 1),
+        ("agentgym/Countdown-v0", start + 2),
     ]
+    # --seed-start (alias --seed) chooses the first seed.
+    explicit = tmp_path / "s.jsonl"
+    assert (
+        agentgym_main([*args[:3], "--episodes", "2", "--seed-start", "7", "--out", str(explicit)])
+        == 0
+    )
+    assert [json.loads(x)["seed"] for x in explicit.open()] == [7, 8]
     assert agentgym_main([*args, "--out", str(out)]) == 2  # never overwrites
     assert "exists" in capsys.readouterr().err
     bad = ["export-sft", "--env", "Bandit-v0", "--episodes", "1", "--kw", "action_format='raw'"]
@@ -222,17 +236,74 @@ def test_reply_without_think_is_refused(tiny):
     assert plain.labels[-1] == 2
 
 
-def test_collate_and_target_loss_hand_values():
+def test_collate_and_target_nll_hand_values():
     a, b = [5, 6, 7], [8, 9]
-    from baselines.sft import SFTExample
-
     batch = collate([SFTExample(a, [IGNORE, 6, 7]), SFTExample(b, [IGNORE, 9])], pad_id=0)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 9, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
     assert batch["labels"].tolist() == [[IGNORE, 6, 7], [IGNORE, 9, IGNORE]]
-    # Uniform logits over V = 10: each of the 3 target tokens costs log 10.
-    loss, count = target_loss(torch.zeros(2, 3, 10), batch["labels"])
-    assert count == 3 and float(loss) == pytest.approx(math.log(10))
+    # A model whose head (tied to the embedding) is all zeros has uniform logits over V: each of
+    # the 3 target tokens costs log V.
+    model, _ = build_tiny_policy(["w1 w2 w3 w4 w5 w6 w7 w8 w9"])
+    with torch.no_grad():
+        model.get_output_embeddings().weight.zero_()
+    with torch.no_grad():
+        nll, count = target_nll(model, batch)
+    vocab = model.config.vocab_size
+    assert count == 3 and float(nll) == pytest.approx(3 * math.log(vocab), rel=1e-6)
+
+
+def test_pack_micro_batches_hand_values():
+    # Longest first; a micro-batch takes rows while rows x its first (longest) row <= budget.
+    assert pack_micro_batches([3, 9, 4, 5], 10) == [[1], [3, 2], [0]]
+    assert pack_micro_batches([3, 9, 4, 5], 100) == [[1, 3, 2, 0]]
+    assert pack_micro_batches([30, 2, 2], 10) == [[0], [1, 2]]  # too long: alone
+    assert pack_micro_batches([4, 4, 4], 8) == [[0, 1], [2]]  # ties keep their order
+    assert pack_micro_batches([], 8) == []
+    with pytest.raises(ValueError, match="sft.micro_batch_tokens"):
+        pack_micro_batches([1], 0)
+
+
+def _frozen_examples(tiny, chat):
+    _, tokenizer = tiny
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    return build_examples(tokenizer, chat, eot)
+
+
+def test_target_nll_equals_the_full_logits_cross_entropy(tiny, frozen_chat):
+    """float32: the loss from the target positions only equals the old full [B, L, V] path."""
+    model, tokenizer = tiny
+    examples = _frozen_examples(tiny, frozen_chat)
+    batch = collate(examples, tokenizer.pad_token_id)
+    with torch.no_grad():
+        nll, count = target_nll(model, batch)
+        logits = model(**{k: batch[k] for k in ("input_ids", "attention_mask")}).logits
+    labels = batch["labels"][:, 1:]
+    full = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=IGNORE,
+        reduction="sum",
+    )
+    assert count == int((labels != IGNORE).sum()) > 20
+    assert float(nll / count) == pytest.approx(float(full / count), abs=1e-5)
+
+
+def test_micro_batches_give_the_one_big_batch_gradient(tiny, frozen_chat):
+    """Gradient accumulation over one-row micro-batches equals one micro-batch of the whole step."""
+    model, tokenizer = tiny
+    examples = _frozen_examples(tiny, frozen_chat) * 2  # rows of different lengths
+    grads, results = [], []
+    for budget in (10**6, 1):
+        model.zero_grad(set_to_none=True)
+        results.append(accumulate_gradients(model, examples, tokenizer.pad_token_id, budget))
+        grads.append([p.grad.clone() for p in model.parameters()])
+    (loss_one, tokens_one, micro_one), (loss_many, tokens_many, micro_many) = results
+    assert (micro_one, micro_many) == (1, len(examples)) and tokens_one == tokens_many
+    assert loss_many == pytest.approx(loss_one, rel=1e-6)
+    for one, many in zip(*grads, strict=True):
+        torch.testing.assert_close(many, one, rtol=1e-5, atol=1e-7)
+    model.zero_grad(set_to_none=True)
 
 
 def test_sft_config_errors_name_the_key(tmp_path):
