@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -319,6 +320,106 @@ def test_sft_config_errors_name_the_key(tmp_path):
     bad.write_text('{"no": "messages"}\n')
     with pytest.raises(ValueError, match="not an export-sft record"):
         read_chats(str(bad))
+
+
+# ---------------------------------------------------------------- leave it running: save, resume
+
+
+def _bandit_data(tmp_path, episodes: int) -> Path:
+    data = tmp_path / "bandit.jsonl"
+    args = ["export-sft", "--env", "Bandit-v0", "--episodes", str(episodes), "--out", str(data)]
+    assert agentgym_main(args) == 0
+    return data
+
+
+def _tiny_config(data, out, *extra):
+    return [
+        "model.path=tiny",
+        f"sft.data={data}",
+        f"sft.out_dir={out}",
+        "sft.lr=0.01",
+        "sft.epochs=3",
+        "sft.batch_size=4",
+        "sft.micro_batch_tokens=200",  # two or three micro-batches per step
+        "sft.threads=1",
+        *extra,
+    ]
+
+
+def _lines(out):
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").open()]
+    return [{k: v for k, v in r.items() if k != "timing/step_s"} for r in rows]
+
+
+def _weights(out):
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "checkpoint" / "model.safetensors"))
+
+
+def test_a_stopped_or_killed_run_resumes_exactly(tmp_path):
+    """10 examples in steps of 4 (3 steps an epoch, 9 in all). A run stopped after step 5
+    (sft.max_steps) and one SIGKILLed after step 4's metrics line (its last checkpoint: step 2)
+    both end, with --resume, with the weights and metrics lines of an uninterrupted run."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    data = _bandit_data(tmp_path, 10)
+    whole = tmp_path / "whole"
+    final = train_sft(load_sft_config(None, _tiny_config(data, whole)), progress=False)
+    assert final["sft/examples"] == 10 and final["step"] == 9
+    expected, weights = _lines(whole), _weights(whole)
+    assert [r["step"] for r in expected] == list(range(1, 10))
+    assert max(r["sft/micro_batches"] for r in expected) >= 2
+    state = json.loads((whole / "checkpoint" / "state.json").read_text())
+    assert state["finished"] and (state["step"], state["epoch"], state["index"]) == (8, 3, 0)
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "optimizer.pt"):
+        assert (whole / "checkpoint" / name).is_file()
+
+    # Stopped after 5 steps (position: epoch 1, example 8), then resumed to the end.
+    part = tmp_path / "part"
+    train_sft(load_sft_config(None, _tiny_config(data, part, "sft.max_steps=5")), progress=False)
+    state = json.loads((part / "checkpoint" / "state.json").read_text())
+    assert (state["step"], state["epoch"], state["index"], state["finished"]) == (4, 1, 8, False)
+    with pytest.raises(FileExistsError, match="--resume"):
+        train_sft(load_sft_config(None, _tiny_config(data, part)), progress=False)
+    with pytest.raises(ValueError, match="sft.lr"):
+        train_sft(load_sft_config(None, _tiny_config(data, part, "sft.lr=0.02")), resume=True)
+    train_sft(load_sft_config(None, _tiny_config(data, part)), progress=False, resume=True)
+    assert _lines(part) == expected
+    for name, tensor in _weights(part).items():
+        assert torch.equal(tensor, weights[name]), name
+
+    # Killed (SIGKILL) right after step 4's metrics line; checkpoints every 2 steps.
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "baselines.sft", "--quiet"]
+    command += _tiny_config(data, killed, "sft.save_every=2")
+    env = {**os.environ, "AGENTGYM_CRASH_AT": "metrics_appended@4", "PYTHONPATH": str(REPO)}
+    assert subprocess.run(command, env=env, cwd=REPO).returncode == -9
+    assert len(_lines(killed)) == 4
+    assert json.loads((killed / "checkpoint" / "state.json").read_text())["step"] == 1
+    env.pop("AGENTGYM_CRASH_AT")
+    assert subprocess.run([*command, "--resume"], env=env, cwd=REPO).returncode == 0
+    assert _lines(killed) == expected  # steps 3 and 4 ran again, their first lines dropped
+    resumed = load_file(str(killed / "checkpoint" / "model.safetensors"))
+    for name, tensor in resumed.items():
+        assert torch.equal(tensor, weights[name]), name
+
+
+def test_resume_needs_a_run_and_a_finished_run_has_nothing_left(tmp_path):
+    data = _bandit_data(tmp_path, 4)
+    out = tmp_path / "sft"
+    with pytest.raises(FileNotFoundError, match="without --resume"):
+        train_sft(load_sft_config(None, _tiny_config(data, out)), resume=True)
+    config = load_sft_config(None, _tiny_config(data, out, "sft.epochs=1"))
+    first = train_sft(config, progress=False)
+    again = train_sft(config, progress=False, resume=True)
+    assert again["step"] == first["step"] == 1 and again["sft/loss"] == first["sft/loss"]
+    # More epochs on --resume extend the run.
+    more = load_sft_config(None, _tiny_config(data, out, "sft.epochs=2"))
+    assert train_sft(more, progress=False, resume=True)["step"] == 2
 
 
 # ---------------------------------------------------------------- the tiny warm start
