@@ -388,14 +388,22 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_episodes_arguments(p: argparse.ArgumentParser, out_help: str) -> None:
+def _add_episodes_arguments(
+    p: argparse.ArgumentParser,
+    out_help: str,
+    seed_flags: tuple[str, ...] = ("--seed",),
+    seed_default: int = 0,
+    seed_help: str = "first reset seed (default 0)",
+) -> None:
     """``--env`` (repeatable), ``--episodes``, ``--seed``, ``--out`` and ``--kw``: the arguments
-    of a command that plays episodes on seeds ``--seed, --seed + 1, ...`` of several ids."""
+    of a command that plays episodes on seeds ``--seed, --seed + 1, ...`` of several ids
+    (``seed_flags``, ``seed_default`` and ``seed_help`` rename and redocument ``--seed``; the
+    value is ``args.seed`` in every case)."""
     p.add_argument(
         "--env", action="append", required=True, metavar="ID", help="environment id (repeatable)"
     )
     p.add_argument("--episodes", type=int, required=True, metavar="N", help="episodes per env")
-    p.add_argument("--seed", type=_seed, default=0, help="first reset seed (default 0)")
+    p.add_argument(*seed_flags, dest="seed", type=_seed, default=seed_default, help=seed_help)
     p.add_argument("--out", required=True, metavar="PATH", help=out_help)
     p.add_argument(
         "--kw",
@@ -472,15 +480,27 @@ def _cmd_export_sft(args: argparse.Namespace) -> int:
 
 
 def _add_export_sft(subparsers: Any) -> None:
+    from agentgym.sft import SFT_SEED_START
+
     p = subparsers.add_parser(
         "export-sft",
         help="write oracle episodes as chat SFT data (JSONL)",
-        description="The oracle plays --episodes episodes (reset seeds --seed, --seed+1, ...) on "
-        "each --env; each episode is written as the chat the trainer's prompts are built from, "
-        "every assistant turn '<think>reasoning naming what the oracle saw</think>"
-        "<answer>actions</answer>'. Fine-tune on it with `python -m baselines.sft`.",
+        description="The oracle plays --episodes episodes (reset seeds --seed-start, "
+        "--seed-start+1, ...) on each --env; each episode is written as the chat the trainer's "
+        "prompts are built from, every assistant turn '<think>reasoning naming what the oracle "
+        "saw</think><answer>actions</answer>'. Fine-tune on it with `python -m baselines.sft`. "
+        f"The default first seed, {SFT_SEED_START:,}, keeps SFT episodes apart from the RL "
+        "trainer's training seeds (from rollout.train_seed, default 0) and validation seeds "
+        "(from rollout.val_seed, default 1,000,000).",
     )
-    _add_episodes_arguments(p, out_help="JSONL file to write (new)")
+    _add_episodes_arguments(
+        p,
+        out_help="JSONL file to write (new)",
+        seed_flags=("--seed-start", "--seed"),
+        seed_default=SFT_SEED_START,
+        seed_help=f"first reset seed (default {SFT_SEED_START}, agentgym.sft.SFT_SEED_START: "
+        "disjoint from RL training and validation seeds; --seed is the same option)",
+    )
     p.add_argument(
         "--keep-failures",
         action="store_true",

@@ -11,9 +11,16 @@ build prompts from, so the SFT prompts are the RL prompts. Every assistant messa
 ``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's ``think_answer`` format); the
 reasoning comes from :func:`oracle_reasoning`.
 
+Seeds: ``agentgym export-sft`` starts at :data:`SFT_SEED_START` (2,000,000) unless told otherwise
+(``--seed-start``), so SFT episodes never share a reset seed, and so an initial state, with the RL
+trainer's training episodes (``rollout.train_seed + step * P + g``, from 0) or its validation
+episodes (``rollout.val_seed + i``, from 1,000,000): a model is never warm-started on the very
+levels RL then trains or is validated on. (Disjoint while RL uses fewer than 1,000,000 training
+seeds and validation fewer than 1,000,000 episodes.)
+
 One JSON object per line::
 
-    {"env_id": "agentgym/Bandit-v0", "env_kwargs": {}, "seed": 0, "return": 1.0,
+    {"env_id": "agentgym/Bandit-v0", "env_kwargs": {}, "seed": 2000000, "return": 1.0,
      "success": true, "messages": [{"role": "system", ...}, {"role": "user", ...},
                                    {"role": "assistant", "content": "<think>...</think>..."}]}
 
@@ -36,7 +43,12 @@ import numpy as np
 from agentgym.chat import ChatEpisode
 from agentgym.parsing import format_answer
 
-__all__ = ["oracle_reasoning", "oracle_episodes", "export_sft"]
+__all__ = ["SFT_SEED_START", "oracle_reasoning", "oracle_episodes", "export_sft"]
+
+#: First reset seed of ``agentgym export-sft``: far from the RL trainer's training seeds (from
+#: ``rollout.train_seed``, default 0) and validation seeds (from ``rollout.val_seed``, default
+#: 1,000,000), so SFT, RL and validation episodes are disjoint by construction.
+SFT_SEED_START = 2_000_000
 
 
 def _join(actions: list[str]) -> str:
@@ -113,7 +125,7 @@ def oracle_episodes(
 
     Args:
         env_id: a registered agentgym id whose envs have an oracle.
-        seeds: reset seeds, one episode each.
+        seeds: reset seeds, one episode each (training data: start at :data:`SFT_SEED_START`).
         env_kwargs: constructor overrides (``action_format`` is forced to ``think_answer``).
         only_success: skip episodes the oracle did not win (e.g. slippery ice).
 
@@ -175,6 +187,9 @@ def export_sft(
     only_success: bool = True,
 ) -> dict[str, int]:
     """Write the oracle episodes of every id and seed to the JSONL file ``out``.
+
+    ``seeds`` are the reset seeds (``agentgym export-sft`` gives ``SFT_SEED_START,
+    SFT_SEED_START + 1, ...``: see the module docstring for why not 0).
 
     Returns:
         ``{env_id: episodes written}``.

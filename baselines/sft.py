@@ -1,6 +1,6 @@
 """Supervised warm start: fine-tune the policy on oracle chats before RL.
 
-``python -m baselines.sft --config baselines/configs/sft/bandit.yaml [section.key=value ...]``
+``python -m baselines.sft --config baselines/configs/sft/bandit.yaml [--resume] [section.key=value ...]``
 
 Data: the JSONL written by ``agentgym export-sft`` (:mod:`agentgym.sft`): oracle episodes as chat
 messages whose assistant turns are ``<think>reasoning naming what the oracle saw</think>
@@ -17,19 +17,45 @@ builder (:class:`baselines.episodes.TokenContext`, see :func:`build_examples`):
 - target: the reply after its leading ``<think>`` (what the policy samples after the prompt),
   tokenized with ``add_special_tokens=False``, then the end-of-turn token.
 
-The loss is the token-mean cross-entropy over target tokens only (labels -100 on the prompt and
-padding): the model never learns to write the user's or the system's text. The loop is our own
-(AdamW, seeded shuffling, gradient clipping), short enough to read top to bottom.
+The loss of an optimizer step is the token-mean of ``-log p(target token)`` over the target tokens
+of its ``sft.batch_size`` examples (temperature 1; prompt and padding carry no loss): the model
+never learns to write the user's or the system's text. The loop is our own (AdamW, seeded
+shuffling, gradient clipping), short enough to read top to bottom (:func:`train_sft`).
 
-Outputs in ``sft.out_dir``: ``checkpoint/`` (``save_pretrained`` weights and tokenizer: give it to
-the RL trainer as ``model.path``), ``metrics.jsonl`` (one line per optimizer step: ``sft/loss``,
-``sft/tokens``, ``sft/epoch``), ``config.yaml``.
+Memory follows the tokens, not the vocabulary (DESIGN.md, "Training fits the machine"):
+
+- log-probs come from :func:`baselines.scoring.score_targets`: the trunk runs once and the LM head
+  only at target positions, in checkpointed chunks; no ``[B, L, V]`` logits tensor exists;
+- a step's examples are sorted by length and packed greedily into micro-batches of at most
+  ``sft.micro_batch_tokens`` padded tokens (rows x longest row; a longer row goes alone), with
+  gradient accumulation: each micro-batch's summed loss is divided by the target tokens of the
+  whole step, so the step's gradient is the one-big-batch gradient (:func:`accumulate_gradients`);
+- parameters and AdamW state are float32; the forward runs under bf16 autocast where
+  ``model.dtype`` asks for it (:func:`baselines.scoring.resolve_autocast`: ``"auto"`` = bf16 where
+  the hardware computes it natively, ``"float32"`` = none, ``"bfloat16"`` = bf16).
+
+Outputs in ``sft.out_dir`` (the crash-safe layout of :mod:`baselines.checkpoint`):
+
+- ``checkpoint/``: ``save_pretrained`` weights and tokenizer (give it to the RL trainer as
+  ``model.path``), ``optimizer.pt`` (AdamW state) and ``state.json`` (the step, the data position
+  and ``finished``); rewritten every ``sft.save_every`` optimizer steps and at the end;
+- ``metrics.jsonl``: one line per optimizer step, appended and flushed when the step ends:
+  ``step`` (1-based), ``sft/epoch`` (fractional), ``sft/loss`` (nats per target token),
+  ``sft/tokens`` (target tokens), ``sft/micro_batches``, ``sft/grad_norm`` (before clipping),
+  ``timing/step_s``;
+- ``config.yaml``.
+
+``--resume`` (``train_sft(config, resume=True)``) continues a stopped or killed run from its last
+checkpoint exactly as if it had not stopped: the example order of epoch ``e`` is a
+``torch.randperm`` from a generator seeded with ``sft.seed * 100_003 + e``, rebuilt from the saved
+(epoch, index). A folder that already holds a run is refused without ``--resume``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -42,9 +68,18 @@ import torch
 import yaml
 
 from agentgym.threads import set_torch_threads
+from baselines.checkpoint import (
+    append_metrics_line,
+    begin_resume,
+    read_metrics_lines,
+    save_checkpoint,
+    truncate_metrics_after,
+    write_text_durable,
+)
 from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
+from baselines.scoring import autocast, resolve_autocast, score_targets
 
 __all__ = [
     "SFTSettings",
@@ -54,6 +89,10 @@ __all__ = [
     "read_chats",
     "build_examples",
     "collate",
+    "pack_micro_batches",
+    "target_nll",
+    "accumulate_gradients",
+    "epoch_order",
     "train_sft",
     "main",
 ]
@@ -70,7 +109,11 @@ class SFTSettings:
         out_dir: where ``checkpoint/``, ``metrics.jsonl`` and ``config.yaml`` go.
         epochs: passes over the examples.
         lr: AdamW learning rate.
-        batch_size: examples per optimizer step.
+        batch_size: examples per optimizer step (the last step of an epoch may have fewer).
+        micro_batch_tokens: padded tokens per forward/backward pass (rows x longest row of the
+            micro-batch): bounds activation memory. A step's examples are packed into as few
+            micro-batches as fit (:func:`pack_micro_batches`); an example longer than this
+            goes alone. The step's gradient does not depend on it (gradient accumulation).
         max_length: examples with more tokens (prompt + target) are dropped, and counted.
         think_prefix: prompts end with ``<think>`` and targets start after it (must match the RL
             config's ``rollout.think_prefix``).
@@ -79,6 +122,11 @@ class SFTSettings:
         seed: seed of the example order and of the ``tiny`` model's init.
         threads: torch CPU threads (0: half the usable CPUs, at least one, as the trainer;
             :mod:`agentgym.threads`).
+        save_every: write ``checkpoint/`` (weights, tokenizer, optimizer state, data position)
+            every this many optimizer steps, so that ``--resume`` loses at most that many;
+            0: only at the end. The end of the run always saves.
+        max_steps: stop after this many optimizer steps in all (0: run every epoch), saving a
+            checkpoint there; ``--resume`` with a larger value (or 0) continues the run.
     """
 
     data: Any = ""
@@ -92,6 +140,9 @@ class SFTSettings:
     grad_clip: float = 1.0
     seed: int = 0
     threads: int = 0
+    micro_batch_tokens: int = 4096
+    save_every: int = 50
+    max_steps: int = 0
 
     def validate(self) -> None:
         paths = self.data if isinstance(self.data, list) else [self.data]
@@ -104,6 +155,9 @@ class SFTSettings:
         _at_least("sft.weight_decay", self.weight_decay, 0.0)
         _positive("sft.grad_clip", self.grad_clip)
         _at_least("sft.threads", self.threads, 0)
+        _at_least("sft.micro_batch_tokens", self.micro_batch_tokens, 1)
+        _at_least("sft.save_every", self.save_every, 0)
+        _at_least("sft.max_steps", self.max_steps, 0)
         if not self.out_dir:
             raise ValueError("sft.out_dir: must be a folder path")
 
@@ -259,23 +313,111 @@ def collate(examples: list[SFTExample], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def target_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Token-mean cross-entropy of next-token predictions on labelled positions.
+def pack_micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Pack examples into micro-batches of at most ``budget`` padded tokens each.
+
+    The examples are sorted by length, longest first (ties in the given order), and filled
+    greedily: a micro-batch takes the next example while ``rows x longest row <= budget``
+    (its first row is its longest). An example longer than ``budget`` goes alone.
 
     Args:
-        logits: float ``[B, L, V]``; position t predicts token t + 1.
-        labels: int64 ``[B, L]``, -100 where there is no loss.
+        lengths: tokens of each example (prompt + target).
+        budget: padded tokens per micro-batch (``sft.micro_batch_tokens``), >= 1.
 
     Returns:
-        ``(loss, number of target tokens)``; the loss is 0 (with a graph) when there are none.
+        lists of indices into ``lengths``; every index appears exactly once.
+
+    Raises:
+        ValueError: ``budget < 1``.
+
+    Example:
+        >>> pack_micro_batches([3, 9, 4, 5], 10)
+        [[1], [3, 2], [0]]
     """
-    shifted = labels[:, 1:]
-    count = int((shifted != IGNORE).sum())
-    flat = logits[:, :-1].reshape(-1, logits.shape[-1]).float()
-    total = torch.nn.functional.cross_entropy(
-        flat, shifted.reshape(-1), ignore_index=IGNORE, reduction="sum"
-    )
-    return total / max(count, 1), count
+    if budget < 1:
+        raise ValueError(f"sft.micro_batch_tokens must be >= 1; got {budget}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def target_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Summed negative log-likelihood of the labelled tokens of a collated batch.
+
+    Log-probs come from :func:`baselines.scoring.score_targets` at the labelled positions only
+    (temperature 1): no ``[B, L, V]`` logits tensor is made. The target of a labelled position is
+    its ``input_ids`` token (as :func:`build_examples` makes them: ``labels`` equal ``input_ids``
+    wherever they are not -100).
+
+    Args:
+        model: a Hugging Face causal LM.
+        batch: from :func:`collate` (on the model's device): int64 ``input_ids``,
+            ``attention_mask``, ``labels``, all ``[B, L]``.
+
+    Returns:
+        ``(nll, count)``: float32 scalar ``-sum log p`` in nats (with a graph), and the number of
+        target tokens (``nll`` is 0 when there are none).
+    """
+    mask = batch["labels"][:, 1:] != IGNORE
+    scored = score_targets(model, batch["input_ids"], batch["attention_mask"], mask)
+    return -scored["logprobs"].sum(), int(mask.sum())
+
+
+def accumulate_gradients(
+    model: torch.nn.Module,
+    examples: list[SFTExample],
+    pad_id: int,
+    micro_batch_tokens: int,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[float, int, int]:
+    """Backpropagate one optimizer step's loss, micro-batch by micro-batch, into ``.grad``.
+
+    The step's loss is ``sum of -log p over every target token / T``, with ``T`` the target tokens
+    of all ``examples``. Each micro-batch (:func:`pack_micro_batches`) backpropagates its summed
+    NLL divided by ``T``, so the accumulated gradient is the gradient of the step's token-mean
+    loss whatever ``micro_batch_tokens`` is (to float rounding). The caller zeroes the gradients
+    before and steps the optimizer after.
+
+    Args:
+        model: a Hugging Face causal LM (parameters float32).
+        examples: the step's examples.
+        pad_id: the padding token id (masked out by the attention mask).
+        micro_batch_tokens: padded tokens per forward/backward pass, >= 1.
+        autocast_dtype: forward under ``torch.autocast`` with this dtype (None: plain float32);
+            see :func:`baselines.scoring.resolve_autocast`.
+
+    Returns:
+        ``(loss, target tokens, micro-batches)``: the step's token-mean loss in nats per token.
+
+    Raises:
+        ValueError: no example has a target token.
+    """
+    device = next(model.parameters()).device
+    total = sum(sum(label != IGNORE for label in e.labels[1:]) for e in examples)
+    if total == 0:
+        raise ValueError("the step's examples hold no target token")
+    groups = pack_micro_batches([len(e.input_ids) for e in examples], micro_batch_tokens)
+    nll_sum = 0.0
+    for group in groups:
+        batch = {k: v.to(device) for k, v in collate([examples[i] for i in group], pad_id).items()}
+        with autocast(device, autocast_dtype):
+            nll, _ = target_nll(model, batch)
+        (nll / total).backward()  # outside autocast, as torch recommends
+        nll_sum += float(nll.detach())
+    return nll_sum / total, total, len(groups)
+
+
+def epoch_order(num_examples: int, seed: int, epoch: int) -> list[int]:
+    """The example order of ``epoch``: ``torch.randperm`` from a generator seeded with
+    ``seed * 100_003 + epoch`` (rebuilt from (epoch, index) on ``--resume``; distinct for every
+    (seed, epoch) with epoch < 100,003)."""
+    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(num_examples, generator=generator).tolist()
 
 
 def _vocabulary(chats: list[list[dict[str, str]]]) -> list[str]:
@@ -288,23 +430,122 @@ def _vocabulary(chats: list[list[dict[str, str]]]) -> list[str]:
     return texts
 
 
-def train_sft(config: SFTConfig, progress: bool = True) -> dict[str, float]:
-    """Fine-tune, write the checkpoint and metrics; returns the final metrics.
+#: Settings a resumed run may change: how long it runs and what it writes, not what a step computes.
+RESUMABLE_SFT_KEYS = frozenset({"epochs", "max_steps", "save_every", "threads"})
+
+
+def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
+    """A resumed run must be the same run (only :data:`RESUMABLE_SFT_KEYS` may change).
 
     Raises:
-        ValueError: no example fits ``sft.max_length``, or bad data (see :func:`read_chats`).
+        ValueError: another setting differs; the message names it.
     """
+    for section, values in now.items():
+        for key, value in values.items():
+            if section == "sft" and key in RESUMABLE_SFT_KEYS:
+                continue
+            before = saved.get(section, {}).get(key)
+            if before != value:
+                raise ValueError(
+                    f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
+                    "a resumed run keeps its settings (only sft.epochs, sft.max_steps, "
+                    "sft.save_every and sft.threads may change): start a new run in another "
+                    "sft.out_dir to change it"
+                )
+
+
+def _examples_digest(examples: list[SFTExample]) -> str:
+    """SHA-256 of every example's ids and labels (a resumed run must train on the same data)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps([e.input_ids, e.labels]).encode())
+    return digest.hexdigest()
+
+
+def _open_run(out_dir: Path, resume: bool) -> dict[str, Any] | None:
+    """Check ``out_dir`` against ``resume`` (after crash recovery); the checkpoint's state or None.
+
+    Raises:
+        FileExistsError: a run is there and ``resume`` is False.
+        FileNotFoundError: ``resume`` is True and there is no run to continue.
+        ValueError: ``resume`` on a checkpoint of an earlier version (no ``state.json``).
+    """
+    checkpoint = out_dir / "checkpoint"
+    metrics = out_dir / "metrics.jsonl"
+    if not resume:
+        if metrics.exists() or checkpoint.exists():
+            raise FileExistsError(
+                f"{out_dir} already holds a run; pass --resume to continue it (train_sft(..., "
+                "resume=True)) or choose another sft.out_dir"
+            )
+        return None
+    if (checkpoint / "config.json").is_file() and not (checkpoint / "state.json").is_file():
+        raise ValueError(
+            f"--resume: {checkpoint} was written by an earlier version of baselines.sft (no "
+            "state.json): it is that run's final model, use it as model.path as it is; to train "
+            "again choose another sft.out_dir"
+        )
+    if begin_resume(out_dir):  # started, but killed before its first checkpoint
+        print(
+            f"--resume: {out_dir} has no complete checkpoint yet; starting again from step 0",
+            file=sys.stderr,
+        )
+        truncate_metrics_after(metrics, 0)
+        return None
+    if not (checkpoint / "state.json").is_file():
+        raise FileNotFoundError(
+            f"--resume: no run to continue in {out_dir} (no checkpoint); run without --resume"
+        )
+    return json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+
+
+def train_sft(
+    config: SFTConfig, progress: bool = True, *, resume: bool = False
+) -> dict[str, float]:
+    """Fine-tune, writing metrics every step and checkpoints every ``sft.save_every`` steps.
+
+    Args:
+        config: the run.
+        progress: show a tqdm bar on stderr (refreshed at most every 0.5 s on a terminal, every
+            60 s when stderr is a file or pipe).
+        resume: continue the run in ``sft.out_dir`` from its checkpoint (exactly: the same
+            weights, optimizer state and example order as without the stop).
+
+    Returns:
+        the metrics of the last step, with ``sft/examples`` (examples trained on) and
+        ``sft/examples_too_long`` (dropped by ``sft.max_length``).
+
+    Raises:
+        ValueError: no example fits ``sft.max_length``, bad data (see :func:`read_chats`), or a
+            resumed run whose settings or examples differ from the saved ones.
+        FileExistsError: ``sft.out_dir`` holds a run and ``resume`` is False.
+        FileNotFoundError: ``resume`` and no run in ``sft.out_dir``; a missing data file.
+    """
+    from tqdm import tqdm
+
     from baselines.policy import load_policy
 
     config.validate()
     sc, mc = config.sft, config.model
     set_torch_threads(sc.threads)
+    out_dir = Path(sc.out_dir)
+    metrics_path = out_dir / "metrics.jsonl"
+    state = _open_run(out_dir, resume)
+    saved_config = out_dir / "config.yaml"
+    if state is not None and saved_config.is_file():
+        _check_same_run(yaml.safe_load(saved_config.read_text()), dataclasses.asdict(config))
     chats = read_chats(sc.data)
     texts = _vocabulary(chats) if mc.path == "tiny" else None
+    # Parameters and AdamW state stay float32; model.dtype only picks the autocast dtype.
+    source = str(out_dir / "checkpoint") if state is not None else mc.path
     model, tokenizer = load_policy(
-        mc.path, device=mc.device, dtype=mc.dtype, texts=texts, seed=sc.seed
+        source, device=mc.device, dtype="float32", texts=texts, seed=sc.seed
     )
     device = next(model.parameters()).device
+    amp = resolve_autocast(mc.dtype, device)
+    if mc.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
     end_of_turn = model.generation_config.eos_token_id
     if isinstance(end_of_turn, list):
         end_of_turn = end_of_turn[0]
@@ -317,87 +558,121 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict[str, float]:
             f"no example fits sft.max_length={sc.max_length} (shortest: "
             f"{min(len(e.input_ids) for e in examples)} tokens)"
         )
-    out_dir = Path(sc.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.yaml").write_text(
-        yaml.safe_dump(dataclasses.asdict(config), sort_keys=False), encoding="utf-8"
-    )
+    digest = _examples_digest(kept)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=sc.lr, weight_decay=sc.weight_decay
     )
-    generator = torch.Generator().manual_seed(sc.seed)
-    steps_per_epoch = math.ceil(len(kept) / sc.batch_size)
-    metrics: dict[str, float] = {}
-    step = 0
-    model.train()
-    with (out_dir / "metrics.jsonl").open("w", encoding="utf-8") as log:
-        for epoch in range(sc.epochs):
-            order = torch.randperm(len(kept), generator=generator).tolist()
-            for start in range(0, len(order), sc.batch_size):
-                t0 = time.perf_counter()
-                batch = collate(
-                    [kept[i] for i in order[start : start + sc.batch_size]], tokenizer.pad_token_id
-                )
-                batch = {k: v.to(device) for k, v in batch.items()}
-                logits = model(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-                ).logits
-                loss, count = target_loss(logits, batch["labels"])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), sc.grad_clip)
-                optimizer.step()
-                step += 1
-                metrics = {
-                    "step": float(step),
-                    "sft/epoch": epoch + (start + sc.batch_size) / len(order),
-                    "sft/loss": float(loss.detach()),
-                    "sft/tokens": float(count),
-                    "sft/grad_norm": float(grad_norm),
-                    "timing/step_s": time.perf_counter() - t0,
-                }
-                finite = {k: v if math.isfinite(v) else None for k, v in metrics.items()}
-                log.write(json.dumps(finite, allow_nan=False) + "\n")  # NaN as null
-                if progress:
-                    print(
-                        f"step {step}/{steps_per_epoch * sc.epochs}  epoch {epoch + 1}  "
-                        f"loss {metrics['sft/loss']:.4f}",
-                        file=sys.stderr,
-                    )
-    model.eval()
-    staging = out_dir / ".checkpoint.tmp"
-    model.save_pretrained(staging, safe_serialization=True)
-    tokenizer.save_pretrained(staging)
-    final = out_dir / "checkpoint"
-    if final.exists():
-        import shutil
+    done, epoch, index = 0, 0, 0  # optimizer steps finished; the next example's position
+    if state is not None:
+        if state.get("examples_sha256") != digest:
+            raise ValueError(
+                "--resume: the examples differ from the ones this run trained on (sft.data's "
+                "file changed?); start a new run in another sft.out_dir"
+            )
+        optimizer.load_state_dict(
+            torch.load(out_dir / "checkpoint" / "optimizer.pt", map_location=device)
+        )
+        done, epoch, index = int(state["step"]) + 1, int(state["epoch"]), int(state["index"])
+        truncate_metrics_after(metrics_path, done + 1)  # lines of later steps run again
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_durable(saved_config, yaml.safe_dump(dataclasses.asdict(config), sort_keys=False))
 
-        shutil.rmtree(final)
-    staging.rename(final)
+    per_epoch = math.ceil(len(kept) / sc.batch_size)
+    total = sc.epochs * per_epoch
+    stop = min(total, sc.max_steps) if sc.max_steps else total
+
+    def write(folder: Path) -> dict[str, Any]:
+        model.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+        torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+        return {
+            "epoch": epoch,
+            "index": index,
+            "finished": done >= total,
+            "examples_sha256": digest,
+        }
+
+    tty = sys.stderr.isatty()
+    bar = tqdm(
+        total=stop,
+        initial=min(done, stop),
+        desc="sft",
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+        mininterval=0.5 if tty else 60.0,  # a log file gets a frame a minute, not one a step
+        dynamic_ncols=tty,
+    )
+    metrics: dict[str, float] = {}
+    order, order_epoch = None, None
+    model.train()
+    try:
+        while done < stop:
+            if order_epoch != epoch:
+                order, order_epoch = epoch_order(len(kept), sc.seed, epoch), epoch
+            t0 = time.perf_counter()
+            batch = [kept[i] for i in order[index : index + sc.batch_size]]
+            optimizer.zero_grad(set_to_none=True)
+            loss, tokens, micro = accumulate_gradients(
+                model, batch, tokenizer.pad_token_id, sc.micro_batch_tokens, amp
+            )
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), sc.grad_clip)
+            optimizer.step()
+            done += 1
+            index += len(batch)
+            metrics = {
+                "step": float(done),
+                "sft/epoch": epoch + index / len(kept),
+                "sft/loss": loss,
+                "sft/tokens": float(tokens),
+                "sft/micro_batches": float(micro),
+                "sft/grad_norm": float(grad_norm),
+                "timing/step_s": time.perf_counter() - t0,
+            }
+            if index >= len(kept):
+                epoch, index = epoch + 1, 0
+            finite = {k: v if math.isfinite(v) else None for k, v in metrics.items()}
+            append_metrics_line(metrics_path, json.dumps(finite, allow_nan=False))  # NaN as null
+            bar.set_postfix(loss=f"{loss:.4f}", epoch=f"{metrics['sft/epoch']:.2f}", refresh=False)
+            bar.update(1)
+            if done == stop or (sc.save_every and done % sc.save_every == 0):
+                save_checkpoint(out_dir, write, done - 1)
+    finally:
+        bar.close()
+    model.eval()
+    if not metrics:  # nothing left to run (a finished run resumed): its last line
+        rows = read_metrics_lines(metrics_path)
+        metrics = {k: v for k, v in rows[-1].items() if v is not None} if rows else {}
     metrics["sft/examples"] = float(len(kept))
     metrics["sft/examples_too_long"] = float(len(examples) - len(kept))
     return metrics
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m baselines.sft --config FILE [section.key=value ...]``."""
+    """``python -m baselines.sft --config FILE [--resume] [--quiet] [section.key=value ...]``."""
     parser = argparse.ArgumentParser(
         prog="python -m baselines.sft",
         description="Fine-tune the policy on oracle chats from `agentgym export-sft` (loss on "
         "assistant tokens only); writes OUT_DIR/checkpoint for the RL trainer's model.path.",
     )
     parser.add_argument("--config", default=None, help="YAML file with sections model and sft")
-    parser.add_argument("--quiet", action="store_true", help="no per-step lines")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in sft.out_dir from its last checkpoint (sft.save_every)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_args(argv)
     try:
         config = load_sft_config(args.config, args.overrides)
-        metrics = train_sft(config, progress=not args.quiet)
-    except (ValueError, FileNotFoundError) as err:
+        metrics = train_sft(config, progress=not args.quiet, resume=args.resume)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"baselines.sft: error: {err}", file=sys.stderr)
         return 2
     print(
-        f"final loss {metrics['sft/loss']:.4f} over {int(metrics['sft/examples'])} examples; "
+        f"final loss {metrics.get('sft/loss', float('nan')):.4f} over "
+        f"{int(metrics['sft/examples'])} examples; "
         f"checkpoint: {Path(config.sft.out_dir) / 'checkpoint'}"
     )
     return 0

@@ -164,7 +164,11 @@ def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
 
     folder = out / "sft" / _short(env_id)
     checkpoint = folder / "checkpoint"
-    if (checkpoint / "config.json").is_file():
+    state = checkpoint / "state.json"
+    if state.is_file():  # checkpoints are also written during the run: only a finished one counts
+        if json.loads(state.read_text()).get("finished"):
+            return checkpoint
+    elif (checkpoint / "config.json").is_file():  # an earlier version's final checkpoint
         return checkpoint
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "data.jsonl"
@@ -183,7 +187,8 @@ def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
             "sft.threads=1",
         ],
     )
-    train_sft(config, progress=False)
+    # A run stopped part way (config.yaml is written at its start) continues from its checkpoint.
+    train_sft(config, progress=False, resume=(folder / "config.yaml").is_file())
     return checkpoint
 
 
