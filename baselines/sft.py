@@ -79,6 +79,7 @@ from baselines.checkpoint import (
 from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
+from baselines.minibatches import pack_by_tokens
 from baselines.scoring import autocast, resolve_autocast, score_targets
 
 __all__ = [
@@ -89,7 +90,6 @@ __all__ = [
     "read_chats",
     "build_examples",
     "collate",
-    "pack_micro_batches",
     "target_nll",
     "accumulate_gradients",
     "epoch_order",
@@ -112,7 +112,7 @@ class SFTSettings:
         batch_size: examples per optimizer step (the last step of an epoch may have fewer).
         micro_batch_tokens: padded tokens per forward/backward pass (rows x longest row of the
             micro-batch): bounds activation memory. A step's examples are packed into as few
-            micro-batches as fit (:func:`pack_micro_batches`); an example longer than this
+            micro-batches as fit (:func:`baselines.minibatches.pack_by_tokens`, as the RL trainer packs); an example longer than this
             goes alone. The step's gradient does not depend on it (gradient accumulation).
         max_length: examples with more tokens (prompt + target) are dropped, and counted.
         think_prefix: prompts end with ``<think>`` and targets start after it (must match the RL
@@ -140,7 +140,7 @@ class SFTSettings:
     grad_clip: float = 1.0
     seed: int = 0
     threads: int = 0
-    micro_batch_tokens: int = 4096
+    micro_batch_tokens: int = 2048
     save_every: int = 50
     max_steps: int = 0
 
@@ -313,39 +313,6 @@ def collate(examples: list[SFTExample], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def pack_micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Pack examples into micro-batches of at most ``budget`` padded tokens each.
-
-    The examples are sorted by length, longest first (ties in the given order), and filled
-    greedily: a micro-batch takes the next example while ``rows x longest row <= budget``
-    (its first row is its longest). An example longer than ``budget`` goes alone.
-
-    Args:
-        lengths: tokens of each example (prompt + target).
-        budget: padded tokens per micro-batch (``sft.micro_batch_tokens``), >= 1.
-
-    Returns:
-        lists of indices into ``lengths``; every index appears exactly once.
-
-    Raises:
-        ValueError: ``budget < 1``.
-
-    Example:
-        >>> pack_micro_batches([3, 9, 4, 5], 10)
-        [[1], [3, 2], [0]]
-    """
-    if budget < 1:
-        raise ValueError(f"sft.micro_batch_tokens must be >= 1; got {budget}")
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
 def target_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """Summed negative log-likelihood of the labelled tokens of a collated batch.
 
@@ -378,7 +345,7 @@ def accumulate_gradients(
     """Backpropagate one optimizer step's loss, micro-batch by micro-batch, into ``.grad``.
 
     The step's loss is ``sum of -log p over every target token / T``, with ``T`` the target tokens
-    of all ``examples``. Each micro-batch (:func:`pack_micro_batches`) backpropagates its summed
+    of all ``examples``. Each micro-batch (:func:`baselines.minibatches.pack_by_tokens`, as the RL trainer packs) backpropagates its summed
     NLL divided by ``T``, so the accumulated gradient is the gradient of the step's token-mean
     loss whatever ``micro_batch_tokens`` is (to float rounding). The caller zeroes the gradients
     before and steps the optimizer after.
@@ -401,7 +368,7 @@ def accumulate_gradients(
     total = sum(sum(label != IGNORE for label in e.labels[1:]) for e in examples)
     if total == 0:
         raise ValueError("the step's examples hold no target token")
-    groups = pack_micro_batches([len(e.input_ids) for e in examples], micro_batch_tokens)
+    groups = pack_by_tokens([len(e.input_ids) for e in examples], micro_batch_tokens)
     nll_sum = 0.0
     for group in groups:
         batch = {k: v.to(device) for k, v in collate([examples[i] for i in group], pad_id).items()}

@@ -43,6 +43,9 @@ def test_pack_by_tokens_hand_packing():
     # A row over the budget goes alone; the row cap splits the short ones.
     assert pack_by_tokens([700, 5, 5, 5], max_tokens=600, max_rows=2) == [[0], [1, 2], [3]]
     assert pack_by_tokens([], max_tokens=10) == []
+    # SFT's step of 4 examples at 10 tokens: [9] alone (2 x 9 > 10), [5, 4] = 10, then [3].
+    assert pack_by_tokens([3, 9, 4, 5], max_tokens=10) == [[1], [3, 2], [0]]
+    assert pack_by_tokens([4, 4, 4], max_tokens=8) == [[0, 1], [2]]  # ties keep their order
 
 
 def test_pack_by_tokens_covers_every_row_within_budget():

@@ -30,7 +30,6 @@ from baselines.sft import (
     build_examples,
     collate,
     load_sft_config,
-    pack_micro_batches,
     read_chats,
     target_nll,
     train_sft,
@@ -252,17 +251,6 @@ def test_collate_and_target_nll_hand_values():
         nll, count = target_nll(model, batch)
     vocab = model.config.vocab_size
     assert count == 3 and float(nll) == pytest.approx(3 * math.log(vocab), rel=1e-6)
-
-
-def test_pack_micro_batches_hand_values():
-    # Longest first; a micro-batch takes rows while rows x its first (longest) row <= budget.
-    assert pack_micro_batches([3, 9, 4, 5], 10) == [[1], [3, 2], [0]]
-    assert pack_micro_batches([3, 9, 4, 5], 100) == [[1, 3, 2, 0]]
-    assert pack_micro_batches([30, 2, 2], 10) == [[0], [1, 2]]  # too long: alone
-    assert pack_micro_batches([4, 4, 4], 8) == [[0, 1], [2]]  # ties keep their order
-    assert pack_micro_batches([], 8) == []
-    with pytest.raises(ValueError, match="sft.micro_batch_tokens"):
-        pack_micro_batches([1], 0)
 
 
 def _frozen_examples(tiny, chat):
