@@ -20,12 +20,19 @@ One step, top to bottom (:meth:`Trainer.step`):
    advantage per episode from its group's rewards, given to every policy token of the episode
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
    and GAE runs over the episode's policy tokens with the value head.
-5. **Update.** Clipped surrogate with separate low/high bounds, token mean over each mini-batch
-   (micro-batch losses are weighted by their token share, so accumulation gives the same
-   gradient as one big batch), entropy bonus, optional KL to the frozen reference (k1/k3),
-   value loss (PPO), gradient clipping, one AdamW step per mini-batch of
-   ``algorithm.ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the whole batch)
-   per PPO epoch, old log-probs from a pre-update pass when the policy moves within a batch.
+5. **Update** (:meth:`Trainer._update`, one page). Clipped surrogate with separate low/high
+   bounds, token mean over each mini-batch, entropy bonus, optional KL to the frozen reference
+   (k1/k3, k3 bounded as verl bounds it), value loss (PPO), gradient clipping, one AdamW step per
+   mini-batch of ``algorithm.ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the
+   whole batch) per PPO epoch, old log-probs from a pre-update pass when the policy moves within
+   a batch. A mini-batch runs as micro-batches of at most ``algorithm.micro_batch_tokens``
+   padded tokens (rows packed longest first) whose losses are weighted by their token share, so
+   accumulation gives the gradient of one big batch.
+
+Memory and precision: every pass reads the LM head only at the positions its loss or the MI
+scorer uses (:mod:`baselines.scoring`; never a ``[batch, tokens, vocab]`` tensor). Weights and
+AdamW state are float32; rollouts, scoring and the update run under bf16 autocast where the
+device has native bf16 (``model.dtype: auto``).
 
 Every log-prob (policy, old, reference, entropy, MI scorer) is of the sampling distribution,
 ``log_softmax(logits / rollout.temperature)`` (verl's convention), so the ratio and the KL are
