@@ -7,15 +7,36 @@ embedded configs and README.md for every metric it logs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+import textwrap
 
-from baselines.config import load_config
+from baselines.config import TrainConfig, load_config
+
+
+def config_keys_help() -> str:
+    """Every ``section.key`` of :class:`TrainConfig` with its default, for ``--help``."""
+    lines = ["config keys (section.key=default; meanings: baselines/config.py):"]
+    defaults = TrainConfig()
+    for section in dataclasses.fields(TrainConfig):
+        values = getattr(defaults, section.name)
+        keys = [
+            f"{section.name}.{f.name}={getattr(values, f.name)!r}"
+            for f in dataclasses.fields(values)
+        ]
+        lines.append(
+            textwrap.fill("  ".join(keys), 100, initial_indent="  ", subsequent_indent="  ")
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.train", description="Multi-turn RL on agentgym (RAGEN-2)."
+        prog="python -m baselines.train",
+        description="Multi-turn RL on agentgym (RAGEN-2).",
+        epilog=config_keys_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
     parser.add_argument("--resume", action="store_true", help="continue the run in train.out_dir")

@@ -165,3 +165,16 @@ def test_validation_seeds_must_not_overlap_training_seeds():
         load_config(None, ["train.steps=100", "rollout.num_groups=8", "rollout.val_seed=500"])
     # Seeds 0..799 and 800..815 are disjoint.
     load_config(None, ["train.steps=100", "rollout.num_groups=8", "rollout.val_seed=800"])
+
+
+def test_train_help_lists_every_config_key(capsys):
+    import dataclasses
+
+    from baselines.train import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    for section in dataclasses.fields(TrainConfig):
+        for f in dataclasses.fields(getattr(TrainConfig(), section.name)):
+            assert f"{section.name}.{f.name}=" in shown, f"{section.name}.{f.name}"
