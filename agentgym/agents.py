@@ -495,6 +495,10 @@ class HFAgent(Agent):
         self.prompt_ids: dict[int, list[list[int]]] = {}
         torch.manual_seed(self.seed)
         model_name = EMBEDDED_MODEL_NAME if path == "embedded" else Path(folder).name
+        if path != "embedded" and model_name.startswith("checkpoint"):
+            # A trainer's run folder holds checkpoint/ (and checkpoint-<step>/): name the run,
+            # or every trained model is "hf:checkpoint" on the leaderboard.
+            model_name = f"{Path(folder).resolve().parent.name}/{model_name}"
         self.name = f"hf:{model_name}"
         decoding = "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top_p={top_p}"
         self.description = (

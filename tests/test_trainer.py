@@ -277,7 +277,7 @@ def test_train_cli(tmp_path: Path) -> None:
     assert summary["episodes"] == 3
     assert 0.0 <= summary["success_rate"] <= 1.0
     bundle = json.loads((tmp_path / "cli" / "eval.json").read_text())
-    assert bundle["agent"]["name"] == "hf:checkpoint"
+    assert bundle["agent"]["name"] == "hf:cli/checkpoint"  # the run, not every "checkpoint"
     assert bundle["agent"]["settings"]["max_new_tokens"] == 2
     assert bundle["agent"]["settings"]["think_prefix"] is False  # from the run's config
     bad = subprocess.run(
