@@ -91,6 +91,10 @@ class RolloutConfig:
         think_prefix: end the generation prompt with ``<think>`` (RAGEN); the policy continues it.
         max_context_tokens: an episode whose next prompt would exceed this many tokens ends
             (truncated).
+        generation_batch_tokens: the HF engine decodes the live episodes in batches of at most
+            this many KV-cache slots (rows x (longest prompt + max_new_tokens)); 0: all at once.
+            Bounds generation memory: 64 Sokoban episodes in one batch peaked above 10 GB
+            (SmolLM2). vLLM manages its own cache.
         train_seed: the seed of step 0's first group; step s, group g use ``train_seed + s*P + g``.
         val_seed: first held-out seed (validation uses ``val_seed + i``; keep it far from training).
         val_episodes: episodes per validation (0 disables validation).
@@ -115,6 +119,7 @@ class RolloutConfig:
     top_p: float = 1.0
     think_prefix: bool = True
     max_context_tokens: int = 4096
+    generation_batch_tokens: int = 32768
     train_seed: int = 0
     val_seed: int = 1_000_000
     val_episodes: int = 16
@@ -144,6 +149,7 @@ class RolloutConfig:
         if not 0 < self.top_p <= 1:
             raise ValueError(f"rollout.top_p: must lie in (0, 1], got {self.top_p!r}")
         _at_least("rollout.max_context_tokens", self.max_context_tokens, 16)
+        _at_least("rollout.generation_batch_tokens", self.generation_batch_tokens, 0)
         _at_least("rollout.val_episodes", self.val_episodes, 0)
         _at_least("rollout.val_every", self.val_every, 1)
         _at_least("rollout.val_temperature", self.val_temperature, 0.0)

@@ -360,7 +360,8 @@ class PrefixCache:
     step, ``copy_`` or LoRA merge bumps it) and the cache empties itself when it changed.
 
     Memory: about ``2 x layers x kv_heads x head_dim x bytes`` per cached token (SmolLM2-135M in
-    float32: 46 KB), for the live episodes of one batch.
+    float32: 46 KB; under bf16 autocast the entries are bf16: 23 KB), for the live episodes of one
+    batch.
     """
 
     def __init__(self) -> None:
@@ -391,6 +392,11 @@ class PrefixCache:
 
     def clear(self) -> None:
         self.entries = []
+
+    def keep_extended_by(self, prompts: list[list[int]]) -> None:
+        """Drop the entries that no prompt of ``prompts`` extends (episodes that ended)."""
+        keep = {self.lookup(p) for p in prompts} - {-1}
+        self.entries = [e for i, e in enumerate(self.entries) if i in keep]
 
 
 def _supports_prefix_cache(cache: Any) -> bool:
@@ -434,7 +440,9 @@ def generate_cached(
         tokenizer: its tokenizer.
         prompt_ids: one non-empty list of token ids per prompt.
         sampling: generation settings.
-        store: the cache of the previous call (updated in place), or None for no reuse.
+        store: the cache of the previous call (updated in place: the entries this call extends
+            are consumed, one entry per prompt is added, other entries are kept), or None for
+            no reuse.
 
     Returns:
         One :class:`Generation` per prompt.
@@ -450,7 +458,6 @@ def generate_cached(
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ends = end_token_ids(model, tokenizer)
     stops = tuple(sampling.stop_strings)
@@ -489,7 +496,10 @@ def generate_cached(
                 keys[r, :, past - k : past] = kr
                 values[r, :, past - k : past] = vr  # type: ignore[index]
             layers.append((keys, values))
-        store.entries = []  # copied into the batch's cache: free the per-row tensors now
+        # Copied into the batch's cache: free those per-row tensors now (other rows' entries,
+        # for another chunk of the same turn, stay).
+        used = {h for h in hits if h >= 0}
+        store.entries = [e for i, e in enumerate(store.entries) if i not in used]
         kwargs[cache_kw] = DynamicCache(ddp_cache_data=layers)
     if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = 1
@@ -559,7 +569,6 @@ def generate_cached(
         store.hits += sum(1 for h in hits if h >= 0)
         store.reused_tokens += sum(cached)
         store.prefilled_tokens += sum(len(x) for x in suffix)
-        store.entries = []
         if _supports_prefix_cache(cache):
             for r in range(batch):
                 # The last sampled token of a row is never fed back (a row that stopped early
@@ -573,11 +582,9 @@ def generate_cached(
                         torch.arange(past + width, past + width + g),
                     ]
                 ).to(device)
+                # In the cache's own dtype: bf16 under bf16 autocast, half of float32's memory.
                 kv = [
-                    (
-                        layer.keys[r].index_select(1, index).to(dtype),
-                        layer.values[r].index_select(1, index).to(dtype),
-                    )
+                    (layer.keys[r].index_select(1, index), layer.values[r].index_select(1, index))
                     for layer in cache.layers
                 ]
                 store.entries.append((list(prompt_ids[r]) + tokens[r][:g], kv))
@@ -607,19 +614,54 @@ class HFEngine:
             current and :meth:`sync_weights` only swaps the reference).
         tokenizer: its tokenizer.
         kv_cache: reuse keys/values across turns.
+        max_batch_tokens: bound of one decoding batch, ``rows x (longest prompt + max new
+            tokens)``; 0: every prompt in one batch (``rollout.generation_batch_tokens``).
     """
 
     name = "hf"
     provides_logprobs = True
 
-    def __init__(self, model: Any, tokenizer: Any, kv_cache: bool = True):
+    def __init__(
+        self, model: Any, tokenizer: Any, kv_cache: bool = True, max_batch_tokens: int = 0
+    ):
         self.model, self.tokenizer = model, tokenizer
         self.cache = PrefixCache() if kv_cache else None
+        self.max_batch_tokens = int(max_batch_tokens)
+
+    def chunks(self, prompt_ids: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        """Consecutive prompt indices per decoding batch: rows are added while
+        ``rows x (longest prompt + max_new_tokens)`` (the padded cache of the batch) stays within
+        ``max_batch_tokens``; one batch when it is 0."""
+        if not self.max_batch_tokens:
+            return [list(range(len(prompt_ids)))]
+        out: list[list[int]] = []
+        longest = 0
+        for i, prompt in enumerate(prompt_ids):
+            need = len(prompt) + max_new_tokens
+            if out and (len(out[-1]) + 1) * max(longest, need) <= self.max_batch_tokens:
+                out[-1].append(i)
+                longest = max(longest, need)
+            else:
+                out.append([i])
+                longest = need
+        return out
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
-        if self.cache is None:
-            return generate(self.model, self.tokenizer, prompt_ids, sampling)
-        return generate_cached(self.model, self.tokenizer, prompt_ids, sampling, self.cache)
+        """One reply per prompt, decoded in batches of at most ``max_batch_tokens`` cache slots
+        (:meth:`chunks`): the decoding batch's padded KV cache, not the number of live episodes,
+        sets the memory; the previous turn's keys/values of every live episode stay stored in
+        between (:class:`PrefixCache`)."""
+        out: list[Generation] = []
+        if self.cache is not None:
+            self.cache.valid_for(self.model)
+            self.cache.keep_extended_by(prompt_ids)
+        for chunk in self.chunks(prompt_ids, sampling.max_new_tokens):
+            prompts = [prompt_ids[i] for i in chunk]
+            if self.cache is None:
+                out += generate(self.model, self.tokenizer, prompts, sampling)
+            else:
+                out += generate_cached(self.model, self.tokenizer, prompts, sampling, self.cache)
+        return out
 
     def sync_weights(self, model: Any) -> float:
         self.model = model
@@ -857,12 +899,19 @@ def vllm_available() -> bool:
 
 
 def make_engine(
-    name: str, model: Any, tokenizer: Any, *, max_model_len: int = 2048, seed: int = 0
+    name: str,
+    model: Any,
+    tokenizer: Any,
+    *,
+    max_model_len: int = 2048,
+    seed: int = 0,
+    max_batch_tokens: int = 0,
 ) -> RolloutEngine:
     """Build the engine ``rollout.engine`` names: ``"auto"``, ``"hf"`` or ``"vllm"``.
 
     ``"auto"`` is vLLM when it is importable (:func:`vllm_available`) and the model has no LoRA
-    adapter, else transformers.
+    adapter, else transformers. ``max_batch_tokens`` bounds the HF engine's decoding batches
+    (:class:`HFEngine`); vLLM manages its own KV cache.
 
     Raises:
         ValueError: an unknown name.
@@ -870,7 +919,7 @@ def make_engine(
     if name == "auto":
         name = "vllm" if vllm_available() and not hasattr(model, "peft_config") else "hf"
     if name == "hf":
-        return HFEngine(model, tokenizer)
+        return HFEngine(model, tokenizer, max_batch_tokens=max_batch_tokens)
     if name == "vllm":
         return VLLMEngine(model, tokenizer, max_model_len=max_model_len, seed=seed)
     raise ValueError(f"rollout.engine: must be one of ['auto', 'hf', 'vllm'], got {name!r}")

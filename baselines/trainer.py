@@ -306,6 +306,7 @@ class Trainer:
                 self.tokenizer,
                 max_model_len=rc.max_context_tokens,
                 seed=config.train.seed,
+                max_batch_tokens=rc.generation_batch_tokens,
             )
         else:
             engine.sync_weights(self.model)
