@@ -12,8 +12,55 @@ This module does not import torch at import time (``agentgym`` must import witho
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 
-__all__ = ["usable_cpus", "resolve_threads", "set_torch_threads"]
+__all__ = [
+    "OMP_WAIT_POLICY",
+    "OmpWaitPolicyWarning",
+    "set_omp_wait_policy",
+    "usable_cpus",
+    "resolve_threads",
+    "set_torch_threads",
+]
+
+OMP_WAIT_POLICY = "PASSIVE"
+"""The OpenMP wait policy set before torch loads, unless the user set one (see the module doc)."""
+
+_warned = False
+
+
+class OmpWaitPolicyWarning(RuntimeWarning):
+    """torch was loaded before the wait policy could be set; its OpenMP threads spin."""
+
+
+def set_omp_wait_policy() -> str | None:
+    """``OMP_WAIT_POLICY=PASSIVE`` in ``os.environ`` unless set, while torch is not yet loaded.
+
+    OpenMP reads the variable once, when torch loads its runtime, so this must run before the
+    first ``import torch`` of the process: ``baselines/__init__.py``, :func:`set_torch_threads`
+    and the ``hf:`` agent call it. A value the user set is kept, whatever it is. When torch is
+    already loaded and the variable is unset, nothing can change the policy any more: one
+    :class:`OmpWaitPolicyWarning` per process says so and how to fix it.
+
+    Returns:
+        the variable's value now (``None``: unset, torch loaded first).
+    """
+    global _warned
+    if "torch" not in sys.modules:
+        return os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+    value = os.environ.get("OMP_WAIT_POLICY")
+    if value is None and not _warned:
+        _warned = True
+        warnings.warn(
+            "torch was imported before agentgym/baselines could set OMP_WAIT_POLICY=PASSIVE, so "
+            "its OpenMP threads spin while they wait: many times slower when another process "
+            "shares the cores. Set OMP_WAIT_POLICY=PASSIVE in the environment, or import "
+            "baselines before torch.",
+            OmpWaitPolicyWarning,
+            stacklevel=2,
+        )
+    return value
 
 
 def usable_cpus() -> int:
@@ -36,7 +83,12 @@ def resolve_threads(requested: int = 0) -> int:
 
 
 def set_torch_threads(requested: int = 0) -> int:
-    """``torch.set_num_threads(resolve_threads(requested))``; returns the count set."""
+    """``torch.set_num_threads(resolve_threads(requested))``; returns the count set.
+
+    Sets the OpenMP wait policy first (:func:`set_omp_wait_policy`), for callers that load
+    torch here.
+    """
+    set_omp_wait_policy()
     import torch
 
     n = resolve_threads(requested)
