@@ -239,11 +239,13 @@ def main() -> None:
                     idle = results[(p, n, "idle")].get(k, [])
                     busy = results[(p, n, "busy")].get(k, [])
                     short = args.repeat - len(busy)
-                    if idle:
-                        ratio = statistics.median(busy + [args.timeout] * short) / (
-                            statistics.median(idle)
-                        )
-                        parts.append(f"{k} {'>' if short else ''}{ratio:.1f}x")
+                    if not idle:
+                        parts.append(f"{k} n/a (the idle run timed out)")
+                        continue
+                    ratio = statistics.median(busy + [args.timeout] * short) / (
+                        statistics.median(idle)
+                    )
+                    parts.append(f"{k} {'>' if short else ''}{ratio:.1f}x")
                 print(f"{p:>10} threads={n}: " + ", ".join(parts))
 
 
