@@ -1,10 +1,39 @@
-"""CPU thread counts for torch that hold up when other processes share the cores.
+"""CPU threads for torch that hold up when other processes share the cores: wait policy and count.
 
-torch starts one intra-op thread per core. When another process holds one of two cores, those two
-threads wait on each other at every operation: a SmolLM2 decode step took 4 s instead of 0.09 s
-(40x slower, measured on a 2-core machine; ``MACHINE_NOTES``). Half the usable CPUs, at least one,
-leaves room for the environments, the tokenizer and other jobs, and is the default of the trainer
-(``train.threads=0``) and of ``agentgym eval --threads``.
+**Wait policy.** torch 2.13.0+cpu runs its intra-op threads, and those of the MKL and oneDNN
+linked into it, on the GNU OpenMP runtime it bundles (``torch/lib/libgomp.so.1``, its only OpenMP
+library: no Intel libiomp, so ``KMP_BLOCKTIME`` does nothing). With ``OMP_WAIT_POLICY`` unset, a
+libgomp thread that waits for the others spins first (``GOMP_SPINCOUNT``: 300,000 rounds, per the
+libgomp manual) and only then sleeps. When another process holds a core, the spinning thread takes
+the time slices that the thread it waits for needs, at every operation.
+``OMP_WAIT_POLICY=PASSIVE`` makes waiting threads sleep at once. libgomp reads these variables
+once, when torch loads it, so :func:`set_omp_wait_policy` sets PASSIVE before the first ``import
+torch`` of every entry point (``baselines/__init__.py``: the trainer, SFT, ``baselines.evaluate``,
+the benchmarks; :func:`set_torch_threads` and the ``hf:`` agent: ``agentgym eval``), unless the
+user set a value, which is kept.
+
+Measured by ``benchmarks/bench_threads.py`` (2026-12-01, 2 cores shared with other engineers' test
+runs: load average 4.8-9.4 throughout, so "idle" means no busy process of ours; seconds, median of
+3; generation: 4 rows x 32 new tokens of SmolLM2-135M; update: forward, backward and AdamW on
+4 x 256 tokens, 64 scored per row, bf16 autocast)::
+
+    policy           threads  generate idle / busy   update idle / busy   busy/idle
+    unset (spins)    1        4.3 / 4.8              5.2 / 7.3            1.1 / 1.4
+    unset (spins)    2        24 / >100              >100 / >100          >4.9 / >7.8
+    PASSIVE          1        2.9 / 6.8              5.1 / 8.5            2.4 / 1.7
+    PASSIVE          2        5.1 / 7.8              6.1 / 8.1            1.5 / 1.3
+    GOMP_SPINCOUNT=10000  2   12 / 24                6.8 / 10.5           2.0 / >1.6
+
+With one thread the policy cannot matter (no thread waits on another): the spread of the three
+one-thread rows is the noise of the shared machine. On a quiet machine (``MACHINE_NOTES``, 529
+tokens of SmolLM2): unset, 2 threads 37-40 s idle and 280-304 s beside one busy process;
+1 thread 18-20 s / 33-36 s; PASSIVE, 2 threads 15-24 s / 31-37 s.
+
+**Count.** PASSIVE at two threads did not beat one thread, idle or busy (generation 1.2-1.8x
+slower, updates within noise; and on the quiet machine above, equal within noise), so the count
+stays half the usable CPUs, at least one: the default of the trainer (``train.threads=0``), SFT
+(``sft.threads=0``) and ``agentgym eval --threads``. It leaves room for the environments, the
+tokenizer and other jobs; an explicit count is used as given.
 
 This module does not import torch at import time (``agentgym`` must import without torch).
 """
