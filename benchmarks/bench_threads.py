@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/bench_threads.py                      # the full table (about 10 minutes)
-    python benchmarks/bench_threads.py --quick              # fewer tokens, smaller update, 1 repeat
+    python benchmarks/bench_threads.py                      # the full table (13 min on a loaded 2-core machine)
+    python benchmarks/bench_threads.py --quick              # 16 tokens, 2 x 128 update, 2 runs (7 min)
     python benchmarks/bench_threads.py --policies default PASSIVE --threads 2 --neighbours busy
 
 Each cell runs in its own process, with the policy's variables set in its environment before torch
@@ -21,11 +21,12 @@ process beside it, as when another job holds a core). Per cell it prints the sec
 ``--new-tokens`` tokens for a batch of 4 (``model.generate``, KV cache, greedy, a fixed count) and
 the seconds of one update (forward + backward of ``--update-rows`` x ``--update-tokens`` tokens,
 log-probs at the last 64 positions by ``baselines.scoring.score_targets``, bf16 autocast where the
-CPU has it, one AdamW step), each the median over ``--repeat`` runs with the range, and the
-busy/idle ratio per policy and thread count. A cell that runs past ``--timeout`` seconds is
-killed and printed as ``>T``. First it prints the machine's matmul rate (GFLOP/s, 2048 x 2048,
-fp32 and bf16, 1 and 2 threads, idle) as the reference, and the load average before each cell:
-other people's jobs on a shared machine show there. Never run by tests.
+CPU has it, one AdamW step), each the median and range of ``--repeat`` runs in the cell's process
+after a warm-up, and the busy/idle ratio per policy and thread count. A cell whose process runs
+past ``--timeout`` seconds is killed; its missing runs print as ``>T`` and count as the timeout in
+the ratio (``>``: a rough lower estimate). First it prints the machine's matmul rate (GFLOP/s,
+2048 x 2048, fp32 and bf16, 1 and 2 threads) as the reference, and before each cell the load
+average: other people's jobs on a shared machine show there. Never run by tests.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def main() -> None:
         row = [_fmt(results[c].get(k, []), args.repeat, late[c]) for k in ("generate", "update")]
         print(f"{c[0]:>10} {c[1]:>7} {c[2]:>9} {row[0]:>22} {row[1]:>22}")
     if {"idle", "busy"} <= set(args.neighbours):
-        print("\nbusy/idle ratio of the medians (>: a busy run timed out, counted as the timeout):")
+        print("\nbusy/idle ratio of the medians (>: busy runs cut off, counted as the timeout):")
         for p in args.policies:
             for n in args.threads:
                 parts = []
