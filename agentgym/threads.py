@@ -12,27 +12,31 @@ torch`` of every entry point (``baselines/__init__.py``: the trainer, SFT, ``bas
 the benchmarks; :func:`set_torch_threads` and the ``hf:`` agent: ``agentgym eval``), unless the
 user set a value, which is kept.
 
-Measured by ``benchmarks/bench_threads.py`` (2026-12-01, 2 cores shared with other engineers' test
-runs: load average 4.8-9.4 throughout, so "idle" means no busy process of ours; seconds, median of
-3; generation: 4 rows x 32 new tokens of SmolLM2-135M; update: forward, backward and AdamW on
-4 x 256 tokens, 64 scored per row, bf16 autocast)::
+Measured by ``benchmarks/bench_threads.py``, two full runs (2026-12-01, 2 cores shared with other
+engineers' test runs: load average 4.5-9.4 throughout, so "idle" means no busy process of ours
+beside the run). Seconds, the two runs' medians of 3 (run 1 - run 2); generation: 4 rows x 32 new
+tokens of SmolLM2-135M; update: forward, backward and AdamW on 4 x 256 tokens, 64 scored per row,
+bf16 autocast; ``cut``: the 120 s cell limit ended the run first::
 
-    policy           threads  generate idle / busy   update idle / busy   busy/idle
-    unset (spins)    1        4.3 / 4.8              5.2 / 7.3            1.1 / 1.4
-    unset (spins)    2        24 / >100              >100 / >100          >4.9 / >7.8
-    PASSIVE          1        2.9 / 6.8              5.1 / 8.5            2.4 / 1.7
-    PASSIVE          2        5.1 / 7.8              6.1 / 8.1            1.5 / 1.3
-    GOMP_SPINCOUNT=10000  2   12 / 24                6.8 / 10.5           2.0 / >1.6
+    policy                threads  generate idle / busy   update idle / busy   busy/idle gen, upd
+    unset (spins)         1        4.3-4.7 / 4.8-6.0      5.2-5.5 / 7.3-7.4    1.1-1.3, 1.3-1.4
+    unset (spins)         2        24-36 / 44, cut        15, cut / cut        >3.3, -
+    PASSIVE               1        2.9-4.1 / 5.6-6.8      5.1-6.1 / 7.1-8.5    1.4-2.4, 1.2-1.7
+    PASSIVE               2        4.7-5.1 / 6.1-7.8      6.1-6.4 / 8.1-8.3    1.3-1.5, 1.3
+    GOMP_SPINCOUNT=10000  2        12 / 24                6.8 / 10.5           2.0, >1.6 (run 1)
 
-With one thread the policy cannot matter (no thread waits on another): the spread of the three
-one-thread rows is the noise of the shared machine. On a quiet machine (``MACHINE_NOTES``, 529
-tokens of SmolLM2): unset, 2 threads 37-40 s idle and 280-304 s beside one busy process;
-1 thread 18-20 s / 33-36 s; PASSIVE, 2 threads 15-24 s / 31-37 s.
+Quick runs (4 x 16 tokens, 2 x 128 update) gave, at 2 threads idle, generation 17.5 s with
+``OMP_WAIT_POLICY=ACTIVE`` and 16.9 s with ``KMP_BLOCKTIME=0`` (no effect: same as unset, 24.4 s)
+against 4.4 s with PASSIVE; both cut at 60 s beside the busy process. With one thread the policy
+cannot matter (no thread waits on another): the spread of the one-thread rows is the noise of the
+shared machine. On a quiet machine (``MACHINE_NOTES``, 529 tokens of SmolLM2): unset, 2 threads
+37-40 s idle and 280-304 s beside one busy process; 1 thread 18-20 s / 33-36 s; PASSIVE, 2 threads
+15-24 s / 31-37 s.
 
-**Count.** PASSIVE at two threads did not beat one thread, idle or busy (generation 1.2-1.8x
-slower, updates within noise; and on the quiet machine above, equal within noise), so the count
-stays half the usable CPUs, at least one: the default of the trainer (``train.threads=0``), SFT
-(``sft.threads=0``) and ``agentgym eval --threads``. It leaves room for the environments, the
+**Count.** PASSIVE at two threads did not beat one thread, idle or busy (generation 1.1-1.8x
+the one-thread time, updates 0.95-1.2x; on the quiet machine above, equal within noise), so the
+count stays half the usable CPUs, at least one: the default of the trainer (``train.threads=0``),
+SFT (``sft.threads=0``) and ``agentgym eval --threads``. It leaves room for the environments, the
 tokenizer and other jobs; an explicit count is used as given.
 
 This module does not import torch at import time (``agentgym`` must import without torch).
