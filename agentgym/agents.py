@@ -457,6 +457,10 @@ class HFAgent(Agent):
         seed: int = 0,
     ):
         super().__init__()
+        # Before torch loads: OpenMP reads its wait policy once (agentgym.threads).
+        from agentgym.threads import set_omp_wait_policy
+
+        set_omp_wait_policy()
         try:
             import torch
 

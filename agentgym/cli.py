@@ -310,6 +310,10 @@ def _add_solve(subparsers: Any) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from agentgym.eval import EvalError, evaluate
+    from agentgym.threads import set_omp_wait_policy
+
+    # Before any agent loads torch (hf:, or a Python agent of the user's): agentgym.threads.
+    set_omp_wait_policy()
 
     env_ids = [resolve_env_id(name) for name in args.env]
     if args.threads < 0:

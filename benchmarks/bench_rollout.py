@@ -44,6 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import baselines  # noqa: E402, F401  (before torch: sets OMP_WAIT_POLICY, agentgym.threads)
+
 ENV = "agentgym/Sokoban-v0"
 
 

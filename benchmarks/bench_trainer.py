@@ -24,9 +24,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import baselines  # noqa: E402, F401  (before torch: sets OMP_WAIT_POLICY, agentgym.threads)
+
+# isort: split
+import torch  # noqa: E402
 
 from baselines.config import load_config  # noqa: E402
 from baselines.diagnostics import score_matrix, score_matrix_naive  # noqa: E402

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
+import baselines  # noqa: F401  (before torch: sets OMP_WAIT_POLICY, agentgym.threads)
+
+# isort: split
 import torch
 import transformers
 
