@@ -177,3 +177,17 @@ def test_resolve_env_id() -> None:
     assert resolve_env_id("Bandit-v0") == "agentgym/Bandit-v0"
     with pytest.raises(CLIError, match="did you mean agentgym/Bandit-v0"):
         resolve_env_id("agentgym/Bandit-v1")
+
+
+def test_list_into_a_closed_pipe_prints_no_traceback():
+    # `agentgym list | head -1`: the reader closes the pipe early; the CLI stops quietly.
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentgym", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.close()  # the reader goes away before the CLI (still importing) writes a line
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err
