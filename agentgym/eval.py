@@ -476,7 +476,18 @@ def evaluate(
         try:
             from tqdm import tqdm
 
-            bar = tqdm(total=total, initial=finished, unit="ep", file=sys.stderr, leave=False)
+            # Into a log file or pipe, one frame a minute (not one per episode, which made a
+            # 200-episode eval one 30 KB line); on a terminal, tqdm's own refresh.
+            tty = sys.stderr.isatty()
+            bar = tqdm(
+                total=total,
+                initial=finished,
+                unit="ep",
+                file=sys.stderr,
+                leave=False,
+                mininterval=0.1 if tty else 60.0,
+                maxinterval=10.0 if tty else 600.0,
+            )
         except ModuleNotFoundError:
             bar = None
     runs = []
@@ -492,11 +503,11 @@ def evaluate(
                 todo = [(i, seed + i) for i in range(episodes) if i not in records]
                 size = max(1, int(the_agent.batch_size))
                 envs = [make_env(env_id, json_env_kwargs) for _ in range(min(size, len(todo)))]
+                if bar is not None:  # drawn with the next update, at the bar's own rate
+                    bar.set_description(env_id.partition("/")[2], refresh=False)
                 try:
                     for start in range(0, len(todo), size):
                         batch = todo[start : start + size]
-                        if bar is not None:
-                            bar.set_description(env_id.partition("/")[2])
                         for (index, _), record in zip(
                             batch, _play_batch(the_agent, env_id, envs, batch), strict=True
                         ):

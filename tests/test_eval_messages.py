@@ -204,3 +204,28 @@ def test_a_class_agent_is_described_by_its_docstring() -> None:
 
     agent = make_agent("tests.test_eval_messages:DocumentedBatchAgent")
     assert agent.description == "Pulls the first valid action for every request."
+
+
+def test_progress_into_a_log_is_not_one_frame_per_episode(tmp_path):
+    # stderr is a pipe here, as in a CI log: tqdm drew a frame every 0.1 s (one per episode of
+    # an hf: agent; a 200-episode eval was one 30 KB line); now at most one a minute, plus the
+    # first and the last. The agent takes >= 20 ms an episode, so 200 episodes last >= 4 s: 40+
+    # frames at tqdm's default rate.
+    import subprocess
+    import sys
+
+    agent = tmp_path / "slow.py"
+    agent.write_text(
+        "import time\n"
+        "def act(request):\n"
+        "    time.sleep(0.02)\n"
+        "    return request['valid_actions'][0]\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "agentgym", "eval", "--agent", f"{agent}:act", "--env",
+         "Bandit-v0", "--episodes", "200", "--out", str(tmp_path / "b.json")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    frames = out.stderr.count("/200 [")  # one per drawn frame
+    assert frames < 10, frames
