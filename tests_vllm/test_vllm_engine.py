@@ -126,6 +126,9 @@ def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, floa
         [
             "model.path=embedded",
             "model.device=cpu",
+            # vLLM samples in float32 on CPU; the trainer's bf16 autocast (model.dtype: auto on a
+            # CPU with AVX-512 BF16) would round its log-probs past LOGPROB_TOL.
+            "model.dtype=float32",
             "rollout.env_id=agentgym/Bandit-v0",
             "rollout.num_groups=2",
             "rollout.group_size=2",
@@ -137,7 +140,6 @@ def _train(tmp_path: Path, engine_name: str, engine=None) -> list[dict[str, floa
             "train.save_every=2",
             f"train.out_dir={tmp_path / engine_name}",
             "algorithm.lr=0.00001",
-            "algorithm.micro_batch_size=4",
             "diagnostics.every=1",
             "diagnostics.max_pairs=4",
             "diagnostics.permutations=8",
