@@ -44,6 +44,7 @@ __all__ = [
     "read_metrics_lines",
     "write_text_durable",
     "checkpoint_step",
+    "check_same_run",
 ]
 
 #: Every point where a test may kill the trainer (in the order one save/resume passes them).
@@ -278,3 +279,31 @@ def truncate_metrics_after(path: Path, start_step: int) -> int:
     os.replace(tmp, path)
     _fsync_dir(path.parent)
     return len(rows)
+
+
+def check_same_run(
+    saved: dict[str, Any], now: dict[str, Any], section: str, resumable: frozenset[str]
+) -> None:
+    """A resumed run must be the same run: only ``section``'s keys in ``resumable`` may change.
+
+    Args:
+        saved: the run's ``config.yaml`` as written when it started (sections of keys).
+        now: the configuration given to the resumed run, same layout.
+        section: the run's own section (``"train"`` or ``"sft"``).
+        resumable: its keys that steer how long the run goes and what it writes.
+
+    Raises:
+        ValueError: another setting differs; the message names it and the allowed ones.
+    """
+    allowed = ", ".join(f"{section}.{key}" for key in sorted(resumable))
+    for name, values in now.items():
+        for key, value in values.items():
+            if name == section and key in resumable:
+                continue
+            before = saved.get(name, {}).get(key)
+            if before != value:
+                raise ValueError(
+                    f"--resume: {name}.{key} was {before!r} in this run and is {value!r} now; "
+                    f"a resumed run keeps its settings (only {allowed} may change): start a new "
+                    f"run in another {section}.out_dir to change it"
+                )

@@ -71,6 +71,7 @@ from agentgym.threads import set_torch_threads
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
+    check_same_run,
     read_metrics_lines,
     save_checkpoint,
     truncate_metrics_after,
@@ -402,23 +403,8 @@ RESUMABLE_SFT_KEYS = frozenset({"epochs", "max_steps", "save_every", "threads"})
 
 
 def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
-    """A resumed run must be the same run (only :data:`RESUMABLE_SFT_KEYS` may change).
-
-    Raises:
-        ValueError: another setting differs; the message names it.
-    """
-    for section, values in now.items():
-        for key, value in values.items():
-            if section == "sft" and key in RESUMABLE_SFT_KEYS:
-                continue
-            before = saved.get(section, {}).get(key)
-            if before != value:
-                raise ValueError(
-                    f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
-                    "a resumed run keeps its settings (only sft.epochs, sft.max_steps, "
-                    "sft.save_every and sft.threads may change): start a new run in another "
-                    "sft.out_dir to change it"
-                )
+    """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_SFT_KEYS`."""
+    check_same_run(saved, now, "sft", RESUMABLE_SFT_KEYS)
 
 
 def _examples_digest(examples: list[SFTExample]) -> str:

@@ -76,6 +76,7 @@ from baselines.batch import (
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
+    check_same_run,
     save_checkpoint,
     truncate_metrics_after,
     write_text_durable,
@@ -134,22 +135,8 @@ def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> l
 
 
 def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
-    """A resumed run must be the same run: only ``train.steps`` (to extend it) may change.
-
-    Raises:
-        ValueError: another setting differs; the message names it.
-    """
-    for section, values in now.items():
-        for key, value in values.items():
-            if section == "train" and key in RESUMABLE_TRAIN_KEYS:
-                continue
-            before = saved.get(section, {}).get(key)
-            if before != value:
-                raise ValueError(
-                    f"--resume: {section}.{key} was {before!r} in this run and is {value!r} now; "
-                    "a resumed run keeps its settings (only train.steps and the output settings "
-                    "may change): start a new run in another train.out_dir to change it"
-                )
+    """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_TRAIN_KEYS`."""
+    check_same_run(saved, now, "train", RESUMABLE_TRAIN_KEYS)
 
 
 class ValueHead(torch.nn.Module):
