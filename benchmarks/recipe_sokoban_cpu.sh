@@ -38,7 +38,7 @@ if [ ! -f "$out/sft/checkpoint/state.json" ] || ! grep -q '"finished": true' "$o
     resume=()
     [ -d "$out/sft" ] && resume=(--resume)
     timed "$out/sft.time" python -m baselines.sft --config baselines/configs/sft/sokoban.yaml \
-        "${resume[@]}" "sft.data=$out/sokoban.jsonl" "sft.out_dir=$out/sft" --quiet
+        "${resume[@]}" "sft.data=$out/sokoban.jsonl" "sft.out_dir=$out/sft" sft.save_every=5 --quiet
 fi
 
 echo "== RL"
