@@ -193,7 +193,12 @@ def main() -> None:
                 for k in ("mixed_precision", "gradient_checkpointing", "param_dtype", "autocast")
                 if k in r
             }
-            print(f"  threads={n} {name}: {per_step}  (load {load}; {settings})", flush=True)
+            tokens = r.get("trained_tokens", r.get("sampled_tokens"))
+            print(
+                f"  threads={n} {name}: {per_step}  (tokens trained per step {tokens}; "
+                f"load {load}; {settings})",
+                flush=True,
+            )
     print(f"load at end: {_load()}")
     print()
     print(
