@@ -12,12 +12,53 @@ reference/old log-probs, MI diagnostics, backward), generated tokens/s, the envi
 rollout time (aim < 2%), the MI diagnostics' share of a step (aim < 10%), the KV-reuse speed-up of
 the MI scorer over plain teacher forcing on the step's own (prompt, reasoning) pairs (aim >= 5x),
 tokens trained per step with SNR-Aware Filtering and without, and peak memory. Never run by tests.
+
+``--update-only`` (issue 22): the update alone, before and after the scoring rewrite, on ONE
+captured main-job batch::
+
+    python benchmarks/bench_trainer.py --update-only [--threads 1 2] [--repeats 2]
+        [--batch FILE] [--before DIR | --before-commit 23535da] [--configs a b c c']
+
+1. Capture (once; reused when ``--batch`` exists): the README's main job
+   (``baselines/configs/quick.yaml``: Bandit, 4 groups x 4, 48 new tokens, temperature 0.7) rolled
+   out once with the trainer's own rollout (``Trainer._rollout(0)``, ``train.seed`` 0), all 16
+   episodes built into one :class:`~baselines.batch.RolloutBatch` (no filter), saved with
+   ``torch.save`` as its tensors plus the ``[P, N]`` group rewards, so every configuration sees
+   exactly the same tokens.
+2. Per thread count, per configuration, one subprocess (threads are set before torch does work,
+   ``train.threads=N``): (a) the previous trainer (``--before-commit``, default 23535da, unpacked
+   with ``git archive``) at its defaults (model.dtype auto = float32 on CPU, micro_batch_size 4,
+   full logits at every position); (b) this trainer at the old settings (model.dtype=float32,
+   micro_batch_size=4); (c) this trainer at the new defaults (model.dtype=auto: bf16 autocast
+   where native, micro_batch_size=0, micro_batch_tokens=4096); (c') the main job as shipped
+   (quick.yaml: auto, micro_batch_size 4). Each times ``Trainer._update`` on the batch (GRPO
+   advantages from the group rewards, forward, backward, clipping, one AdamW step): one warm-up
+   update, then the median of ``--repeats``. Peak RSS is the subprocess's ``ru_maxrss`` (model
+   load included).
+3. Matmul peak in the same run: ``torch.mm`` 2048 x 2048 in float32 and bfloat16 at each thread
+   count (median of 5 after 2 warm-ups), measured before and after the updates; the higher is
+   the peak.
+
+GFLOP of one update (multiply-adds count 2; attention's score/value matmuls, ~3% here, and
+element-wise work are left out)::
+
+    trunk = 6 * N_ne * T_real            # forward 2 + backward 4 per parameter and real token
+    head (a, full logits) = 6 * H * V * T_real      # head at every real position
+    head (b, c, scored)   = 8 * H * V * S           # forward 2 + backward 4 + checkpoint
+                                                    # recompute 2, at the S loss positions
+
+``N_ne``: parameters without the (tied) embedding; ``T_real``: attention-mask tokens; padding
+the micro-batches add is real work but not counted (``padded`` column). GFLOP/s over the median
+seconds, as a fraction of the measured matmul peak of the dtype the configuration computes in.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -131,6 +172,284 @@ def run(
     }
 
 
+# ---------------------------------------------------------------- --update-only (issue 22)
+
+REPO = Path(__file__).resolve().parent.parent
+QUICK = "baselines/configs/quick.yaml"
+
+#: Rolls out the main job once and saves the batch. argv: JSON {"file", "out_dir"}.
+CAPTURE_CHILD = r"""
+import dataclasses, json, sys, torch
+from baselines.batch import build_batch
+from baselines.config import load_config
+from baselines.trainer import Trainer
+a = json.loads(sys.argv[1])
+cfg = load_config(a["config"], [f"train.out_dir={a['out_dir']}", "train.threads=2",
+                                "rollout.val_episodes=0", "diagnostics.every=0"] + a["model"])
+trainer = Trainer(cfg, progress=False)
+episodes, timings = trainer._rollout(0)
+P, N = cfg.rollout.num_groups, cfg.rollout.group_size
+rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
+pad = trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0
+batch = build_batch(episodes, pad)
+fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+torch.save({"batch": {k: v for k, v in fields.items() if v is not None},
+            "group_rewards": rewards, "responses": [t.response for e in episodes for t in e.turns],
+            "config": a["config"], "seed": cfg.train.seed}, a["file"])
+print(json.dumps({"rows": batch.num_rows, "real": int(batch.attention_mask.sum()),
+                  "loss": batch.num_tokens, "rewards": rewards.tolist()}))
+"""
+
+#: Times Trainer._update on the saved batch; runs against either tree (PYTHONPATH picks it).
+#: argv: JSON {"file", "out_dir", "threads", "overrides", "repeats", "config"}.
+UPDATE_CHILD = r"""
+import inspect, json, os, resource, statistics, sys, time
+a = json.loads(sys.argv[1])
+import torch
+from baselines.batch import RolloutBatch, grpo_token_advantages
+from baselines.config import load_config
+from baselines.trainer import Trainer
+cfg = load_config(a["config"], [f"train.out_dir={a['out_dir']}", f"train.threads={a['threads']}",
+                                "rollout.val_episodes=0", "diagnostics.every=0"] + a["model"] + a["overrides"])
+trainer = Trainer(cfg, progress=False)
+saved = torch.load(a["file"], weights_only=False)
+rewards = saved["group_rewards"]
+new_api = "group_rewards" in inspect.signature(Trainer._update).parameters
+
+def update():
+    batch = RolloutBatch(**{k: v.clone() for k, v in saved["batch"].items()})
+    metrics, timings = {}, {}
+    t0 = time.perf_counter()
+    if new_api:
+        trainer._update(batch, rewards, metrics, timings)
+    else:  # 23535da: the step set GRPO advantages before _update
+        batch.advantages = grpo_token_advantages(batch, rewards, normalize_std=True)
+        trainer._update(batch, metrics, timings)
+    return time.perf_counter() - t0, metrics
+
+load0 = os.getloadavg()[0]
+update()  # warm-up
+runs, metrics = [], {}
+for _ in range(a["repeats"]):
+    seconds, metrics = update()
+    runs.append(seconds)
+model = trainer.model
+params = sum(p.numel() for p in model.parameters())
+emb = model.get_input_embeddings().weight
+b = saved["batch"]
+if hasattr(trainer, "_micro_batches"):
+    packs = trainer._micro_batches(RolloutBatch(**b), list(range(b["input_ids"].shape[0])))
+else:
+    packs = trainer._batches(list(range(b["input_ids"].shape[0])))
+lengths = b["attention_mask"].sum(1)
+padded = sum(len(p) * int(lengths[p].max()) for p in packs)
+print("RESULT " + json.dumps({
+    "seconds": statistics.median(runs), "runs": runs,
+    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "threads": torch.get_num_threads(), "non_embedding": params - emb.numel(),
+    "hidden": emb.shape[1], "vocab": emb.shape[0], "real": int(b["attention_mask"].sum()),
+    "loss": int(b["loss_mask"].sum()), "rows": int(b["input_ids"].shape[0]),
+    "micro_batches": len(packs), "padded": padded,
+    "autocast": str(getattr(trainer, "autocast_dtype", None)),
+    "param_dtype": str(next(model.parameters()).dtype),
+    "entropy": metrics.get("actor/entropy"), "load": [load0, os.getloadavg()[0]]}))
+"""
+
+#: 2048 x 2048 matmul GFLOP/s. argv: threads, dtype name.
+MATMUL_CHILD = r"""
+import statistics, sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+dtype = getattr(torch, sys.argv[2])
+a, b = torch.randn(2048, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
+for _ in range(2):
+    torch.mm(a, b)
+times = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    torch.mm(a, b)
+    times.append(time.perf_counter() - t0)
+print(2 * 2048**3 / statistics.median(times) / 1e9)
+"""
+
+#: name -> (code tree: "before" or "after", overrides, compute dtype for the peak, head model).
+UPDATE_CONFIGS = {
+    "a before, defaults": ("before", [], "float32", "full"),
+    "b after, old settings": (
+        "after",
+        ["model.dtype=float32", "algorithm.micro_batch_size=4"],
+        "float32",
+        "scored",
+    ),
+    "c after, new defaults": (
+        "after",
+        ["model.dtype=auto", "algorithm.micro_batch_size=0", "algorithm.micro_batch_tokens=4096"],
+        "bfloat16",
+        "scored",
+    ),
+    "c' quick.yaml shipped": ("after", [], "bfloat16", "scored"),
+}
+
+
+def _child(code: str, args: list[str], tree: Path) -> str:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"child failed ({tree}):\n{out.stderr[-4000:]}")
+    return out.stdout
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def update_gflop(r: dict, head: str) -> float:
+    """The update's GFLOP by the module docstring's formula."""
+    trunk = 6 * r["non_embedding"] * r["real"]
+    hv = r["hidden"] * r["vocab"]
+    head_flop = 6 * hv * r["real"] if head == "full" else 8 * hv * r["loss"]
+    return (trunk + head_flop) / 1e9
+
+
+def _before_tree(args: argparse.Namespace) -> Path:
+    if args.before:
+        return Path(args.before)
+    tree = Path(tempfile.gettempdir()) / f"agentgym-before-{args.before_commit}"
+    if not (tree / "baselines" / "trainer.py").is_file():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.before_commit],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def matmul_peaks(threads: list[int]) -> dict[tuple[int, str], float]:
+    return {
+        (n, dtype): float(_child(MATMUL_CHILD, [str(n), dtype], REPO).strip().splitlines()[-1])
+        for n in threads
+        for dtype in ("float32", "bfloat16")
+    }
+
+
+def update_only(args: argparse.Namespace) -> None:
+    before = _before_tree(args)
+    batch_file = Path(args.batch)
+    print(
+        f"load (1/5/15 min) at start: {_load()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+    )
+    if not batch_file.is_file():
+        info = _child(
+            CAPTURE_CHILD,
+            [
+                json.dumps(
+                    {
+                        "config": QUICK,
+                        "file": str(batch_file),
+                        "out_dir": tempfile.mkdtemp(),
+                        "model": _model_overrides(args.model),
+                    }
+                )
+            ],
+            REPO,
+        )
+        print(f"captured {batch_file}: {info.strip().splitlines()[-1]}")
+    saved = torch.load(batch_file, weights_only=False)["batch"]
+    print(
+        f"batch {batch_file}: {saved['input_ids'].shape[0]} rows, "
+        f"{int(saved['attention_mask'].sum())} real tokens, {int(saved['loss_mask'].sum())} "
+        f"loss tokens, padded width {saved['input_ids'].shape[1]}"
+    )
+    peaks = [matmul_peaks(args.threads)]
+    print("matmul 2048^2 GFLOP/s (start): " + _peaks_text(peaks[0]))
+    results: dict[tuple[str, int], dict] = {}
+    chosen = {name: UPDATE_CONFIGS[name] for name in _pick(args.configs)}
+    for n in args.threads:
+        for name, (tree, overrides, _, _) in chosen.items():
+            root = before if tree == "before" else REPO
+            load = _load()
+            payload = {
+                "config": QUICK,
+                "file": str(batch_file.resolve()),
+                "out_dir": tempfile.mkdtemp(prefix="bench-update-"),
+                "threads": n,
+                "overrides": overrides,
+                "repeats": args.repeats,
+                "model": _model_overrides(args.model),
+            }
+            out = _child(UPDATE_CHILD, [json.dumps(payload)], root)
+            r = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            r["load_before"] = load
+            results[(name, n)] = r
+            runs = ", ".join(f"{x:.1f}" for x in r["runs"])
+            print(
+                f"  threads={n} {name}: {r['seconds']:.1f} s (runs {runs}; load {load})", flush=True
+            )
+    peaks.append(matmul_peaks(args.threads))
+    print("matmul 2048^2 GFLOP/s (end):   " + _peaks_text(peaks[1]))
+    peak = {k: max(p[k] for p in peaks) for k in peaks[0]}
+    print(f"load at end: {_load()}")
+    print()
+    header = (
+        f"{'configuration':24s} {'thr':>3s} {'update_s':>8s} {'runs':>13s} {'rss_MB':>7s} "
+        f"{'GFLOP':>6s} {'GFLOP/s':>7s} {'of_peak':>7s} {'mbs':>3s} {'padded':>6s} "
+        f"{'params':>8s} {'autocast':>8s} {'load1':>5s}"
+    )
+    print(header)
+    for n in args.threads:
+        for name, (_, _, dtype, head) in chosen.items():
+            r = results[(name, n)]
+            gflop = update_gflop(r, head)
+            rate = gflop / r["seconds"]
+            runs = "/".join(f"{x:.1f}" for x in r["runs"])
+            print(
+                f"{name:24s} {n:3d} {r['seconds']:8.1f} {runs:>13s} {r['rss_mb']:7.0f} "
+                f"{gflop:6.0f} {rate:7.1f} {rate / peak[(n, dtype)]:7.1%} {r['micro_batches']:3d} "
+                f"{r['padded']:6d} {r['param_dtype'].replace('torch.', ''):>8s} "
+                f"{r['autocast'].replace('torch.', ''):>8s} {r['load'][0]:5.2f}"
+            )
+    for n in args.threads:
+        a = results.get(("a before, defaults", n), {}).get("seconds")
+        if a is None:
+            continue
+        ratios = [
+            f"({name.split()[0]})/(a) = {results[(name, n)]['seconds'] / a:.3f}"
+            for name in chosen
+            if name[0] != "a"
+        ]
+        c = results.get(("c after, new defaults", n), {}).get("seconds")
+        if c is not None:
+            ratios.append(f"acceptance (c)/(a) <= 0.5: {'met' if c / a <= 0.5 else 'NOT met'}")
+        print(f"threads={n}: " + "  ".join(ratios))
+
+
+def _pick(keys: list[str]) -> list[str]:
+    """``--configs a c`` -> the matching ``UPDATE_CONFIGS`` names, in the order given."""
+    by_key = {name.split()[0]: name for name in UPDATE_CONFIGS}
+    return [by_key[k] for k in keys]
+
+
+def _model_overrides(model: str) -> list[str]:
+    """``--model``: the main job's embedded SmolLM2, or another (``tiny``: a smoke test)."""
+    if model == "embedded":
+        return []
+    extra = [f"model.path={model}"]
+    if model == "tiny":
+        extra += ["rollout.env_kwargs={action_format: raw}", "rollout.think_prefix=false"]
+    return extra
+
+
+def _peaks_text(p: dict[tuple[int, str], float]) -> str:
+    return "  ".join(f"{d} x{n}: {v:.0f}" for (n, d), v in p.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded", help="embedded | tiny | checkpoint path")
@@ -148,7 +467,29 @@ def main() -> None:
         action="store_true",
         help="CUDA: a random-init model of SmolLM2-135M's shape in bfloat16",
     )
+    parser.add_argument(
+        "--update-only",
+        action="store_true",
+        help="issue 22: time Trainer._update before/after on one captured main-job batch",
+    )
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--batch", default=str(Path(tempfile.gettempdir()) / "agentgym-main-job-batch.pt")
+    )
+    parser.add_argument("--before", default="", help="a checkout of the previous trainer")
+    parser.add_argument("--before-commit", default="23535da")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=["a", "b", "c", "c'"],
+        choices=["a", "b", "c", "c'"],
+        help="--update-only: which configurations, in this order",
+    )
     args = parser.parse_args()
+    if args.update_only:
+        update_only(args)
+        return
     device, dtype, model = "cpu", "float32", args.model
     if args.cuda_shape:
         if not torch.cuda.is_available():
