@@ -171,6 +171,26 @@ class _Meter:
         return {key: value / passes for key, value in self.sums.items()}
 
 
+def release_memory() -> None:
+    """Return freed heap memory to the system between the phases of a step.
+
+    glibc may keep freed blocks in its heap (once its dynamic mmap threshold has risen, blocks up
+    to 32 MB come from the heap), so memory torch freed after the rollout's KV caches or the
+    update's activations can stay in the process's RSS while the next phase allocates again.
+    ``malloc_trim(0)`` (glibc) hands free heap pages back; elsewhere this is a no-op. Added after
+    the shipped Sokoban config (64 episodes) read 9.5 GB RSS in its second step; its effect on that
+    run is not measured yet.
+    """
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -657,6 +677,7 @@ class Trainer:
         cfg = self.config
         t_start = time.perf_counter()
         episodes, timings = self._rollout(step)
+        release_memory()  # the decoding batches' KV caches are gone: give their pages back
         self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
@@ -709,6 +730,10 @@ class Trainer:
             batch = build_batch([episodes[i] for i in kept], pad)
             metrics["filter/tokens_after"] = float(batch.num_tokens)
             self._update(batch, rewards[kept_groups], metrics, timings)
+            # Gradients (as large as the weights) and the update's activations are not needed
+            # until the next update: free them before the next rollout's KV caches.
+            self.optimizer.zero_grad(set_to_none=True)
+            release_memory()
         else:
             metrics["filter/tokens_after"] = 0.0
             metrics["actor/tokens_trained"] = 0.0

@@ -531,3 +531,17 @@ def test_a_think_block_later_in_the_reply_is_no_z(tmp_path: Path) -> None:
     trainer.close()
     assert stats["num_pairs_total"] == 3.0 and stats["num_pairs_valid"] == 2.0
     assert stats["valid_thinking_rate"] == pytest.approx(2 / 3)
+
+
+def test_gradients_are_freed_before_the_next_rollout(tmp_path: Path) -> None:
+    # They are as large as the weights and unused until the next update.
+    config = _config(
+        tmp_path, "train.steps=1", "rollout.num_groups=2", "rollout.group_size=4",
+        "rollout.val_episodes=0", "algorithm.lr=0.01", "diagnostics.every=0",
+        "filter.strategy=none",
+    )  # fmt: skip
+    trainer = Trainer(config, progress=False)
+    metrics = trainer.step(0)
+    trainer.close()
+    assert metrics["actor/optimizer_steps"] == 1.0
+    assert all(p.grad is None for p in trainer.model.parameters())
