@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+# The entry points' OpenMP wait policy (agentgym.threads), before anything here loads torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
