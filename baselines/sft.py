@@ -616,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
         config = load_sft_config(args.config, args.overrides)
         metrics = train_sft(config, progress=not args.quiet, resume=args.resume)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue the run in train.out_dir")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=5")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
         config = load_config(args.config, args.overrides)
     except (ValueError, FileNotFoundError) as err:

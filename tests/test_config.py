@@ -178,3 +178,18 @@ def test_train_help_lists_every_config_key(capsys):
     for section in dataclasses.fields(TrainConfig):
         for f in dataclasses.fields(getattr(TrainConfig(), section.name)):
             assert f"{section.name}.{f.name}=" in shown, f"{section.name}.{f.name}"
+
+
+def test_flags_may_sit_between_overrides(capsys):
+    # `python -m baselines.train model.path=tiny --no-progress bogus.key=1`: the override after
+    # the flag is read (and refused by name), not "unrecognized arguments".
+    from baselines.sft import main as sft_main
+    from baselines.train import main
+
+    with pytest.raises(SystemExit):
+        main(["model.path=tiny", "--no-progress", "bogus.key=1"])
+    err = capsys.readouterr().err
+    assert "bogus" in err and "unrecognized arguments" not in err
+    assert sft_main(["model.path=tiny", "--quiet", "sft.bogus=1"]) == 2
+    err = capsys.readouterr().err
+    assert "sft.bogus" in err and "unrecognized arguments" not in err
