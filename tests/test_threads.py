@@ -63,7 +63,6 @@ def test_a_users_policy_is_kept(policy: str) -> None:
 
 
 def test_entry_points_set_passive_before_torch() -> None:
-    pytest.importorskip("torch")
     # baselines.train imports torch: the package's __init__ runs first and sets the policy.
     got = _child("import baselines.train")
     assert got["policy"] == "PASSIVE" and got["torch"] and got["warnings"] == []
@@ -73,7 +72,6 @@ def test_entry_points_set_passive_before_torch() -> None:
 
 
 def test_torch_loaded_first_warns_once_and_changes_nothing() -> None:
-    pytest.importorskip("torch")
     code = (
         "import torch\n    import baselines\n"
         "    from agentgym.threads import set_omp_wait_policy; set_omp_wait_policy()"
