@@ -43,7 +43,6 @@ __all__ = [
     "trunk",
     "hidden_states",
     "head_logprobs",
-    "target_positions",
     "score_targets",
 ]
 
@@ -217,16 +216,6 @@ def head_logprobs(
     return logprobs, (torch.cat(pieces_ent) if want_entropy else None)
 
 
-def target_positions(mask: Tensor) -> tuple[Tensor, Tensor]:
-    """``(rows, cols)`` of the non-zero entries of a ``[B, T-1]`` target mask, row-major.
-
-    Column ``t`` of a target mask stands for the target ``input_ids[:, t + 1]``, predicted by the
-    hidden state at position ``t``.
-    """
-    rows, cols = mask.bool().nonzero(as_tuple=True)
-    return rows, cols
-
-
 def score_targets(
     model: torch.nn.Module,
     input_ids: Tensor,
@@ -265,7 +254,8 @@ def score_targets(
     if tuple(mask.shape) != (b, t - 1):
         raise ValueError(f"mask must be [B, T-1] = {(b, t - 1)}; got {tuple(mask.shape)}")
     hidden = hidden_states(model, input_ids, attention_mask)[:, :-1]
-    rows, cols = target_positions(mask)
+    # Column t of a target mask stands for input_ids[:, t + 1], predicted by position t.
+    rows, cols = mask.bool().nonzero(as_tuple=True)
     lp, ent = head_logprobs(
         model,
         hidden[rows, cols],
