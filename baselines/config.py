@@ -94,7 +94,12 @@ class RolloutConfig:
         generation_batch_tokens: the HF engine decodes the live episodes in batches of at most
             this many KV-cache slots (rows x (longest prompt + max_new_tokens)); 0: all at once.
             Bounds generation memory: 64 Sokoban episodes in one batch peaked above 10 GB
-            (SmolLM2). vLLM manages its own cache.
+            (SmolLM2); a batch of 16,384 slots holds about 0.6 GB of SmolLM2-135M's keys and
+            values under bf16 autocast. vLLM manages its own cache.
+        kv_cache_gib: the HF engine keeps each live episode's keys and values between turns, so
+            the next turn prefills only the new text, up to this many GiB (0: no bound); an
+            episode past it is prefilled in full on its next turn. 32 Sokoban episodes at their
+            5th turn hold about 1.25 GB (SmolLM2-135M, bf16). vLLM manages its own cache.
         train_seed: the seed of step 0's first group; step s, group g use ``train_seed + s*P + g``.
         val_seed: first held-out seed (validation uses ``val_seed + i``; keep it far from training).
         val_episodes: episodes per validation (0 disables validation).
@@ -119,7 +124,8 @@ class RolloutConfig:
     top_p: float = 1.0
     think_prefix: bool = True
     max_context_tokens: int = 4096
-    generation_batch_tokens: int = 32768
+    generation_batch_tokens: int = 16384
+    kv_cache_gib: float = 1.0
     train_seed: int = 0
     val_seed: int = 1_000_000
     val_episodes: int = 16
@@ -150,6 +156,7 @@ class RolloutConfig:
             raise ValueError(f"rollout.top_p: must lie in (0, 1], got {self.top_p!r}")
         _at_least("rollout.max_context_tokens", self.max_context_tokens, 16)
         _at_least("rollout.generation_batch_tokens", self.generation_batch_tokens, 0)
+        _at_least("rollout.kv_cache_gib", self.kv_cache_gib, 0.0)
         _at_least("rollout.val_episodes", self.val_episodes, 0)
         _at_least("rollout.val_every", self.val_every, 1)
         _at_least("rollout.val_temperature", self.val_temperature, 0.0)

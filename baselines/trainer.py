@@ -315,6 +315,7 @@ class Trainer:
                 max_model_len=rc.max_context_tokens,
                 seed=config.train.seed,
                 max_batch_tokens=rc.generation_batch_tokens,
+                kv_cache_bytes=int(rc.kv_cache_gib * 2**30),
             )
         else:
             engine.sync_weights(self.model)

@@ -122,7 +122,10 @@ def test_defaults_match_ragen2_main_table():
     )
 
 
-@pytest.mark.parametrize("name", ["bandit", "frozen_lake", "countdown", "sokoban", "quick"])
+@pytest.mark.parametrize(
+    "name",
+    ["bandit", "frozen_lake", "countdown", "sokoban", "quick", "sokoban_cpu", "frozen_lake_cpu"],
+)
 def test_shipped_configs_use_the_main_table_filter(name):
     config = load_config(CONFIG_DIR / f"{name}.yaml", [])
     assert (config.filter.mass_mode, config.filter.include_zero, config.filter.p) == (

@@ -226,6 +226,59 @@ def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
         assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 1.0), abs=1e-5)
 
 
+def test_kv_cache_bound_drops_entries_and_the_dropped_episode_is_prefilled_in_full(tiny) -> None:
+    """Two prompts; the store's bound is the first entry's size plus one byte, so the second
+    row's keys/values are not kept (``dropped``). On the next turn only the first row reuses its
+    prefix (one hit), the second is prefilled in full, and both rows' log-probs still equal
+    their whole sequences scored afresh."""
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer, seeds=(7, 8))
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    free = HFEngine(model, tokenizer)
+    torch.manual_seed(3)
+    free.generate(prompts, sampling)
+    first_size = sum(k.nbytes + v.nbytes for k, v in free.cache.entries[0][1])
+    assert free.cache.nbytes() > first_size > 0
+    engine = HFEngine(model, tokenizer, kv_cache_bytes=first_size + 1)
+    torch.manual_seed(3)
+    first = engine.generate(prompts, sampling)
+    assert engine.cache.dropped == 1 and len(engine.cache.entries) == 1
+    assert engine.cache.nbytes() == first_size
+    follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+    second = engine.generate(follow, sampling)
+    assert engine.cache.hits == 1
+    assert engine.cache.reused_tokens == len(prompts[0]) + len(first[0].token_ids) - 1
+    for prompt, gen in zip(follow, second, strict=True):
+        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+
+
+def test_kv_cache_is_stored_in_the_autocast_dtype(tiny) -> None:
+    """Under bf16 autocast the stored keys (float32 after the rotary embedding) and values are
+    bf16: attention casts them to bf16 anyway, so the next turn's log-probs equal those of a
+    full prefill under the same autocast (rounding of bf16 matmuls over other shapes aside)."""
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer, seeds=(7, 8))
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    engine = HFEngine(model, tokenizer)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.manual_seed(3)
+        first = engine.generate(prompts, sampling)
+        assert {k.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
+        assert {v.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
+        assert engine.cache.cache_dtypes[0] == torch.float32  # the model's own keys
+        follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+        second = engine.generate(follow, sampling)
+        assert engine.cache.hits == 2
+        for prompt, gen in zip(follow, second, strict=True):
+            ids = torch.tensor([list(prompt) + gen.token_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0].float()
+            logp = torch.log_softmax(logits / 0.7, dim=-1)
+            start = len(prompt) - 1
+            expected = [logp[start + k, t].item() for k, t in enumerate(gen.token_ids)]
+            assert gen.logprobs == pytest.approx(expected, abs=0.05)
+
+
 def test_top_p_filter_by_hand() -> None:
     """Probabilities (0.5, 0.3, 0.2): top-p 0.7 keeps 0.5 and 0.3 (0.5 + 0.3 >= 0.7); top-p 0.5
     keeps 0.5 alone; top-p 1 keeps all."""

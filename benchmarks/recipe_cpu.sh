@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# The CPU recipe for SmolLM2-135M on Sokoban, end to end, with its figures (README, "A CPU recipe").
+# The CPU recipe for SmolLM2-135M, end to end, with its figures (README, "A CPU recipe").
 #
-#   bash benchmarks/recipe_sokoban_cpu.sh [OUT]        # OUT defaults to runs/recipe
+#   bash benchmarks/recipe_cpu.sh [ENV] [OUT] [key=value ...]
 #
-# 1. a random agent on the 32 validation seeds (1,000,000 on): the floor to beat;
-# 2. export-sft: 64 oracle episodes (seeds 2,000,000 on), then baselines.sft with the shipped
-#    config (2 epochs), under /usr/bin/time -v (peak RSS);
-# 3. RL from the warm start with baselines/configs/sokoban_cpu.yaml (GRPO 4 x 4, 20 steps,
-#    validation on the same 32 seeds before training and every 4 steps), under /usr/bin/time -v;
+# ENV is frozen_lake (the default, the recipe) or sokoban; OUT defaults to runs/recipe-ENV.
+# 1. a random agent on the validation seeds (1,000,000 on): the floor to beat;
+# 2. export-sft: 64 oracle episodes (seeds 2,000,000 on), then baselines.sft with
+#    baselines/configs/sft/ENV.yaml (2 epochs), under /usr/bin/time -v (peak RSS); an SFT run
+#    that was stopped continues (--resume), a finished one is kept;
+# 3. RL from the warm start with baselines/configs/ENV_cpu.yaml (GRPO, validation on the held-out
+#    seeds before training and every rollout.val_every steps), under /usr/bin/time -v;
 # 4. the figures: peak RSS and seconds per step of SFT and RL, held-out success and valid-action
 #    rate before and after RL, the learning curve, the machine's load.
-# Extra arguments after OUT are passed to the RL run (e.g. train.steps=8). Needs GNU time
+# Extra key=value arguments are passed to the RL run (e.g. train.steps=8). Needs GNU time
 # (`apt-get install time`) for the peak RSS. Never run by tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-out="${1:-runs/recipe}"
-shift || true
+env="${1:-frozen_lake}"
+case "$env" in
+frozen_lake) env_id=FrozenLake-v0 ;;
+sokoban) env_id=Sokoban-v0 ;;
+*)
+    echo "recipe_cpu.sh: ENV must be frozen_lake or sokoban, got '$env'" >&2
+    exit 2
+    ;;
+esac
+out="${2:-runs/recipe-$env}"
+shift $(($# < 2 ? $# : 2))
 mkdir -p "$out"
+val_episodes=$(python -c "import yaml; print(yaml.safe_load(open('baselines/configs/${env}_cpu.yaml'))['rollout']['val_episodes'])")
 timed() { # timed LOG CMD...: run CMD under GNU time, its report in LOG
     local log="$1"
     shift
@@ -27,23 +39,23 @@ peak_gb() { awk '/Maximum resident set size/ { printf "%.2f", $NF * 1024 / 1e9 }
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)')"
 
 echo "== random agent on the validation seeds"
-agentgym eval --agent random --env agentgym/Sokoban-v0 --episodes 32 --seed 1000000 \
+agentgym eval --agent random --env "agentgym/$env_id" --episodes "$val_episodes" --seed 1000000 \
     --out "$out/random.json" --overwrite --no-progress >/dev/null
 
 echo "== warm start"
-if [ ! -f "$out/sokoban.jsonl" ]; then
-    agentgym export-sft --env Sokoban-v0 --episodes 64 --out "$out/sokoban.jsonl"
+if [ ! -f "$out/sft.jsonl" ]; then
+    agentgym export-sft --env "$env_id" --episodes 64 --out "$out/sft.jsonl"
 fi
 if [ ! -f "$out/sft/checkpoint/state.json" ] || ! grep -q '"finished": true' "$out/sft/checkpoint/state.json"; then
     resume=()
     [ -d "$out/sft" ] && resume=(--resume)
-    timed "$out/sft.time" python -m baselines.sft --config baselines/configs/sft/sokoban.yaml \
-        "${resume[@]}" "sft.data=$out/sokoban.jsonl" "sft.out_dir=$out/sft" sft.save_every=5 --quiet
+    timed "$out/sft.time" python -m baselines.sft --config "baselines/configs/sft/$env.yaml" \
+        "${resume[@]}" "sft.data=$out/sft.jsonl" "sft.out_dir=$out/sft" sft.save_every=5 --quiet
 fi
 
 echo "== RL"
 rm -rf "$out/rl"
-timed "$out/rl.time" python -m baselines.train --config baselines/configs/sokoban_cpu.yaml \
+timed "$out/rl.time" python -m baselines.train --config "baselines/configs/${env}_cpu.yaml" \
     "model.path=$out/sft/checkpoint" "train.out_dir=$out/rl" "$@"
 
 echo "== figures (load after: $(cut -d' ' -f1-3 /proc/loadavg))"

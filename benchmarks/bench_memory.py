@@ -1,0 +1,148 @@
+"""Where the RL trainer's memory goes: peak RSS per phase of a training run.
+
+Usage::
+
+    python benchmarks/bench_memory.py --config baselines/configs/sokoban_cpu.yaml train.steps=2
+    python benchmarks/bench_memory.py --config baselines/configs/sokoban.yaml train.steps=2 \
+        model.path=embedded
+
+Runs :class:`baselines.trainer.Trainer` in this process (output in a temporary folder that is
+removed) while a sampling thread reads the process's resident set (``/proc/self/statm``) every
+0.1 s. Each of the trainer's phases (model load, validation, each rollout turn, MI diagnostics,
+the pre-update scoring pass, the update, the memory release after it) is timed and gets its peak
+RSS; the baseline is the RSS after the model, its optimizer and its copies are built. Also
+printed: the size of the HF engine's cross-turn key/value store at its largest. Figures are
+printed, never asserted; the aim (issue 22) is every shipped multi-turn config within 8 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agentgym.threads import set_omp_wait_policy  # noqa: E402
+
+set_omp_wait_policy()
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+class PhaseSampler:
+    """Peak RSS per named phase, sampled by a daemon thread."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.phase = "start"
+        self.rows: dict[str, list[float]] = {}  # phase -> [peak, seconds, entries]
+        self._t = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.sample()
+
+    def sample(self) -> None:
+        row = self.rows.setdefault(self.phase, [0.0, 0.0, 0.0])
+        row[0] = max(row[0], rss_bytes() / 1e9)
+
+    def enter(self, phase: str) -> str:
+        self.sample()
+        now = time.perf_counter()
+        self.rows.setdefault(self.phase, [0.0, 0.0, 0.0])[1] += now - self._t
+        previous, self.phase, self._t = self.phase, phase, now
+        self.rows.setdefault(phase, [0.0, 0.0, 0.0])[2] += 1
+        self.sample()
+        return previous
+
+    def stop(self) -> None:
+        self.enter("end")
+        self._stop.set()
+        self._thread.join()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+
+    from baselines import engines, trainer
+    from baselines.config import load_config
+
+    sampler = PhaseSampler()
+    out = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    store_peak = [0.0]
+
+    def wrap(owner, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapped(*a, **k):
+            previous = sampler.enter(phase)
+            try:
+                return original(*a, **k)
+            finally:
+                sampler.enter(previous)
+
+        setattr(owner, name, wrapped)
+
+    wrap(trainer.Trainer, "validate", "validation")
+    wrap(trainer.Trainer, "_diagnostics", "MI diagnostics")
+    wrap(trainer.Trainer, "_score_before_update", "pre-update scoring")
+    wrap(trainer.Trainer, "_update", "update")
+    wrap(trainer, "release_memory", "release_memory")
+    original_generate = engines.generate_cached
+
+    def generate_cached(model, tokenizer, prompt_ids, sampling, store=None):
+        previous = sampler.enter(f"decode (batch of {len(prompt_ids)})")
+        try:
+            return original_generate(model, tokenizer, prompt_ids, sampling, store)
+        finally:
+            if store is not None:
+                size = sum(
+                    k.numel() * k.element_size() * 2 for _, kv in store.entries for k, _ in kv
+                )
+                store_peak[0] = max(store_peak[0], size / 1e9)
+            sampler.enter(previous)
+
+    engines.generate_cached = generate_cached
+    config = load_config(
+        args.config,
+        [*args.overrides, f"train.out_dir={out / 'run'}", "train.save_every=0"],
+    )
+    try:
+        sampler.enter("model load")
+        t = trainer.Trainer(config, progress=False)
+        sampler.enter("steps (other)")
+        baseline = rss_bytes() / 1e9
+        t.run()
+    finally:
+        sampler.stop()
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"config {args.config} {' '.join(args.overrides)}; load {os.getloadavg()[0]:.1f}")
+    print(f"RSS after the model, optimizer and copies are built: {baseline:.2f} GB")
+    print(f"cross-turn key/value store at its largest: {store_peak[0]:.2f} GB")
+    print(f"{'phase':<34} {'peak RSS GB':>11} {'seconds':>9} {'times':>6}")
+    for phase, (peak, seconds, times) in sampler.rows.items():
+        if phase in ("start", "end"):
+            continue
+        print(f"{phase:<34} {peak:>11.2f} {seconds:>9.1f} {int(times):>6}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
