@@ -307,3 +307,16 @@ def check_same_run(
                     f"a resumed run keeps its settings (only {allowed} may change): start a new "
                     f"run in another {section}.out_dir to change it"
                 )
+
+
+def saved_config(overrides: list[str], key: str, default: str) -> Path | None:
+    """The ``config.yaml`` of the run folder that ``overrides`` name (``key=FOLDER``, else
+    ``default``), or None when it has none: what ``--resume`` without ``--config`` continues
+    from (the run's own settings, the overrides applied on top)."""
+    folder = default
+    for override in overrides:
+        name, _, value = override.partition("=")
+        if name.strip() == key:
+            folder = value.strip()
+    path = Path(folder) / "config.yaml"
+    return path if path.is_file() else None

@@ -575,3 +575,22 @@ def _at_least(key: str, value: Any, low: float) -> None:
 def _positive(key: str, value: Any) -> None:
     if not value > 0:
         raise ValueError(f"{key}: must be > 0, got {value!r}")
+
+
+def keys_help(defaults: Any, source: str) -> str:
+    """Every ``section.key`` of a config dataclass instance with its default, wrapped for a CLI's
+    ``--help`` epilog (``source``: where the meanings are documented)."""
+    import dataclasses
+    import textwrap
+
+    lines = [f"config keys (section.key=default; meanings: {source}):"]
+    for section in dataclasses.fields(defaults):
+        values = getattr(defaults, section.name)
+        keys = [
+            f"{section.name}.{f.name}={getattr(values, f.name)!r}"
+            for f in dataclasses.fields(values)
+        ]
+        lines.append(
+            textwrap.fill("  ".join(keys), 100, initial_indent="  ", subsequent_indent="  ")
+        )
+    return "\n".join(lines)

@@ -89,6 +89,17 @@ def resolve_autocast(dtype: str, device: torch.device | str) -> torch.dtype | No
     raise ValueError(f"model.dtype must be 'auto', 'float32' or 'bfloat16'; got {dtype!r}")
 
 
+def describe_precision(setting: str, device: torch.device | str, dtype: torch.dtype | None) -> str:
+    """One line saying what ``model.dtype: setting`` resolved to on ``device`` (printed when a
+    run starts), e.g. ``"precision: float32 weights and AdamW state, bfloat16 autocast
+    (model.dtype=auto on cpu)"``."""
+    compute = "float32 compute" if dtype is None else f"{str(dtype).split('.')[-1]} autocast"
+    where = torch.device(device).type
+    return (
+        f"precision: float32 weights and AdamW state, {compute} (model.dtype={setting} on {where})"
+    )
+
+
 def autocast(device: torch.device | str, dtype: torch.dtype | None):
     """``torch.autocast(device.type, dtype)``, or a no-op context for ``dtype=None``."""
     if dtype is None:

@@ -74,14 +74,22 @@ from baselines.checkpoint import (
     check_same_run,
     read_metrics_lines,
     save_checkpoint,
+    saved_config,
     truncate_metrics_after,
     write_text_durable,
 )
-from baselines.config import ModelConfig, _apply_override, _at_least, _from_dict, _positive
+from baselines.config import (
+    ModelConfig,
+    _apply_override,
+    _at_least,
+    _from_dict,
+    _positive,
+    keys_help,
+)
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
 from baselines.minibatches import pack_by_tokens
-from baselines.scoring import autocast, resolve_autocast, score_targets
+from baselines.scoring import autocast, describe_precision, resolve_autocast, score_targets
 
 __all__ = [
     "SFTSettings",
@@ -428,8 +436,8 @@ def _open_run(out_dir: Path, resume: bool) -> dict[str, Any] | None:
     if not resume:
         if metrics.exists() or checkpoint.exists():
             raise FileExistsError(
-                f"{out_dir} already holds a run; pass --resume to continue it (train_sft(..., "
-                "resume=True)) or choose another sft.out_dir"
+                f"{out_dir} already holds a run; pass --resume to continue it or choose another "
+                "sft.out_dir"
             )
         return None
     if (checkpoint / "config.json").is_file() and not (checkpoint / "state.json").is_file():
@@ -496,6 +504,8 @@ def train_sft(
     )
     device = next(model.parameters()).device
     amp = resolve_autocast(mc.dtype, device)
+    if progress:
+        print(describe_precision(mc.dtype, device, amp), file=sys.stderr)
     if mc.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
@@ -607,18 +617,29 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m baselines.sft",
         description="Fine-tune the policy on oracle chats from `agentgym export-sft` (loss on "
         "assistant tokens only); writes OUT_DIR/checkpoint for the RL trainer's model.path.",
+        epilog=keys_help(SFTConfig(), "baselines/sft.py, SFTSettings; model: baselines/config.py"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", default=None, help="YAML file with sections model and sft")
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in sft.out_dir from its last checkpoint (sft.save_every)",
+        help="continue the run in sft.out_dir from its last checkpoint (sft.save_every); "
+        "without --config, with the settings it saved (its config.yaml) and the key=value "
+        "overrides on top",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        config = load_sft_config(args.config, args.overrides)
+        base = args.config
+        if args.resume and base is None:
+            # Without --config a resumed run continues with the settings it saved; the
+            # key=value overrides (e.g. sft.epochs) apply on top of them.
+            base = saved_config(args.overrides, "sft.out_dir", SFTConfig().sft.out_dir)
+            if base is not None:
+                args.overrides = [f"sft.out_dir={base.parent}", *args.overrides]
+        config = load_sft_config(base, args.overrides)
         metrics = train_sft(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"baselines.sft: error: {err}", file=sys.stderr)

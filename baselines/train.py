@@ -7,28 +7,16 @@ embedded configs and README.md for every metric it logs.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-import textwrap
 
-from baselines.config import TrainConfig, load_config
+from baselines.checkpoint import saved_config
+from baselines.config import TrainConfig, keys_help, load_config
 
 
 def config_keys_help() -> str:
     """Every ``section.key`` of :class:`TrainConfig` with its default, for ``--help``."""
-    lines = ["config keys (section.key=default; meanings: baselines/config.py):"]
-    defaults = TrainConfig()
-    for section in dataclasses.fields(TrainConfig):
-        values = getattr(defaults, section.name)
-        keys = [
-            f"{section.name}.{f.name}={getattr(values, f.name)!r}"
-            for f in dataclasses.fields(values)
-        ]
-        lines.append(
-            textwrap.fill("  ".join(keys), 100, initial_indent="  ", subsequent_indent="  ")
-        )
-    return "\n".join(lines)
+    return keys_help(TrainConfig(), "baselines/config.py")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,12 +27,24 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in train.out_dir")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in train.out_dir; without --config, with the settings it saved "
+        "(its config.yaml) and the key=value overrides on top",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=5")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        config = load_config(args.config, args.overrides)
+        base = args.config
+        if args.resume and base is None:
+            # Without --config a resumed run continues with the settings it saved; the
+            # key=value overrides (e.g. train.steps) apply on top of them.
+            base = saved_config(args.overrides, "train.out_dir", TrainConfig().train.out_dir)
+            if base is not None:
+                args.overrides = [f"train.out_dir={base.parent}", *args.overrides]
+        config = load_config(base, args.overrides)
     except (ValueError, FileNotFoundError) as err:
         parser.error(str(err))
     from baselines.tracking import complete_metrics
@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from baselines.scoring import describe_precision
+
+    print(
+        describe_precision(config.model.dtype, trainer.device, trainer.autocast_dtype),
+        file=sys.stderr,
+    )
     if trainer.start_step >= config.train.steps:
         print(
             f"{trainer.out_dir} is already complete: {trainer.start_step} of "

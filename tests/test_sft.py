@@ -389,7 +389,9 @@ def test_a_stopped_or_killed_run_resumes_exactly(tmp_path):
     assert len(_lines(killed)) == 4
     assert json.loads((killed / "checkpoint" / "state.json").read_text())["step"] == 1
     env.pop("AGENTGYM_CRASH_AT")
-    assert subprocess.run([*command, "--resume"], env=env, cwd=REPO).returncode == 0
+    # Resumed without repeating the settings: the run's saved config.yaml gives them.
+    resume = [sys.executable, "-m", "baselines.sft", "--quiet", "--resume", f"sft.out_dir={killed}"]
+    assert subprocess.run(resume, env=env, cwd=REPO).returncode == 0
     assert _lines(killed) == expected  # steps 3 and 4 ran again, their first lines dropped
     resumed = load_file(str(killed / "checkpoint" / "model.safetensors"))
     for name, tensor in resumed.items():

@@ -249,6 +249,19 @@ def test_train_cli(tmp_path: Path) -> None:
     assert "already complete: 1 of train.steps=1 steps done" in again.stdout
     assert "train.steps=2" in again.stdout
     assert len((tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()) == 1
+    # Without --config, --resume continues with the run's saved settings: naming the folder
+    # and the new length is enough (before, every override had to be given again).
+    longer = [sys.executable, "-m", "baselines.train", "--no-progress", "--resume"]
+    longer += [f"train.out_dir={tmp_path / 'cli'}", "train.steps=2"]
+    done = subprocess.run(longer, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [0, 1]
+    # A setting that is not resumable is still refused, naming it.
+    other = subprocess.run(
+        [*longer, "algorithm.lr=0.5"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert other.returncode == 2 and "algorithm.lr was" in other.stderr
     # The checkpoint scores on held-out seeds with baselines.evaluate (agentgym eval's hf: agent
     # with the run's settings), which writes a result bundle.
     evaluated = subprocess.run(
