@@ -27,9 +27,10 @@ Agent specs (:func:`make_agent`):
   ``"``) for an action that holds newlines. A program that exits, writes nothing within
   ``timeout`` seconds, or writes to a closed pipe gives an error for that episode and is started
   again for the next one.
-* ``module:callable`` or ``path/to/file.py:callable``: a Python object. An object (or class,
-  instantiated without arguments) with an ``act(requests) -> list[str]`` method is used as a batched
-  agent; any other callable is called once per request as ``callable(request) -> str``.
+* ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
+  a module in the current directory). An object (or class, instantiated without arguments) with an
+  ``act(requests) -> list[str]`` method is used as a batched agent; any other callable is called
+  once per request as ``callable(request) -> str``.
 
 Example:
     >>> agent = make_agent("random")
@@ -558,6 +559,15 @@ class HFAgent(Agent):
         self._contexts.clear()
 
 
+def _put_cwd_on_path() -> None:
+    """Let ``module:callable`` name a module in the current directory, as ``python -m agentgym``
+    allows (``-m`` puts the cwd first on ``sys.path``) but the ``agentgym`` console script would
+    not (its ``sys.path[0]`` is the scripts folder). Done only when a user's module is loaded."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def _load_object(target: str, attr: str) -> Any:
     if target.endswith(".py"):
         path = Path(target)
@@ -569,6 +579,7 @@ def _load_object(target: str, attr: str) -> Any:
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     else:
+        _put_cwd_on_path()
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as err:

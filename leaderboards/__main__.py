@@ -6,6 +6,7 @@ Examples::
     python -m leaderboards show --env Sokoban-v0
     python -m leaderboards render --html leaderboard.html --markdown leaderboard.md
     python -m leaderboards rebuild            # baselines replayed again, every entry kept
+                                              # (its id and date); one stderr line per bundle
 
 Every subcommand takes ``--db PATH``, before or after it (default ``$AGENTGYM_LEADERBOARD`` or
 ``./leaderboard.sqlite``). Exit status: 0 accepted/ok; 1 a bundle refused by its checks (replay
@@ -19,13 +20,15 @@ cannot be written, jsonschema not installed, a rebuild that would drop entries w
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import shlex
 import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from leaderboards.verify import (
     MalformedBundle,
     ReplayBudget,
     SubmissionError,
+    VerifiedBundle,
     VerifierConfig,
     bundle_digest,
     load_bundle,
@@ -138,14 +142,22 @@ def rebuild(
     *,
     drop_unverified: bool = False,
     config: VerifierConfig | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> RebuildReport:
     """Rebuild the database at ``db``: every ``*.json`` baseline bundle in ``folder`` replayed
     and stored under its agent's name, and **every entry already in** ``db`` replayed again and
-    kept (under its name and original submission time).
+    kept (under its name, id and original submission time).
+
+    Ids and dates are stable, so a rebuild of unchanged inputs yields the same leaderboard: an
+    entry keeps its id (a baseline already stored keeps its entry's); a new baseline gets the
+    next id, in file-name order, and its bundle's ``created`` time as its date.
 
     An entry that no longer verifies (e.g. an env changed) is reported; the rebuild then refuses
     and changes nothing, unless ``drop_unverified`` is set, which drops exactly the entries the
     refusal named. The new database replaces ``db`` in one rename.
+
+    ``progress``, if given, is called with one line before each bundle is replayed
+    (``[3/21] baseline oracle.json ('oracle', 1,000 episodes)``).
 
     Raises:
         SubmissionError: a baseline is refused, or entries would be dropped without
@@ -156,19 +168,30 @@ def rebuild(
         raise SubmissionError(f"no *.json bundles in {folder}")
     db = Path(db)
     report = RebuildReport(baselines=len(paths))
-    verified = []
-    for path in paths:
-        bundle = load_bundle(path, MAX_BUNDLE_BYTES)
+    baselines = [(path, load_bundle(path, MAX_BUNDLE_BYTES)) for path in paths]
+    baseline_digests = {_digest_or_none(bundle) for _, bundle in baselines} - {None}
+    stored = list(Store(db).submissions())
+    stored_digests = [_digest_or_none(entry[3]) for entry in stored]
+    # (id, name, submitted) of each stored entry by digest: a baseline already stored keeps them.
+    earlier = {d: entry[:3] for d, entry in zip(stored_digests, stored, strict=True) if d}
+    others = [e for d, e in zip(stored_digests, stored, strict=True) if d not in baseline_digests]
+    total = len(baselines) + len(others)
+    verified: list[tuple[VerifiedBundle, str, str, int | None]] = []
+    for i, (path, bundle) in enumerate(baselines, 1):
+        name = bundle["agent"]["name"]
+        if progress is not None:
+            progress(f"[{i}/{total}] baseline {path.name} ('{inert(name)}', {_episodes(bundle)})")
         try:
-            verified.append((_verify(bundle, config), bundle["agent"]["name"], None))
+            item = _verify(bundle, config)
         except SubmissionError as err:
             raise SubmissionError(f"{path.name}: {err}") from err
-    baseline_digests = {v.digest for v, _, _ in verified}
-    for sid, name, submitted, bundle in list(Store(db).submissions()):
+        sid, name, submitted = earlier.get(item.digest, (None, name, bundle["created"]))
+        verified.append((item, name, submitted, sid))
+    for i, (sid, name, submitted, bundle) in enumerate(others, len(baselines) + 1):
+        if progress is not None:
+            progress(f"[{i}/{total}] entry #{sid} '{inert(name)}' ({_episodes(bundle)})")
         try:
-            if bundle_digest(bundle) in baseline_digests:
-                continue  # the baseline itself, stored again above
-            verified.append((_verify(bundle, config), name, submitted))
+            verified.append((_verify(bundle, config), name, submitted, sid))
             report.kept.append((sid, name))
         except SubmissionError as err:
             report.dropped.append((sid, name, str(err)))
@@ -180,16 +203,52 @@ def rebuild(
             "was changed. Rerun with --drop-unverified to rebuild without "
             + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
         )
+    # New baselines after every id ever stored (a dropped entry's id is not reused).
+    next_id = max((entry[0] for entry in stored), default=0) + 1
+    numbered = []
+    for item, name, submitted, sid in verified:
+        if sid is None:
+            sid, next_id = next_id, next_id + 1
+        numbered.append((sid, item, name, submitted))
+    numbered.sort(key=lambda row: row[0])
     fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent or ".")
     os.close(fd)
     os.unlink(tmp)  # SQLite creates it
     try:
-        for item, name, submitted in verified:
-            Store(tmp).add(item, name, submitted)
+        for sid, item, name, submitted in numbered:
+            Store(tmp).add(item, name, submitted, submission_id=sid)
         os.replace(tmp, db)
     finally:
         Path(tmp).unlink(missing_ok=True)
     return report
+
+
+def _digest_or_none(bundle: dict) -> str | None:
+    """:func:`bundle_digest`, or None for a bundle it cannot read (its replay says why)."""
+    try:
+        return bundle_digest(bundle)
+    except (SubmissionError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _episodes(bundle: dict) -> str:
+    count = sum(len(run.get("episodes") or ()) for run in bundle.get("runs") or ())
+    return f"{count:,} episode{'' if count == 1 else 's'}"
+
+
+def missing_baselines(
+    db: str | os.PathLike[str], folder: str | os.PathLike[str] = BASELINES_DIR
+) -> int:
+    """How many of the baseline bundles in ``folder`` are not stored in ``db``."""
+    stored = Store(db).digests()
+    missing = 0
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            digest = _digest_or_none(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+        missing += digest is not None and digest not in stored
+    return missing
 
 
 def _env_filter(name: str | None) -> str | None:
@@ -241,8 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="replay the baseline bundles and every stored entry into a fresh database",
         description="Build a fresh database from the committed baseline bundles and every entry "
-        "already in --db, each replayed again. Entries that no longer verify are listed and "
-        "nothing changes, unless --drop-unverified is given.",
+        "already in --db, each replayed again (one stderr line per bundle). Every entry keeps "
+        "its id and date; a new baseline is dated by its bundle. Entries that no longer verify "
+        "are listed and nothing changes, unless --drop-unverified is given.",
     )
     p.add_argument(
         "--drop-unverified",
@@ -292,6 +352,19 @@ def _jsonschema_missing() -> bool:
     return False
 
 
+def _note_missing_baselines(command: str, db: Path, rebuild_line: str) -> None:
+    """One stderr line when shipped baselines are not in ``db`` (submitted before a rebuild)."""
+    missing = missing_baselines(db)
+    if missing:
+        total = len(list(BASELINES_DIR.glob("*.json")))
+        print(
+            f"leaderboards {command}: note: {missing} of the {total} baseline bundles shipped in "
+            f"leaderboards/baselines are not in {db}; `{rebuild_line}` replays them into it "
+            "(keeping every entry; a few minutes)",
+            file=sys.stderr,
+        )
+
+
 def _usage(command: str, message: str) -> int:
     print(f"leaderboards {command}: {inert(message)}", file=sys.stderr)
     return 2
@@ -307,11 +380,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(from a clone: pip install -e '.[leaderboard]')",
         )
     db = Path(args.db) if args.db else default_db_path()
+    rebuild_line = "python -m leaderboards rebuild" + (
+        f" --db {shlex.quote(args.db)}" if args.db else ""
+    )
     if args.command in ("show", "render") and not db.is_file():
         print(
-            f"leaderboards {args.command}: no leaderboard database at {db}: submit a bundle "
-            "(`python -m leaderboards submit run.json --name NAME --db PATH`), `rebuild` one "
-            "from the baselines, or pass the right --db",
+            f"leaderboards {args.command}: no leaderboard database at {db} yet. The shipped "
+            f"baselines (random, oracle and SmolLM2 on every env) go into it with "
+            f"`{rebuild_line}` (it replays leaderboards/baselines/*.json: a few minutes); your "
+            "own results with `python -m leaderboards submit run.json --name NAME`; or pass the "
+            "right --db",
             file=sys.stderr,
         )
         return 2
@@ -358,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{count} episodes replayed in {replay_s:.2f} s"
             )
             return 0
+        if args.command in ("show", "render"):
+            _note_missing_baselines(args.command, db, rebuild_line)
         if args.command == "show":
             boards = Store(db).entries(env_filter)
             if env_filter is not None and not boards:
@@ -385,7 +465,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 report = rebuild(
-                    db, args.folder, drop_unverified=args.drop_unverified, config=config
+                    db,
+                    args.folder,
+                    drop_unverified=args.drop_unverified,
+                    config=config,
+                    progress=lambda line: print(f"rebuild {line}", file=sys.stderr, flush=True),
                 )
             except MalformedBundle as err:
                 print(f"refused: {inert(str(err))}", file=sys.stderr)

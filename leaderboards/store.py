@@ -153,11 +153,17 @@ class Store:
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else None
 
-    def add(self, verified: VerifiedBundle, name: str, submitted: str | None = None) -> int:
+    def add(
+        self,
+        verified: VerifiedBundle,
+        name: str,
+        submitted: str | None = None,
+        submission_id: int | None = None,
+    ) -> int:
         """Store a verified bundle under ``name`` in one transaction; return its id.
 
-        ``submitted`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``) defaults to now; a rebuild passes the
-        entry's original time.
+        ``submitted`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``) defaults to now; ``submission_id`` to one
+        past the largest stored id. A rebuild passes the entry's original time and id.
 
         Raises:
             SubmissionError: the same submission (digest) is already stored, or ``name`` is empty.
@@ -193,10 +199,11 @@ class Store:
                 if row:
                     raise SubmissionError(_duplicate_message(int(row[0]), str(row[1])))
                 cursor = conn.execute(
-                    "INSERT INTO submissions (name, agent_name, agent_spec, agent_description, "
+                    "INSERT INTO submissions (id, name, agent_name, agent_spec, agent_description, "
                     "agentgym_version, created, submitted, digest, bundle) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
+                        submission_id,
                         name,
                         agent["name"],
                         agent["spec"],
@@ -265,6 +272,15 @@ class Store:
             if not _has_tables(conn):
                 return 0
             return int(conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0])
+
+    def digests(self) -> set[str]:
+        """The digests of every stored submission (empty if the file does not exist)."""
+        if not self.path.exists():
+            return set()
+        with closing(self._connect(write=False)) as conn:
+            if not _has_tables(conn):
+                return set()
+            return {str(row[0]) for row in conn.execute("SELECT digest FROM submissions")}
 
     def bundles(self) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """``(id, name, bundle)`` of every stored submission, in id order."""

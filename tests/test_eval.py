@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -559,6 +562,42 @@ def test_file_py_callable_agent(tmp_path: Path) -> None:
         progress=False,
     )
     assert all(e["steps"][0]["valid"] for e in bundle["runs"][0]["episodes"])
+
+
+def test_console_script_imports_an_agent_module_from_the_cwd(tmp_path: Path) -> None:
+    """``agentgym eval --agent my_agent:act`` (the console script, whose ``sys.path[0]`` is its
+    scripts folder, not the cwd) finds ``my_agent.py`` in the current directory, as
+    ``python -m agentgym eval`` does."""
+    script = Path(sysconfig.get_path("scripts")) / "agentgym"  # beside this Python's
+    if not script.is_file():
+        script = Path(shutil.which("agentgym") or script)
+    assert script.is_file(), "the agentgym console script is not installed"
+    (tmp_path / "my_agent.py").write_text(
+        textwrap.dedent(
+            """
+            def act(request):
+                return "<think>a</think><answer>%s</answer>" % request.info["valid_actions"][0]
+            """
+        )
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    args = ["eval", "--env", "Bandit-v0", "--agent", "my_agent:act", "--episodes", "2"]
+    args += ["--out", "run.json", "--no-progress"]
+    for command in ([str(script)], [sys.executable, "-m", "agentgym"]):
+        result = subprocess.run(
+            [*command, *args, "--overwrite"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert result.returncode == 0, result.stderr
+        bundle = json.loads((tmp_path / "run.json").read_text())
+        assert bundle["agent"]["name"] == "my_agent:act"
+        assert all(e["steps"][0]["valid"] for e in bundle["runs"][0]["episodes"])
 
 
 def test_seeds_must_fit_a_signed_64_bit_integer(tmp_path: Path) -> None:

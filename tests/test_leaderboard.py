@@ -20,7 +20,7 @@ import pytest
 
 from agentgym.eval import evaluate, summarize, wilson_interval
 from leaderboards import store as store_module
-from leaderboards.__main__ import BASELINES_DIR, main, rebuild
+from leaderboards.__main__ import BASELINES_DIR, main, missing_baselines, rebuild
 from leaderboards.render import _md, markdown_tables
 from leaderboards.store import Store
 from leaderboards.verify import SubmissionError, verify_bundle
@@ -688,8 +688,14 @@ def test_rebuild_keeps_every_entry_and_refuses_to_drop_without_the_flag(
     level.write_text("######\n#@$ .#\n######\n")
     before = digest(db)
     assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 2
-    err = capsys.readouterr().err
+    *progress, err = capsys.readouterr().err.splitlines()
     ids = {name: sid for sid, name, _, _ in Store(db).submissions()}
+    assert progress == [
+        "rebuild [1/4] baseline oracle.json ('oracle', 16 episodes)",
+        "rebuild [2/4] baseline random.json ('random', 16 episodes)",
+        f"rebuild [3/4] entry #{ids['my level']} 'my level' (8 episodes)",
+        f"rebuild [4/4] entry #{ids['my agent']} 'my agent' (8 episodes)",
+    ]
     assert f"#{ids['my level']} 'my level'" in err and "--drop-unverified" in err
     assert "nothing was changed" in err and "my agent" not in err
     assert digest(db) == before
@@ -719,3 +725,63 @@ def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
         rebuild(db, folder)
     assert digest(db) == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_rebuild_keeps_ids_and_dates_and_is_repeatable(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: a rebuild renumbered the entries and dated every baseline today. Now an entry
+    keeps its id and date, a new baseline is dated by its bundle, and rebuilding unchanged inputs
+    changes nothing, byte for byte."""
+    folder = _baseline_folder(tmp_path, bundles)
+    created = {name: load(bundles[name])["created"] for name in ("random", "oracle")}
+    # A fresh database: the baselines in file-name order, each dated by its bundle.
+    fresh = tmp_path / "fresh.sqlite"
+    rebuild(fresh, folder)
+    rows = [(sid, name, t) for sid, name, t, _ in Store(fresh).submissions()]
+    assert rows == [(1, "oracle", created["oracle"]), (2, "random", created["random"])]
+    # An entry submitted before the first rebuild keeps #1; the baselines come after it.
+    db = tmp_path / "lb.sqlite"
+    third = tmp_path / "third.json"
+    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    assert submit(third, db, "mine", capsys)[0] == 0
+    (mine,) = [(sid, name, t) for sid, name, t, _ in Store(db).submissions()]
+    assert mine[0] == 1
+    rebuild(db, folder)
+    first = list(Store(db).submissions())
+    assert [(sid, name, t) for sid, name, t, _ in first] == [
+        mine,
+        (2, "oracle", created["oracle"]),
+        (3, "random", created["random"]),
+    ]
+    tables, before = markdown_tables(Store(db).entries()), digest(db)
+    rebuild(db, folder)
+    assert list(Store(db).submissions()) == first
+    assert markdown_tables(Store(db).entries()) == tables
+    assert digest(db) == before
+
+
+def test_show_says_how_to_get_the_baselines(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: `show` before the first rebuild had no baselines and did not say so."""
+    db = tmp_path / "my lb.sqlite"
+    assert main(["show", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"no leaderboard database at {db} yet" in err
+    assert f"`python -m leaderboards rebuild --db '{db}'`" in err
+    assert submit(bundles["random"], db, "mine", capsys)[0] == 0
+    shipped = len(list(BASELINES_DIR.glob("*.json")))
+    assert main(["show", "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "mine" in captured.out
+    assert captured.err == (
+        f"leaderboards show: note: {shipped} of the {shipped} baseline bundles shipped in "
+        f"leaderboards/baselines are not in {db}; `python -m leaderboards rebuild --db '{db}'` "
+        "replays them into it (keeping every entry; a few minutes)\n"
+    )
+    # Once they are in, no note (a folder of two stands in for the shipped one).
+    folder = _baseline_folder(tmp_path, bundles)
+    assert missing_baselines(db, folder) == 1
+    rebuild(db, folder)
+    assert missing_baselines(db, folder) == 0
