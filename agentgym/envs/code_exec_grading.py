@@ -62,6 +62,7 @@ import time
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,6 @@ __all__ = [
     "judge",
     "grade",
     "grade_batch",
-    "HARNESS",
 ]
 
 #: Seed of the ``random`` module that a problem's check sees (HumanEval/38, 50 and 53 draw inputs).
@@ -626,89 +626,11 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 
 # ----------------------------------------------------------------------------- the sandbox side
 
-# Runs inside the sandbox as main.py, beside spec.json and channel.py. For each problem of the
-# batch: run the prompt and the answer in a fresh namespace, then call the entry point on each
-# argument list and write one line per call on a duplicate of stdout taken before the answer ran
-# (after a first line "STARTED", written before anything of the answer runs):
-# "<problem> <call> R<wire json>" (returned), "T" (timed out), "N<why>" (not plain data),
-# "E<why>" (raised); "<problem> M E<why>" when the answer's module code raised. Nothing here
-# decides a verdict: the host judges the values.
-HARNESS = r"""
-import io, json, os, signal, sys
-
-with open("channel.py", encoding="utf-8") as f:
-    channel = {"__name__": "agentgym_channel"}
-    exec(compile(f.read(), "channel.py", "exec"), channel)
-with open("spec.json", encoding="utf-8") as f:
-    batch = json.load(f)
-report = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
-report.write("STARTED\n")  # before the answer runs: it cannot take this line back
-report.flush()
-try:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-except OSError:
-    pass
-
-class _Sink(io.TextIOBase):
-    def writable(self):
-        return True
-    def write(self, s):
-        return len(s)
-
-sys.stdout = _Sink()
-
-class _Timeout(BaseException):
-    pass
-
-fired = [False]
-
-def _alarm(signum, frame):
-    fired[0] = True
-    raise _Timeout()
-
-signal.signal(signal.SIGALRM, _alarm)
-
-def _reason(err):
-    text = type(err).__name__ + (": " + str(err) if str(err) else "")
-    return " ".join(text.split())[:300]
-
-def _limited(fn, limit):
-    fired[0] = False
-    signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        return fn()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-def _emit(p, k, line):
-    report.write(str(p) + " " + str(k) + " " + line + "\n")
-    report.flush()
-
-def _grade(p, spec):
-    limit = spec["per_test_timeout_s"]
-    ns = {"__name__": "solution"}
-    try:
-        for name, code in (("prompt.py", spec["prelude"]), ("solution.py", spec["solution"])):
-            _limited(lambda: exec(compile(code, name, "exec"), ns), limit)
-        candidate = ns[spec["entry_point"]]
-    except BaseException as err:
-        _emit(p, "M", "E" + ("timed out" if fired[0] else _reason(err)))
-        return
-    for k, wire in enumerate(spec["calls"]):
-        try:
-            args, kwargs = channel["loads"](wire)
-            line = "R" + _limited(lambda: channel["dumps"](candidate(*args, **kwargs)), limit)
-            if fired[0]:
-                line = "T"
-        except channel["NotPlainData"] as err:
-            line = "T" if fired[0] else "N" + _reason(err)
-        except BaseException as err:
-            line = "T" if fired[0] else "E" + _reason(err)
-        _emit(p, k, line)
-
-for p, spec in enumerate(batch):
-    _grade(p, spec)
-"""
+#: The program that runs inside the sandbox as main.py, beside spec.json and channel.py
+#: (``programs/code_exec_harness.py``): it calls the answer's function and writes what each call
+#: returned, one line per call; the host judges the values.
+_HARNESS_FILE = resources.files("agentgym.envs") / "programs" / "code_exec_harness.py"
+_HARNESS = _HARNESS_FILE.read_text("utf-8")
 
 _LINE = re.compile(r"(\d+) (\d+|M) ([RTNE])(.*)")
 #: Runs tried when the sandbox fails before the harness starts (not the answer's doing).
@@ -782,7 +704,7 @@ def grade_batch(
 
     files = {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
     for attempt in range(_START_ATTEMPTS):
-        result = runner.run(HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
+        result = runner.run(_HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
         if result.stdout.startswith("STARTED\n"):
             break
         # The harness never started, so the answer never ran: the sandbox failed (e.g. no free

@@ -15,6 +15,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import PurePosixPath
 from types import TracebackType
 from typing import IO, Any
@@ -33,6 +34,8 @@ __all__ = [
     "MAIN_FILE",
     "check_run_args",
     "CappedBuffer",
+    "PROGRAMS",
+    "program_text",
 ]
 
 #: Bytes kept of each output stream (stdout, stderr).
@@ -43,6 +46,20 @@ MIN_MEMORY_MB, MAX_MEMORY_MB = 64, 65536
 MAX_TIMEOUT_S = 600.0
 #: The name ``code`` is written under in the work directory.
 MAIN_FILE = "main.py"
+#: The programs the back ends start inside the sandbox, in ``sandboxes/code/programs/``.
+PROGRAMS = ("docker_bootstrap.py", "launcher.py", "bwrap_launcher.sh", "unshare_root.sh")
+
+
+def program_text(name: str) -> str:
+    """The text of ``name`` (one of :data:`PROGRAMS`), which a back end hands to an interpreter
+    inside the sandbox (``python3 -c``, ``bash -c``, ``sh -c``); read from the installed package.
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`PROGRAMS`.
+    """
+    if name not in PROGRAMS:
+        raise ValueError(f"no sandbox program {name!r}: the programs are {', '.join(PROGRAMS)}")
+    return (resources.files("sandboxes.code") / "programs" / name).read_text(encoding="utf-8")
 
 
 class SandboxError(RuntimeError):

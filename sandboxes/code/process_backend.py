@@ -85,6 +85,7 @@ from sandboxes.code.base import (
     check_run_args,
     drain_in_thread,
     first_limit,
+    program_text,
 )
 
 __all__ = ["ProcessSandbox", "ISOLATIONS", "detect_isolation"]
@@ -165,114 +166,20 @@ def _bwrap_command(
 
 _BASH = os.path.realpath(shutil.which("bash") or "/bin/bash")
 
-# The first process inside a bubblewrap sandbox (bash: cheaper than a second Python; dash cannot
-# name a file descriptor above 9): runs ``python3 -I main.py``, then reports "<exit status> <1 if
-# /work, /tmp or /dev/shm is full>" on the report pipe, and after a failed run (exit status not 0)
-# also 1 if a file reached RLIMIT_FSIZE (Python ignores SIGXFSZ: it sees EFBIG).
-_SH_LAUNCHER = r"""
-rep=$1; fsize=$2; py=$3
-exec {err}>&2
-# bash's own stderr is /dev/null around the run: no "Killed" notice in the code's stderr.
-{ "$py" -I main.py 2>&"$err" {err}>&- {rep}>&- ; } 2>/dev/null
-rc=$?
-full=0
-for v in $(stat -f -c '%a %d' /work /tmp /dev/shm 2>/dev/null); do [ "$v" = 0 ] && full=1; done
-if [ "$rc" != 0 ] && [ "$full" = 0 ] && [ -n "$(find /work /tmp /dev/shm -xdev -type f \
-    -size +$((fsize - 1))c -print -quit 2>/dev/null)" ]; then full=1; fi
-echo "$rc $full" >&"$rep"
-exit "$rc"
-"""
+#: The first process inside a bubblewrap sandbox (``programs/bwrap_launcher.sh``, run by bash):
+#: runs main.py, then reports its exit status and whether a writable file system filled.
+_SH_LAUNCHER = program_text("bwrap_launcher.sh")
 
-# Runs as root inside the new namespaces: build a root, chroot into it, drop privileges.
-_UNSHARE_SCRIPT = r"""
-set -eu
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-R="$1"; PY="$2"; REUID="$3"; WORK="$4"; TMP="$5"; FDS="$6"; LAUNCHER="$7"; shift 7
-mount -t tmpfs -o size=16m,mode=755 tmpfs "$R"
-mkdir -p "$R/usr" "$R/work" "$R/tmp" "$R/proc" "$R/dev" "$R/etc"
-mount --bind /usr "$R/usr"; mount -o remount,bind,ro,nosuid,nodev "$R/usr"
-for d in "$@"; do
-  case "$d" in
-    link:*) l="${d#link:}"; ln -s "${l#*=}" "$R${l%%=*}" ;;
-    *) mkdir -p "$R$d"; mount --bind "$d" "$R$d"; mount -o remount,bind,ro,nosuid,nodev "$R$d" ;;
-  esac
-done
-[ -f /etc/ld.so.cache ] && cp /etc/ld.so.cache "$R/etc/"
-mount -t tmpfs -o "size=${WORK}m,nr_inodes=16384,mode=1777,nosuid,nodev" tmpfs "$R/work"
-mount -t tmpfs -o "size=${TMP}m,nr_inodes=16384,mode=1777,nosuid,nodev" tmpfs "$R/tmp"
-mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
-for n in null zero random urandom; do
-  touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"
-done
-mount -o remount,ro,bind "$R"
-if [ "$REUID" = "-" ]; then ids=""; else ids="--reuid=$REUID --regid=$REUID --clear-groups"; fi
-exec chroot "$R" /usr/bin/setpriv $ids --pdeathsig SIGKILL --inh-caps=-all --bounding-set=-all --no-new-privs \
-  /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/work LANG=C.UTF-8 \
-  PYTHONDONTWRITEBYTECODE=1 /usr/bin/env -C /work "$PY" -I -S -c "$LAUNCHER" $FDS "$PY" /work:/tmp
-"""
+#: Runs as root inside the new namespaces (``programs/unshare_root.sh``, run by sh): builds a
+#: root, chroots into it, drops privileges and starts :data:`_LAUNCHER`.
+_UNSHARE_SCRIPT = program_text("unshare_root.sh")
 
 _WATCHED = "/work:/tmp:/dev/shm"
 
-# The first process inside the sandbox (as the sandbox user, cwd /work, a sized tmpfs): reads the
-# files from the payload pipe and writes them, runs ``python3 -I main.py`` as its child, then
-# reports "<exit status> <1 if a writable file system (of the ':'-separated list) is full, or a
-# file reached RLIMIT_FSIZE>" on the report pipe (Python ignores SIGXFSZ: it sees EFBIG). Both pipes are
-# closed in the child. Its exit ends the sandbox (the PID namespace's processes die with it).
-_LAUNCHER = r"""
-import os, resource, struct, sys
-pin, rep, py, watched = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-os.set_inheritable(pin, False)
-os.set_inheritable(rep, False)
-parts = []
-while True:
-    chunk = os.read(pin, 1 << 20)
-    if not chunk:
-        break
-    parts.append(chunk)
-os.close(pin)
-data, i, full = b"".join(parts), 0, False
-try:
-    while i < len(data):
-        n, m = struct.unpack_from("<II", data, i)
-        name, body = data[i + 8:i + 8 + n].decode(), data[i + 8 + n:i + 8 + n + m]
-        i += 8 + n + m
-        if os.path.dirname(name):
-            os.makedirs(os.path.dirname(name), exist_ok=True)
-        with open(name, "wb") as f:
-            f.write(body)
-except OSError as error:
-    os.write(2, b"sandbox: the files do not fit in /work: %s\n" % str(error).encode())
-    os.write(rep, b"1 1\n")
-    os._exit(1)
-pid = os.fork()
-if pid == 0:
-    os.execv(py, [py, "-I", "main.py"])
-status = os.waitpid(pid, 0)[1]
-def full(path):
-    try:
-        s = os.statvfs(path)
-    except OSError:
-        return False
-    return s.f_bavail == 0 or s.f_favail == 0
-def at_fsize(path, budget=[4096]):
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    for top, _, names in os.walk(path):
-        for name in names:
-            budget[0] -= 1
-            if budget[0] < 0:
-                return False
-            try:
-                if os.lstat(os.path.join(top, name)).st_size >= limit > 0:
-                    return True
-            except OSError:
-                pass
-    return False
-disk = any(full(p) or at_fsize(p) for p in watched.split(":"))
-code = os.waitstatus_to_exitcode(status)
-code = 128 - code if code < 0 else code
-os.write(rep, b"%d %d\n" % (code, disk))
-os._exit(code)
-"""
+#: The first process inside an unshare (or unisolated) sandbox (``programs/launcher.py``, run by
+#: ``python3 -I -S -c``): writes the files, runs main.py, reports its exit status and whether a
+#: watched file system filled.
+_LAUNCHER = program_text("launcher.py")
 
 
 def _unshare_command(

@@ -1,0 +1,184 @@
+"""The docker back end's bootstrap: the program that every run starts, inside a sandbox container.
+
+:mod:`sandboxes.code.docker_backend` execs it as ``python3 -I -c <this file's text>`` in a pooled
+container, as the sandbox user (uid 1000), under the image's own Python: so it is stdlib-only.
+It reads ``<length>\n<json>`` (the files, base64 stdin and a nonce) from its standard input,
+writes the files into /work, runs ``python3 -I main.py`` with the output going straight to the
+exec's streams, then kills every other process of its user, empties /work, /tmp and /dev/shm
+and removes the run's IPC state, so that the next run in the container starts clean. Its last
+bytes on stderr are the report the host strips (``_REPORT`` there): the nonce, whether the
+container's OOM-kill and refused-fork counts rose, whether a writable mount filled, and the two
+counts. When anything cannot be removed it kills itself, and the host discards the container.
+
+Never run it outside a container: it kills every process of its user (``kill(-1, SIGKILL)``).
+"""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+n = int(sys.stdin.buffer.readline())
+msg = json.loads(sys.stdin.buffer.read(n))
+
+
+def counter(path, key):
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def counters():
+    return (
+        counter("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill")
+        + counter("/sys/fs/cgroup/memory.events", "oom_kill"),
+        counter("/sys/fs/cgroup/pids/pids.events", "max")
+        + counter("/sys/fs/cgroup/pids.events", "max"),
+    )
+
+
+before = counters()
+disk = False
+try:
+    for name, data in msg["files"].items():
+        path = os.path.join("/work", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+except OSError as error:
+    sys.stderr.write(f"sandbox: the files do not fit in /work: {error}\n")
+    disk = True
+env = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+code = 1
+if not disk:
+    p = subprocess.Popen(
+        [sys.executable, "-I", "main.py"],
+        cwd="/work",
+        env=env,
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def feed():
+        try:
+            p.stdin.write(base64.b64decode(msg["stdin"]))
+            p.stdin.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    code = p.wait()
+
+
+def others():
+    # live (non-zombie) processes of this user other than this one
+    me, uid, found = os.getpid(), os.getuid(), []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+            found.append(pid)
+    return found
+
+
+clean = False
+for _ in range(200):
+    if not others():
+        clean = True
+        break
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process this user may signal, except PID 1 and itself
+    except ProcessLookupError:
+        pass
+    time.sleep(0.01)
+fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
+for d in ("/work", "/tmp", "/dev/shm"):
+    try:
+        st = os.statvfs(d)
+        disk = disk or st.f_bavail == 0 or st.f_favail == 0
+    except OSError:
+        pass
+    budget = 4096
+    for top, _, names in os.walk(d):
+        for name in names[:budget]:
+            try:
+                disk = disk or 0 < fsize <= os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+        budget -= len(names)
+        if budget <= 0:
+            break
+    for name in os.listdir(d):
+        path = os.path.join(d, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            clean = False
+
+
+# IPC state: System V shared memory, semaphores and message queues of this container's IPC
+# namespace, and POSIX message queues, so that the next run starts without them.
+def sysv_ids():
+    out = []
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open("/proc/sysvipc/" + kind) as f:
+                out += [(kind, int(line.split()[1])) for line in f.read().splitlines()[1:]]
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+left = sysv_ids()
+if left:  # ctypes only when there is something to remove
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, ident in left:
+        # IPC_RMID (shmctl/msgctl: cmd 0; semctl: semnum 0, cmd 0)
+        getattr(libc, kind + "ctl")(ident, 0, 0)
+try:
+    for name in os.listdir("/dev/mqueue"):
+        try:
+            os.unlink(os.path.join("/dev/mqueue", name))
+        except OSError:
+            clean = False
+except FileNotFoundError:
+    pass
+if left and sysv_ids():
+    clean = False
+after = counters()
+code = 128 - code if code < 0 else code
+disk = disk or code == 128 + signal.SIGXFSZ
+sys.stdout.flush()
+sys.stderr.flush()
+oom, pids = after[0] > before[0], after[1] > before[1]
+report = f"\x1eagentgym:{msg['nonce']}:{oom:d}:{pids:d}:{disk:d}:{after[0]:d}:{after[1]:d}\x1e"
+os.write(2, report.encode())
+if not clean:
+    os.kill(os.getpid(), signal.SIGKILL)
+os._exit(code)
