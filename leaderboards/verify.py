@@ -14,7 +14,8 @@
    ``success`` agree with its steps; no board appears twice.
 5. Budget: the replay's steps are counted before it starts, and the replay runs in a child
    process under the verifier's :class:`ReplayBudget` (wall time, steps, resident memory of the
-   child and everything it starts); a bundle over a limit is refused with the limit named.
+   child and everything it starts; :func:`sandboxes.limits.run_bounded`); a bundle over a limit
+   is refused with the limit named.
 6. Replay: every episode is played again from its seed with its recorded actions, with the task
    parameters normalised (:func:`agentgym.registration.normalise_task_kwargs`) and the
    verifier's own execution settings (:class:`VerifierConfig`), and every step's reward (to
@@ -35,33 +36,33 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import multiprocessing
 import os
-import signal
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import agentgym
-from agentgym.eval import (
+from agentgym.bundle import (
+    AGENTGYM_VERSION,
     FILE_KWARGS,
+    MAX_DEPTH,
+    BundleError,
+    EnvKwargsError,
+    bundle_digest,
     env_version,
     file_digests,
     make_env,
+    normalise_task_kwargs,
+    parse_bundle,
+    registered_envs,
     replay_episode,
     summarize,
-)
-from agentgym.registration import (
-    EnvKwargsError,
-    normalise_task_kwargs,
     worst_return,
 )
+from sandboxes.limits import run_bounded
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
@@ -84,8 +85,6 @@ __all__ = [
 ]
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
-#: The deepest nesting of JSON arrays/objects a bundle may have (a real one is 6 deep).
-MAX_DEPTH = 32
 SCHEMA_PATH = Path(__file__).with_name("schema") / "bundle-v1.json"
 _REWARD_TOL = 1e-9
 _STEP_FLAGS = ("terminated", "truncated", "success", "valid")
@@ -151,7 +150,7 @@ class VerifiedRun:
         env_version: its version number.
         env_kwargs: the constructor overrides (JSON form).
         seed: the first seed.
-        summary: :func:`agentgym.eval.summarize` of the replayed episodes.
+        summary: :func:`agentgym.bundle.summarize` of the replayed episodes.
         env_files: SHA-256 of each file the overrides name (checked against the files).
     """
 
@@ -173,44 +172,8 @@ class VerifiedBundle:
     episodes_replayed: int
 
 
-def _reject_constant(name: str) -> float:
-    """``NaN``/``Infinity`` are not JSON (RFC 8259), and a NaN compares unequal to everything, so
-    it would slip through every tolerance check of the replay: refuse it outright."""
-    raise SubmissionError(
-        f"{name} is not a JSON number (non-finite values are refused); submit the file "
-        "`agentgym eval --out` wrote, unedited"
-    )
-
-
-#: The widest integer a bundle may hold (int64: seeds, counts); wider ones are refused unread.
-MAX_INT_DIGITS = 19
-
-
-def _bounded_int(text: str) -> int:
-    """A JSON integer within int64; wider ones (``10**400``) are refused before ``int()`` works."""
-    digits = len(text.lstrip("-"))
-    value = int(text) if digits <= MAX_INT_DIGITS else None
-    if value is None or not -(2**63) <= value < 2**63:
-        raise SubmissionError(
-            f"an integer of {digits} digits is out of range (a bundle's integers fit in 64 bits); "
-            "submit the file `agentgym eval --out` wrote, unedited"
-        )
-    return value
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent, refused when it overflows a float (``1e400``)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise SubmissionError(
-            f"a number of {len(text)} characters overflows a float; submit the file "
-            "`agentgym eval --out` wrote, unedited"
-        )
-    return value
-
-
 def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES) -> dict[str, Any]:
-    """Read a bundle file after checking its size.
+    """Read a bundle file after checking its size (the text: :func:`agentgym.bundle.parse_bundle`).
 
     Raises:
         SubmissionError: missing file, over ``max_bytes``, not UTF-8, not JSON, not an object.
@@ -232,64 +195,9 @@ def load_bundle(path: str | os.PathLike[str], max_bytes: int = MAX_BUNDLE_BYTES)
     if len(data) > max_bytes:  # the file grew after the stat
         raise MalformedBundle(f"{path} grew past the {max_bytes / 2**20:.1f} MiB limit while read")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise MalformedBundle(
-            f"{path} is not UTF-8 text ({err}); write it with agentgym eval"
-        ) from err
-    deep = _nesting_over(text, MAX_DEPTH)
-    if deep:
-        raise MalformedBundle(
-            f"{path} nests JSON arrays/objects more than {MAX_DEPTH} deep (at character "
-            f"{deep}); a result bundle is 6 deep: submit the file `agentgym eval --out` wrote"
-        )
-    try:
-        bundle = json.loads(
-            text, parse_constant=_reject_constant, parse_int=_bounded_int, parse_float=_finite_float
-        )
-    except SubmissionError as err:
-        raise MalformedBundle(f"{path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise MalformedBundle(
-            f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}; "
-            "submit the file `agentgym eval --out` wrote, unedited"
-        ) from err
-    except (RecursionError, MemoryError) as err:  # belt and braces: the scan above bounds depth
-        raise MalformedBundle(f"{path} cannot be parsed ({type(err).__name__})") from None
-    if not isinstance(bundle, dict):
-        raise MalformedBundle(f"{path} holds a JSON {type(bundle).__name__}, not a result bundle")
-    try:  # JSON escapes can spell lone surrogates ("\ud800"): text no database or page can hold
-        json.dumps(bundle, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedBundle(
-            f"{path} holds a string that is not valid Unicode (a lone surrogate escape such as "
-            "\\ud800); submit the file `agentgym eval --out` wrote, unedited"
-        ) from None
-    return bundle
-
-
-def _nesting_over(text: str, limit: int) -> int:
-    """The 1-based offset where ``[``/``{`` nesting first exceeds ``limit`` (outside strings), or
-    0. A linear scan without recursion, run before ``json.loads`` (whose C parser recurses)."""
-    depth = 0
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return i + 1
-        elif ch in "]}":
-            depth -= 1
-    return 0
+        return parse_bundle(data, str(path))
+    except BundleError as err:
+        raise MalformedBundle(str(err)) from None
 
 
 @cache
@@ -358,7 +266,7 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
     Raises:
         SubmissionError: the first inconsistency found.
     """
-    registered = agentgym.registered_envs()
+    registered = registered_envs()
     seen: set[tuple[str, str]] = set()
     for r, run in enumerate(bundle["runs"]):
         env_id = run["env_id"]
@@ -366,11 +274,11 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
             base = env_id.rsplit("-v", 1)[0]
             versions = [i.rsplit("-v", 1)[1] for i in registered if i.rsplit("-v", 1)[0] == base]
             hint = (
-                f"; the installed agentgym {agentgym.__version__} has "
+                f"; the installed agentgym {AGENTGYM_VERSION} has "
                 + ", ".join(f"{base}-v{v}" for v in versions)
                 + " (rerun the eval on it)"
                 if versions
-                else f"; `agentgym list` shows the ids of agentgym {agentgym.__version__}"
+                else f"; `agentgym list` shows the ids of agentgym {AGENTGYM_VERSION}"
             )
             raise SubmissionError(f"runs/{r}: unknown environment id {env_id!r}{hint}")
         if run["env_version"] != env_version(env_id):
@@ -500,7 +408,7 @@ def replay_run(
     env_id = run["env_id"]
     cause = (
         f"the bundle was altered, or made with another agentgym (bundle {bundle_version}, "
-        f"installed {agentgym.__version__})"
+        f"installed {AGENTGYM_VERSION})"
     )
     kwargs = normalise_task_kwargs(env_id, run["env_kwargs"])
     named = [k for k in FILE_KWARGS if k in kwargs]
@@ -581,26 +489,6 @@ def replay_run(
     )
 
 
-def bundle_digest(bundle: Mapping[str, Any]) -> str:
-    """SHA-256 of what makes a result: each run's env, normalised task parameters, file
-    digests, seeds and actions.
-
-    Two bundles with the same digest are the same submission, whatever their names, times or
-    spelled-out defaults.
-    """
-    core = [
-        {
-            "env_id": run["env_id"],
-            "env_kwargs": normalise_task_kwargs(run["env_id"], run["env_kwargs"]),
-            **({"env_files": run["env_files"]} if run.get("env_files") else {}),
-            "episodes": [[e["seed"], [s["action"] for s in e["steps"]]] for e in run["episodes"]],
-        }
-        for run in bundle["runs"]
-    ]
-    text = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def replay_cost(bundle: Mapping[str, Any]) -> int:
     """Env steps plus resets the replay of ``bundle`` takes (counted from the bundle)."""
     return sum(len(e["steps"]) + 1 for run in bundle["runs"] for e in run["episodes"])
@@ -656,71 +544,12 @@ def verify_file(
 # ----------------------------------------------------------------------------- the budget
 
 
-def _children(pid: int) -> list[int]:
-    """``pid`` and every descendant, from ``/proc`` (Linux)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(parents.get(p, []))
-    return out
-
-
-def _tree_rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and its descendants, bytes (``/proc/<pid>/statm``)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    for p in _children(pid):
-        try:
-            with open(f"/proc/{p}/statm", "rb") as fh:
-                total += int(fh.read().split()[1]) * page
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
-def _child_main(fn: Callable[[], Any], conn: Any) -> None:
-    os.setpgid(0, 0)  # its own process group: the whole tree can be stopped at once
-    try:  # die with the verifier (Linux prctl PR_SET_PDEATHSIG = 1)
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # unwinds through the envs' close() (finally blocks)
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        result: tuple[str, Any] = ("ok", fn())
-    except SubmissionError as err:
-        result = ("refused", str(err))
-    except KeyboardInterrupt:
-        result = ("stopped", "")
-    except Exception as err:  # reported by type only: its text may quote a named file
-        result = ("error", type(err).__name__)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # done: a late stop just ends the process
-    conn.send(result)
-    conn.close()
-
-
 def run_within_budget(fn: Callable[[], Any], budget: ReplayBudget) -> Any:
-    """Run ``fn()`` in a forked child process under ``budget``'s time and memory limits.
+    """Run ``fn()`` in a forked child process under ``budget``'s time and memory limits
+    (:func:`sandboxes.limits.run_bounded`).
 
     The child leads its own process group; over a limit the group gets SIGTERM (the envs close),
-    then SIGKILL after 5 s.
+    then SIGKILL after 5 s, as does every process the child started.
 
     Returns:
         What ``fn`` returned (it must pickle).
@@ -729,64 +558,30 @@ def run_within_budget(fn: Callable[[], Any], budget: ReplayBudget) -> Any:
         SubmissionError: ``fn`` raised one (passed on), a limit was hit (the message names it),
             or the child died.
     """
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child_main, args=(fn, send))
-    t0 = time.monotonic()
-    child.start()
-    send.close()
-    limit = budget.max_memory_mb * 2**20
-    over: str | None = None
-    result: tuple[str, Any] | None = None
-    try:
-        while True:
-            if receive.poll(0.1):
-                try:
-                    result = receive.recv()
-                except EOFError:
-                    result = None
-                break
-            if not child.is_alive():
-                break
-            if time.monotonic() - t0 > budget.max_seconds:
-                over = f"time: {budget.max_seconds:g} s of wall time"
-                break
-            if _tree_rss_bytes(child.pid) > limit:
-                over = f"memory: {budget.max_memory_mb} MiB resident"
-                break
-    finally:
-        if result is not None:
-            child.join(timeout=5)  # it has sent its result and is exiting
-        if child.is_alive():
-            _stop_group(child)
-        child.join(timeout=5)
-        receive.close()
-    if over is not None:
+    run = run_bounded(
+        fn,
+        max_seconds=budget.max_seconds,
+        max_memory_mb=budget.max_memory_mb,
+        passthrough=(SubmissionError,),
+    )
+    if run.status in ("time", "memory"):
+        over = (
+            f"time: {budget.max_seconds:g} s of wall time"
+            if run.status == "time"
+            else f"memory: {budget.max_memory_mb} MiB resident"
+        )
         raise SubmissionError(
             f"over the replay budget (limit: {over}); the replay was stopped and nothing was "
             "stored: submit fewer or smaller episodes, or ask the verifier for a larger budget"
         )
-    if result is None:
+    if run.status == "died":
         raise SubmissionError(
-            f"the replay process died (exit code {child.exitcode}) before it finished; "
+            f"the replay process died (exit code {run.exitcode}) before it finished; "
             "nothing was stored"
         )
-    kind, value = result
-    if kind == "ok":
-        return value
-    if kind == "refused":
-        raise SubmissionError(value)
-    raise SubmissionError(f"the replay failed ({value}); nothing was stored")
-
-
-def _stop_group(child: Any) -> None:
-    """SIGTERM to the child's process group (the child itself if it has none yet), 5 s to
-    close its envs, then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            if child.is_alive():
-                os.kill(child.pid, sig)
-        if sig == signal.SIGTERM:
-            child.join(timeout=5)
+    if run.status == "ok":
+        return run.value
+    if run.status == "raised":
+        raise SubmissionError(run.value)
+    # "error" (the exception's type name only: its text may quote a named file) or "stopped"
+    raise SubmissionError(f"the replay failed ({run.value or ''}); nothing was stored")

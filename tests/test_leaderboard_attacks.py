@@ -473,7 +473,7 @@ def test_without_jsonschema_the_install_line_is_named(
 
 
 def test_the_nesting_scan_ignores_brackets_inside_strings() -> None:
-    from leaderboards.verify import _nesting_over
+    from agentgym.bundle import _nesting_over
 
     assert _nesting_over(json.dumps({"action": "[" * 100 + '\\"{' * 50}), 2) == 0
     assert _nesting_over('{"a": [[1]]}', 3) == 0

@@ -69,7 +69,7 @@ from agentgym.envs.webshop_goals import Goal, RewardParts, get_reward, make_goal
 from agentgym.parsing import format_answer, parse_turn
 from agentgym.text_env import ActionOutcome, TextEnv
 
-try:  # selenium (and psutil): only the browser back end needs them; WebShopText-v0 runs without
+try:  # selenium: only the browser back end needs it; WebShopText-v0 runs without
     from sandboxes.web.browser import BrowserConfig, ChromiumBrowser
 except ModuleNotFoundError as _err:
     BrowserConfig = ChromiumBrowser = None  # type: ignore[assignment,misc]

@@ -17,8 +17,9 @@ One run is one isolation unit:
   ``memory_mb``, CPU time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb``, 256 open files,
   no core dumps. When the caller is root, the child first drops to user ``nobody`` (uid/gid
   65534, no supplementary groups) so that no root file is writable.
-* **Nothing outlives its owner**: the sandbox gets ``PR_SET_PDEATHSIG`` (SIGKILL when the owner
-  dies; bwrap's ``--die-with-parent``, unshare's ``--kill-child``), the PID namespace's processes
+* **Nothing outlives its owner**: the sandbox gets the parent-death signal
+  (:func:`sandboxes.limits.die_with_parent`: SIGKILL when the owner dies; bwrap's
+  ``--die-with-parent``, unshare's ``--kill-child``), the PID namespace's processes
   die with its first process, and a new :class:`ProcessSandbox` kills the processes of, and
   removes, the control groups and temporary directories of owners that are gone.
 * **A clear result**: a run that hits a limit returns within ``timeout_s`` + 1 s with
@@ -55,7 +56,6 @@ there is one, and a temporary directory only: the code can read your files and u
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import re
@@ -87,6 +87,7 @@ from sandboxes.code.base import (
     first_limit,
     program_text,
 )
+from sandboxes.limits import die_with_parent
 
 __all__ = ["ProcessSandbox", "ISOLATIONS", "detect_isolation"]
 
@@ -270,15 +271,6 @@ def _cgroup_layout() -> tuple[cgroups.CgroupLayout | None, str]:
         return _cgroup_cache[os.getpid()]
 
 
-def _libc_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _libc_prctl()
-_PR_SET_PDEATHSIG = 1
 TEMP_PREFIX = "agentgym-sbx-"
 _TEMP_OWNER = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
 
@@ -626,7 +618,6 @@ class ProcessSandbox(CodeSandbox):
         fsize = self.max_file_mb * 2**20
         procs_files = group.procs_files() if group is not None else []
         owner = os.getpid()
-        prctl = _PRCTL
 
         def limit() -> None:  # runs in the child between fork and exec: no locks, no threads
             for path in procs_files:  # join the run's control groups (children inherit them)
@@ -646,12 +637,9 @@ class ProcessSandbox(CodeSandbox):
                 os.setuid(drop_to)
             if nproc is not None:
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-            # Die with the owner (set after the uid change, which clears it); bwrap and unshare's
-            # --kill-child pass it on inside.
-            if prctl is not None:
-                prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != owner:  # the owner died before the line above
-                os._exit(137)
+            # Die with the owner (set after the uid change, which clears it; exits at once if the
+            # owner is already gone); bwrap and unshare's --kill-child pass it on inside.
+            die_with_parent(owner)
 
         return limit
 
