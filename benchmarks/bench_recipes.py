@@ -7,7 +7,8 @@ Usage::
     python benchmarks/bench_recipes.py --configs sokoban --set model.path=runs/sft/sokoban/checkpoint
 
 Each config runs as its own ``python -m baselines.train`` process (``train.steps`` = ``--steps``,
-validation off, output in a temporary folder that is removed), so its peak RSS is that process's
+with the config's own validation before the first step unless ``--no-validation``: it is the
+rollout phase with the most live episodes; output in a temporary folder that is removed), so its peak RSS is that process's
 alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by :data:`LAUNCHER`; Linux
 reports KiB). Printed per
 config: peak RSS in GB, the mean ``timing/step_s`` and its generation / update parts from
@@ -39,7 +40,9 @@ LAUNCHER = (
 CONFIGS = ["quick", "bandit", "sokoban", "frozen_lake", "countdown", "math", "code", "webshop"]
 
 
-def run_one(name: str, steps: int, extra: list[str]) -> dict[str, float | str]:
+def run_one(
+    name: str, steps: int, extra: list[str], validation: bool = True
+) -> dict[str, float | str]:
     """Train ``baselines/configs/<name>.yaml`` for ``steps`` steps in a child process."""
     out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
     cmd = [
@@ -53,7 +56,7 @@ def run_one(name: str, steps: int, extra: list[str]) -> dict[str, float | str]:
         "train.save_every=0",
         "train.max_steps_without_update=0",
         "train.max_steps_without_signal=0",
-        "rollout.val_episodes=0",
+        *([] if validation else ["rollout.val_episodes=0"]),
         *extra,
     ]
     load_before = os.getloadavg()[0]
@@ -93,13 +96,16 @@ def main() -> None:
     parser.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every config"
     )
+    parser.add_argument(
+        "--no-validation", action="store_true", help="rollout.val_episodes=0 (faster)"
+    )
     args = parser.parse_args()
     print(
         f"{'config':<12} {'peak GB':>8} {'step s':>8} {'gen s':>8} {'update s':>9} "
         f"{'tokens':>8} {'valid':>6} {'load':>10}"
     )
     for name in args.configs:
-        row = run_one(name, args.steps, args.set)
+        row = run_one(name, args.steps, args.set, validation=not args.no_validation)
         if "error" in row:
             print(f"{name:<12} failed: {row['error']}")
             continue
