@@ -77,7 +77,7 @@ def reasoning_text(response: str, special_tokens: Sequence[str] = ()) -> str:
 
     Args:
         response: the reply as the environment saw it (with the ``<think>`` prefix when the
-            prompt ended with one, see :func:`baselines.rollout.render_prompt`).
+            prompt ended with one, see :func:`baselines.episodes.render_prompt`).
         special_tokens: strings removed from z (e.g. ``tokenizer.all_special_tokens``).
 
     Returns:

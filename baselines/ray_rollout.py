@@ -3,7 +3,7 @@
 The model generates centrally (in the trainer's process, or its vLLM engine); the environments
 live in Ray actors (:class:`EnvWorker`), each owning the episodes ``i`` with
 ``i % num_workers == rank``. :class:`RayEnvPool` offers the pool interface of
-:func:`baselines.rollout.collect_rollouts` (``reset_many``, ``step_many``), so episode order, seeds
+:func:`baselines.episodes.collect_rollouts` (``reset_many``, ``step_many``), so episode order, seeds
 and results are those of in-process stepping.
 
 Fault tolerance: the pool records each episode's seed and the actions applied so far. When an

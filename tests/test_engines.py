@@ -13,16 +13,18 @@ from baselines.engines import (
     HFEngine,
     PrefixCache,
     RolloutEngine,
+    SamplingSettings,
     VLLMEngine,
     _top_p_filter,
     end_token_ids,
+    generate,
     logprob_diff,
     make_engine,
     recompute_logprobs,
     vllm_available,
 )
+from baselines.episodes import collect_rollouts, render_prompt
 from baselines.policy import load_policy
-from baselines.rollout import SamplingSettings, collect_rollouts, generate, render_prompt
 from baselines.trainer import vocabulary_texts
 
 ENV = "agentgym/Sokoban-v0"

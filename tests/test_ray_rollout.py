@@ -18,10 +18,10 @@ import ray  # noqa: E402  (the `ray` extra is part of `dev`: CI always has it)
 import torch
 
 from baselines.config import load_config
-from baselines.engines import HFEngine
+from baselines.engines import HFEngine, SamplingSettings
+from baselines.episodes import collect_rollouts
 from baselines.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
-from baselines.rollout import SamplingSettings, collect_rollouts
 from baselines.trainer import Trainer, vocabulary_texts
 from sandboxes.web.browser import PROFILE_PREFIX
 from tests.test_sandbox_docker import _containers, _docker_or_fail

@@ -7,8 +7,9 @@ import gymnasium
 import pytest
 import torch
 
+from baselines.engines import SamplingSettings
+from baselines.episodes import collect_rollouts, extract_reasoning
 from baselines.policy import load_policy
-from baselines.rollout import SamplingSettings, collect_rollouts, extract_reasoning
 from baselines.trainer import vocabulary_texts
 
 

@@ -13,8 +13,8 @@ import torch
 
 import agentgym  # noqa: F401
 from baselines.config import load_config
-from baselines.engines import HFEngine, recompute_logprobs
-from baselines.rollout import SamplingSettings, render_prompt
+from baselines.engines import HFEngine, SamplingSettings, recompute_logprobs
+from baselines.episodes import render_prompt
 from baselines.trainer import Trainer
 
 # Sampled-token log-probs, vLLM (float32 CPU kernels) vs the trainer's float32 forward pass:
