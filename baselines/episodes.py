@@ -44,7 +44,7 @@ import numpy as np
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
 from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
-from baselines.diagnostics import THINK_CLOSE, reasoning_text
+from baselines.diagnostics import THINK_CLOSE
 from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
 
 __all__ = [
@@ -58,6 +58,8 @@ __all__ = [
     "think_prefix_for",
     "extract_reasoning",
     "reasoning_ids",
+    "reasoning_span",
+    "Z_STATUSES",
     "episode_json",
     "write_rollouts",
 ]
@@ -270,30 +272,39 @@ def extract_reasoning(response: str) -> str:
     return response[start:] if end < 0 else response[start:end]
 
 
-def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
-    """The sampled ids of a turn's reasoning z, without ``</think>``; ``[]`` when z is empty.
+#: What :func:`reasoning_span` says of a turn's reasoning z.
+Z_STATUSES = ("valid", "no_think", "unclosed", "empty", "special")
 
-    RAGEN-2's z (:func:`baselines.diagnostics.reasoning_text`) is the stripped text between
-    ``<think>`` and the first ``</think>``; a reply that never closed the block, or whose block
-    holds only white space or special tokens, has none (``[]``: the MI diagnostics drop it and
-    count it in ``valid_thinking_rate``). No ``</think>`` the policy did not sample is added.
 
-    The ids are the sampled ones, not a re-tokenisation: the longest prefix of the sampled ids
-    (end token dropped) whose text ends before ``</think>`` starts, less special-token ids and
-    leading/trailing ids that decode to white space only. A token that holds both the last
-    characters of z and the start of ``</think>`` (e.g. ``"done</"``) is left out, as it is part
-    of the closing tag.
+def reasoning_span(tokenizer: Any, turn: TurnRecord) -> tuple[list[int], str]:
+    """The sampled ids of a turn's reasoning z, and what became of it: one rule for z.
+
+    z is the span the policy sampled between ``<think>`` (which must open the reply: the prompt
+    ends with it, or the reply starts with it) and the first ``</think>``, without either tag, as
+    RAGEN-2 takes it (``ragen/llm_agent/ctx_manager.py:660-669``). The ids are exactly the sampled
+    ones, never a re-tokenisation and never spliced: the longest prefix of the sampled ids (end
+    token dropped) whose text ends before ``</think>`` starts, less leading/trailing ids that
+    decode to white space only. A token that holds both the last characters of z and the start of
+    ``</think>`` (e.g. ``"done</"``) is left out, as it is part of the closing tag.
+
+    Statuses (:data:`Z_STATUSES`; the ids are ``[]`` unless ``"valid"``): ``"no_think"`` the
+    reply does not open with ``<think>``; ``"unclosed"`` no sampled ``</think>``; ``"empty"``
+    only white space inside; ``"special"`` the span holds a special-token id (e.g. an end of turn
+    sampled inside the block): the MI scorer would otherwise teacher-force a sequence the policy
+    never produced (RAGEN removes special tokens from the text and scores the rest; docs/ragen2.md,
+    Z), so such a z is dropped and counted.
 
     Args:
         tokenizer: the policy's tokenizer.
         turn: a played turn (``response`` starts with ``<think>`` when the prompt ended with it).
 
     Returns:
-        int token ids, possibly ``[]``.
+        ``(ids, status)``: int token ids (``[]`` unless valid) and one of :data:`Z_STATUSES`.
     """
-    special = list(getattr(tokenizer, "all_special_tokens", []) or [])
-    if not turn.response.startswith(THINK_PREFIX) or not reasoning_text(turn.response, special):
-        return []
+    if not turn.response.startswith(THINK_PREFIX):
+        return [], "no_think"
+    if THINK_CLOSE not in turn.response[len(THINK_PREFIX) :]:
+        return [], "unclosed"
     ids = list(turn.generated_ids[:-1] if turn.ended_with_eos else turn.generated_ids)
     close = None
     for k in range(1, len(ids) + 1):
@@ -302,12 +313,21 @@ def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
             close, cut = k, text.index(THINK_CLOSE)
             break
     if close is None:  # the <think> prefix came from the prompt and z closed in it: not sampled
-        return []
+        return [], "unclosed"
     end = close
     while end > 0 and len(tokenizer.decode(ids[:end], skip_special_tokens=False)) > cut:
         end -= 1
+    begin = 0
+    if tokenizer.decode(ids, skip_special_tokens=False).startswith(THINK_PREFIX):
+        # The reply sampled <think> itself (the prompt did not end with it): z starts after the
+        # ids that spell the tag (a token holding its end and z's start belongs to the tag).
+        begin = 1
+        while len(tokenizer.decode(ids[:begin], skip_special_tokens=False)) < len(THINK_PREFIX):
+            begin += 1
+    z = ids[begin:end]
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-    z = [i for i in ids[:end] if i not in special_ids]
+    if any(i in special_ids for i in z):
+        return [], "special"
 
     def blank(i: int) -> bool:
         return not tokenizer.decode([i], skip_special_tokens=False).strip()
@@ -316,7 +336,20 @@ def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
         z.pop(0)
     while z and blank(z[-1]):
         z.pop()
-    return z
+    return (z, "valid") if z else ([], "empty")
+
+
+def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
+    """The sampled ids of a turn's reasoning z (:func:`reasoning_span`), ``[]`` when it has none.
+
+    Args:
+        tokenizer: the policy's tokenizer.
+        turn: a played turn.
+
+    Returns:
+        int token ids, possibly ``[]``.
+    """
+    return reasoning_span(tokenizer, turn)[0]
 
 
 def collect_rollouts(

@@ -98,6 +98,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "collapse/num_pairs_total",
     "collapse/num_pairs_valid",
     "collapse/valid_thinking_rate",
+    "collapse/z_special_rate",
     "collapse/entropy",
     "collapse/mi_fraction",
     "collapse/template_collapse",

@@ -82,13 +82,12 @@ from baselines.checkpoint import (
     write_text_durable,
 )
 from baselines.config import TrainConfig, config_to_dict
-from baselines.diagnostics import ZScoreTracker, mi_metrics, mi_pairs, score_matrix
+from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
 from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import (
-    THINK_PREFIX,
     EpisodeRecord,
     collect_rollouts,
-    reasoning_ids,
+    reasoning_span,
     write_rollouts,
 )
 from baselines.filtering import snr_filter
@@ -409,38 +408,39 @@ class Trainer:
         """MI diagnostics on the sampled (prompt ids, reasoning ids) pairs, scored at the
         sampling temperature (the policy's sampling distribution).
 
-        z is RAGEN-2's reasoning (:func:`baselines.diagnostics.mi_pairs`: the stripped text
-        between the think tags; empty and unclosed ones dropped, no unsampled ``</think>``),
-        taken token-exact as the sampled ids of that span (:func:`reasoning_ids`). Returns
-        :func:`mi_metrics`' values and ``num_pairs_total``, ``num_pairs_valid``,
-        ``valid_thinking_rate``; only the latter three when fewer than 2 distinct prompts keep
-        a z.
+        z is RAGEN-2's reasoning taken token-exact (:func:`reasoning_span`: the sampled ids
+        between the think tags of a block that opens the reply; empty, unclosed and
+        special-id spans dropped). Up to ``diagnostics.max_pairs`` pairs are drawn among the
+        valid z (seeded by the step). Returns :func:`mi_metrics`' values and
+        ``num_pairs_total`` (candidate turns), ``num_pairs_valid`` (valid z among them),
+        ``valid_thinking_rate``, ``z_special_rate`` (share dropped for a special id),
+        ``num_reasonings`` and ``num_prompts`` (the scored pairs and their distinct prompts);
+        only these when fewer than 2 distinct prompts keep a z.
         """
         dc = self.config.diagnostics
         turns = []
         for episode in episodes:
             turns.extend(episode.turns[:1] if dc.turn == "first" else episode.turns)
+        # One rule for z (reasoning_span): the exact sampled ids of a think block that opens
+        # the reply; a block holding a special id is dropped, never spliced. Pairs are drawn
+        # among the valid z, as RAGEN samples among valid reasonings.
+        spans = [reasoning_span(self.tokenizer, t) for t in turns]
+        valid = [(tuple(t.prompt_ids), z) for t, (z, ok) in zip(turns, spans, strict=True) if z]
+        stats = {
+            "num_pairs_total": float(len(turns)),
+            "num_pairs_valid": float(len(valid)),
+            "valid_thinking_rate": len(valid) / len(turns) if turns else 0.0,
+            "z_special_rate": (
+                sum(ok == "special" for _, ok in spans) / len(turns) if turns else 0.0
+            ),
+        }
         rng = np.random.default_rng(self.config.train.seed * 7919 + step)
-        if len(turns) > dc.max_pairs:
-            pick = np.sort(rng.choice(len(turns), size=dc.max_pairs, replace=False))
-            turns = [turns[i] for i in pick]
-        special = list(self.tokenizer.all_special_tokens)
-        # z must open the reply (the prompt ends with <think>, or the reply's first sampled
-        # tokens are it): a think block later in a reply has a sample-specific context before
-        # it, so it is no sample of z given x_j. reasoning_ids keeps only such spans, and the
-        # text rule is held to the same (docs/ragen2.md, Z).
-        responses = [t.response if t.response.startswith(THINK_PREFIX) else "" for t in turns]
-        _, texts, _, stats = mi_pairs(
-            [repr(tuple(t.prompt_ids)) for t in turns], responses, special
-        )
-        pairs = [(tuple(t.prompt_ids), reasoning_ids(self.tokenizer, t)) for t in turns]
-        pairs = [(p, z) for p, z in pairs if z]
-        if len(pairs) != len(texts):
-            raise RuntimeError(
-                f"reasoning_ids kept {len(pairs)} reasonings but mi_pairs kept {len(texts)}; "
-                "the two rules for z disagree"
-            )
+        pairs = valid
+        if len(pairs) > dc.max_pairs:
+            pick = np.sort(rng.choice(len(pairs), size=dc.max_pairs, replace=False))
+            pairs = [pairs[i] for i in pick]
         prompts = sorted({p for p, _ in pairs})
+        stats["num_reasonings"], stats["num_prompts"] = float(len(pairs)), float(len(prompts))
         if len(prompts) < 2:
             return stats
         index = {p: j for j, p in enumerate(prompts)}

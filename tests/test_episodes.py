@@ -190,6 +190,29 @@ def test_reasoning_ids_are_the_sampled_ids_of_z_without_the_closing_tag(smol_tok
     assert reasoning_ids(tok, open_episode.turns[0]) == []
 
 
+def test_a_z_holding_a_special_id_is_dropped_never_spliced(smol_tokenizer):
+    """An end-of-turn id sampled inside the think block: before, it was cut out of z and the
+    scorer teacher-forced a sequence the policy never produced; now z is dropped and counted."""
+    from baselines.episodes import reasoning_span
+
+    tok = smol_tokenizer
+    left = tok(" arm A", add_special_tokens=False)["input_ids"]
+    right = tok(" paid</think><answer>Up</answer>", add_special_tokens=False)["input_ids"]
+    special = tok.convert_tokens_to_ids("<|im_end|>")
+    assert special in tok.all_special_ids
+    reply = left + [special] + right
+    (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
+    turn = episode.turns[0]
+    assert "<|im_end|>" in turn.response.split("</think>")[0]
+    assert reasoning_span(tok, turn) == ([], "special")
+    assert reasoning_ids(tok, turn) == []
+    # The same span without the special id is a valid z, exactly the sampled ids.
+    clean = left + right
+    (episode,) = _play(tok, ScriptedEngine(tok, [clean], set()), env_kwargs={"max_turns": 1})
+    z, status = reasoning_span(tok, episode.turns[0])
+    assert status == "valid" and z == left + tok(" paid", add_special_tokens=False)["input_ids"]
+
+
 # Drops the reasoning of every earlier assistant turn (as several current instruct templates do).
 DROP_REASONING = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"

@@ -541,9 +541,20 @@ def test_a_think_block_later_in_the_reply_is_no_z(tmp_path: Path) -> None:
         EpisodeRecord(2, 2, None, turns=[turn("Arm 1", "pull <think> Nurse </think> 1")]),
     ]
     stats = trainer._diagnostics(episodes, 0)
-    trainer.close()
     assert stats["num_pairs_total"] == 3.0 and stats["num_pairs_valid"] == 2.0
     assert stats["valid_thinking_rate"] == pytest.approx(2 / 3)
+    assert (stats["num_reasonings"], stats["num_prompts"], stats["z_special_rate"]) == (2, 2, 0)
+    # Pairs are drawn among the valid z: with max_pairs 2 and 6 turns of which 2 have a z,
+    # both valid ones are scored (before, 2 turns were drawn first, often invalid ones).
+    trainer.config.diagnostics.max_pairs = 2
+    invalid = [
+        EpisodeRecord(3 + i, 3 + i, None, turns=[turn("Arm 1", "no think")]) for i in range(4)
+    ]
+    stats = trainer._diagnostics(invalid + episodes[:2], 0)
+    trainer.close()
+    assert (stats["num_pairs_total"], stats["num_pairs_valid"]) == (6, 2)
+    assert (stats["num_reasonings"], stats["num_prompts"]) == (2, 2)
+    assert "mi_estimate" in stats
 
 
 def test_gradients_are_freed_before_the_next_rollout(tmp_path: Path) -> None:
