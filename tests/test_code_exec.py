@@ -33,9 +33,11 @@ from agentgym.envs.code_exec_grading import (
     WRONG_VALUE,
     CheckPlan,
     GradeResult,
+    MalformedReport,
     UnsupportedCheck,
     judge,
     plan_checks,
+    read_report,
 )
 from sandboxes.code import ExecResult, SandboxError, make_sandbox
 
@@ -480,6 +482,72 @@ def test_answer_that_raises_scores_zero(box: Any) -> None:
     result = grade(box, humaneval_problems()[0], "def has_close_elements(a, b): pass\n1/0\n")
     assert (result.passed, result.total) == (0, 7)
     assert result.error == "your code raised ZeroDivisionError: division by zero"
+
+
+def test_read_report_by_hand() -> None:
+    """Two problems of 2 and 1 calls; the text after the last newline (cut off) is dropped."""
+    stdout = "STARTED\n0 0 R[1,2]\n0 1 EValueError: x\n1 M Etimed out\n0 1"
+    assert read_report(stdout, [2, 1]) == {
+        (0, "0"): ("R", "[1,2]"),
+        (0, "1"): ("E", "ValueError: x"),
+        (1, "M"): ("E", "timed out"),
+    }
+    assert read_report("STARTED\n0 0 T\n0 1 Nnot plain\n", [2]) == {
+        (0, "0"): ("T", ""),
+        (0, "1"): ("N", "not plain"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("9" * 5000 + " 0 R1", "not a report line"),  # int() refuses over 4300 digits
+        ("1234567 0 R1", "not a report line"),  # seven digits
+        ("0 " + "9" * 5000 + " R1", "not a report line"),
+        ("\u0660 0 R1", "not a report line"),  # ARABIC-INDIC ZERO: int() reads it as 0
+        ("00 0 R1", "not a report line"),
+        ("0 0 X1", "not a report line"),
+        ("0 0 Tlate", "not a report line"),
+        ("0 M R1", "not a report line"),
+        ("1 0 R1", "names a call that was not made"),  # one problem only
+        ("0 3 R1", "names a call that was not made"),  # calls 0..2
+        ("0 0 E" + "x" * 301, "a reason over 300 characters"),
+        ("0 0 R" + "1" * (2 << 20), "too long"),
+        ("0 0 R2", "line 3 repeats a call"),
+    ],
+)
+def test_read_report_refuses_malformed_lines(line: str, why: str) -> None:
+    with pytest.raises(MalformedReport, match=why):
+        read_report(f"STARTED\n0 0 R1\n{line}\n", [3])
+
+
+#: An answer to HumanEval/27 that flips case right but also writes a report line whose problem
+#: index has 5000 digits (``int`` of it raised ValueError out of ``env.step`` before).
+HUGE_INDEX_ANSWER = (
+    "import sys\n"
+    "def flip_case(s):\n"
+    "    report = sys.modules['__main__'].report\n"
+    "    report.write('9' * 5000 + ' 0 R1\\n')\n"
+    "    report.flush()\n"
+    "    return s.swapcase()\n"
+)
+
+
+def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
+    env = _make(per_test_timeout_s=1)
+    try:
+        env.reset(options={"task_id": "HumanEval/27"})
+        obs, reward, terminated, truncated, info = env.step(_answer(HUGE_INDEX_ANSWER))
+        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert info["grade_error"] == (
+            "the grader's report was malformed (line 2 is not a report line): your code wrote to it"
+        )
+        assert "Error: the grader's report was malformed" in obs
+        # the canonical answer, next attempt, still scores 3 of 3
+        *_, info = env.step(env.unwrapped.oracle_answer())
+        assert (info["tests_passed"], info["grade_error"]) == (3, None)
+    finally:
+        env.close()
 
 
 def _wrong(problem: CodeProblem) -> str:

@@ -171,6 +171,14 @@ CHEATS: dict[str, str] = {
         "def flip_case(s):\n    while True:\n        pass\n"
     ),
     "self_containing_result": "def flip_case(s):\n    x = []\n    x.append(x)\n    return x\n",
+    "report_line_with_a_huge_index": (
+        "import sys\n"
+        "def flip_case(s):\n"
+        "    report = sys.modules['__main__'].report\n"
+        "    report.write('9' * 5000 + ' 0 R\"x\"\\n')\n"
+        "    report.flush()\n"
+        "    return None\n"
+    ),
     "lazy_iterator_result": "def flip_case(s):\n    return map(str.swapcase, s)\n",
     "floods_stdout": (
         "import os, sys\n"

@@ -21,6 +21,9 @@
   strings, lists, tuples, dicts, None: :mod:`agentgym.envs.code_exec_channel`); the expected
   values and every assertion are evaluated in this process. Printing, exit codes, ``sys.exit``,
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
+* Info of a graded turn: ``tests_passed``, ``tests_total``, ``pass_fraction`` and
+  ``grade_error`` (why the answer could not be called at all, e.g. its module code raised or it
+  wrote to the grader's report, else ``None``; the observation shows it too).
 * Reward: the fraction of tests passed, paid as improvement: a turn earns
   ``max(0, fraction - best fraction of earlier turns)``, so the episode's return is the best
   fraction reached (1.0 for a full pass) and a failed attempt never pays twice. Every test passing
@@ -274,6 +277,7 @@ class CodeExecEnv(TextEnv):
                 "tests_passed": result.passed,
                 "tests_total": result.total,
                 "pass_fraction": fraction,
+                "grade_error": result.error,
             },
         )
 
