@@ -550,6 +550,27 @@ def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
         env.close()
 
 
+def test_an_answer_over_the_file_size_limit_scores_zero_with_a_message() -> None:
+    """With 1 MiB files, a 1 MiB comment makes spec.json too large: the step scores 0 and says
+    why (it raised SandboxError out of step before). The answer is 42 characters of code (18 for
+    the def line, 24 for the return line), 1 for "#" and 2**20 for the comment."""
+    env = _make(sandbox_options={"max_file_mb": 1})
+    try:
+        env.reset(options={"task_id": "HumanEval/27"})
+        code = "def flip_case(s):\n    return s.swapcase()\n#" + "x" * 2**20
+        obs, reward, terminated, truncated, info = env.step(_answer(code))
+        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert info["grade_error"].startswith(
+            "your answer is too long to run (1,048,619 characters): spec.json is "
+        )
+        assert info["grade_error"].endswith("bytes, over the 1,048,576-byte file-size limit")
+        assert "Error: your answer is too long to run" in obs
+        *_, info = env.step(env.unwrapped.oracle_answer())
+        assert (info["tests_passed"], info["grade_error"]) == (3, None)
+    finally:
+        env.close()
+
+
 def _wrong(problem: CodeProblem) -> str:
     """The canonical solution with its result nudged: ints + 1, floats * 1.5 + 1, strings + "x",
     lists and tuples with an extra item, bools negated, None -> 0."""

@@ -679,7 +679,9 @@ def grade(
     Raises:
         UnsupportedCheck: the problem's check has a form the host cannot evaluate.
         SandboxError: the sandbox failed before the grader's harness started, four times (the
-            answer never ran; no verdict is given rather than a wrong one).
+            answer never ran; no verdict is given rather than a wrong one). An answer too long
+            for the sandbox's files (``runner.files_too_large``) is no such failure: it is not
+            run, and scores 0 with ``error`` saying so.
     """
     return grade_batch(
         runner,
@@ -718,6 +720,20 @@ def grade_batch(
     import json
 
     files = {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
+    too_large = getattr(runner, "files_too_large", None)
+    why = too_large(_HARNESS, files) if too_large is not None else None
+    if why is not None:
+        # A run would fail before the harness starts, which reads as the sandbox's failure
+        # (SandboxError after four tries). The answer's length is the cause: it scores 0.
+        return [
+            GradeResult(
+                0,
+                len(plan.tests),
+                tuple((t, "not run") for t in plan.tests),
+                f"your answer is too long to run ({len(code):,} characters): {why}",
+            )
+            for (_, code), plan in zip(items, plans, strict=True)
+        ]
     for attempt in range(_START_ATTEMPTS):
         result = runner.run(_HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
         if result.stdout.startswith(_STARTED):
