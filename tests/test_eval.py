@@ -278,6 +278,73 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path, scripted: Any)
     )
 
 
+#: What surrogate_agent writes: a lone surrogate (no UTF-8 file holds one) in its reasoning.
+SURROGATE_ACTION = "<think>\ud800</think><answer>2</answer>"
+
+
+def surrogate_agent(request: AgentRequest) -> str:
+    """Pulls arm 2, thinking a lone surrogate; may simulate Ctrl-C."""
+    CALLS.append(request.seed)
+    if INTERRUPT_AFTER and len(CALLS) > INTERRUPT_AFTER[0]:
+        raise KeyboardInterrupt
+    return SURROGATE_ACTION
+
+
+def test_an_action_with_a_lone_surrogate_is_replaced_and_the_bundle_verifies(
+    tmp_path: Path,
+) -> None:
+    """The bundle write raised UnicodeEncodeError after every episode ran (nothing was saved).
+    The harness now steps the env with U+FFFD in the surrogate's place and records that text, so
+    the leaderboard reads the file and its replay of the recorded actions matches."""
+    from leaderboards.verify import load_bundle, verify_bundle
+
+    out = tmp_path / "s.json"
+    result = run_cli(
+        "eval",
+        "--env",
+        "Bandit-v0",
+        "--agent",
+        "tests.test_eval:surrogate_agent",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(out)
+    steps = [s for e in bundle["runs"][0]["episodes"] for s in e["steps"]]
+    # Bandit-v0: one pull per episode; "2" is a valid arm, so the action counts as valid
+    assert [(s["action"], s["valid"]) for s in steps] == [
+        ("<think>\ufffd</think><answer>2</answer>", True)
+    ] * 2
+    assert verify_bundle(bundle).episodes_replayed == 2
+
+
+def test_a_partial_log_holding_a_lone_surrogate_is_played_again(
+    tmp_path: Path, scripted: Any
+) -> None:
+    """A partial log that an older version wrote with the raw surrogate (its env was stepped with
+    it, so it cannot be fixed after the fact): resuming plays that episode again instead of
+    failing at the bundle write again."""
+    out, spec = tmp_path / "p.json", "tests.test_eval:surrogate_agent"
+    INTERRUPT_AFTER.append(1)  # episode 0 finishes, then "Ctrl-C"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+    partial = tmp_path / "p.json.partial.jsonl"
+    text = partial.read_text()
+    assert text.count("\\ufffd") == 1  # json.dumps escapes U+FFFD
+    partial.write_text(text.replace("\\ufffd", "\\ud800"))  # as the older version logged it
+    INTERRUPT_AFTER.clear()
+    CALLS.clear()
+    bundle = evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+    assert CALLS == [0, 1]  # both episodes played
+    assert [s["action"] for e in bundle["runs"][0]["episodes"] for s in e["steps"]] == [
+        "<think>\ufffd</think><answer>2</answer>"
+    ] * 2
+    assert json.loads(out.read_text(encoding="utf-8")) == bundle
+
+
 AWK_AGENT = r"""
 {
   turn = 0
