@@ -9,15 +9,17 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import jsonschema
+import psutil
 import pytest
 
 import agentgym
-from agentgym.agents import AgentRequest, make_agent, request_json
+from agentgym.agents import AgentError, AgentRequest, make_agent, request_json
 from agentgym.eval import (
     EvalError,
     evaluate,
@@ -27,6 +29,7 @@ from agentgym.eval import (
     write_chat_jsonl,
 )
 from agentgym.registration import worst_return
+from tests.test_sandbox_limits import _alive  # the recorded process (pid, start time) still runs
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
@@ -431,6 +434,83 @@ def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
     )
     step = bundle["runs"][0]["episodes"][0]["steps"][0]
     assert step["action"] == "<think>a\nb</think><answer>1</answer>" and step["valid"]
+
+
+#: A cmd: agent that starts a grandchild (a sleeping Python) and records its pid and start time
+#: in the file named by its first argument, then answers arm 1 to every request.
+SPAWNING_AGENT = """
+import subprocess, sys, psutil
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(f"{child.pid} {psutil.Process(child.pid).create_time()}")
+import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+for line in sys.stdin:
+    print("<answer>1</answer>", flush=True)
+"""
+
+
+def test_a_cmd_agents_children_end_with_the_eval(tmp_path: Path) -> None:
+    """The agent's own process group is killed when eval closes it: the grandchild it left
+    running (which outlived the eval before, sleeping on for ten minutes) goes too."""
+    script, record = tmp_path / "agent.py", tmp_path / "grandchild"
+    script.write_text(SPAWNING_AGENT)
+    pid = started = None
+    try:
+        options = {"episodes": 2, "out": tmp_path / "c.json", "progress": False}
+        bundle = evaluate(
+            ["agentgym/Bandit-v0"], f"cmd:{sys.executable} {script} {record}", **options
+        )
+        assert [e["error"] for e in bundle["runs"][0]["episodes"]] == [None, None]
+        pid_text, started_text = record.read_text().split()
+        pid, started = int(pid_text), float(started_text)
+        deadline = time.monotonic() + 60  # SIGKILL is sent by close(); the kernel ends it soon
+        while _alive(pid, started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid, started)
+    finally:
+        if pid is not None and started is not None and _alive(pid, started):
+            psutil.Process(pid).kill()
+
+
+def _request() -> tuple[AgentRequest, gym.Env]:
+    env = gym.make("agentgym/Bandit-v0")
+    obs, info = env.reset(seed=0)
+    return AgentRequest("agentgym/Bandit-v0", 0, 0, 1, obs, info, None, [], "", "raw", env), env
+
+
+def test_a_long_line_without_newlines_is_searched_once_and_bounded(tmp_path: Path) -> None:
+    """3 MiB written with no newline until the end: each byte is searched for the newline once
+    (3 MiB of x, then the newline: 3 * 2**20 + 1 bytes; the old reader searched the whole
+    buffer again after every chunk it read). Over max_line_bytes, the line is an error for its
+    episode as soon as that many bytes arrived."""
+    writer = tmp_path / "writer.py"
+    writer.write_text(
+        "import sys, time\n"
+        "sys.stdin.readline()\n"
+        "sys.stdout.write('x' * (3 * 2**20) + ('\\n' if sys.argv[1] == 'end' else ''))\n"
+        "sys.stdout.flush()\n"
+        "time.sleep(600)\n"
+    )
+    req, env = _request()
+    agent = make_agent(f"cmd:{sys.executable} {writer} end")
+    try:
+        (action,) = agent.act([req])
+        assert action == "x" * (3 * 2**20)
+        assert agent.bytes_searched == 3 * 2**20 + 1
+    finally:
+        agent.close()
+    agent = make_agent(f"cmd:{sys.executable} {writer} open", kwargs={"max_line_bytes": 2**20})
+    try:
+        (error,) = agent.act([req])
+        assert isinstance(error, AgentError)
+        assert str(error) == (
+            f"'{sys.executable} {writer} open' wrote over 1,048,576 bytes without a newline "
+            "(max_line_bytes)"
+        )
+        assert agent.bytes_searched <= 2**20 + 65536  # it stopped within one chunk of the bound
+    finally:
+        agent.close()
+        env.close()
 
 
 def test_request_json_keys() -> None:
