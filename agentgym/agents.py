@@ -25,8 +25,10 @@ Agent specs (:func:`make_agent`):
   shell) and, for each turn, reads one JSON object on a line on stdin (see :func:`request_json`)
   and writes one line on stdout: the action text, or a JSON string literal (a line starting with
   ``"``) for an action that holds newlines. A program that exits, writes nothing within
-  ``timeout`` seconds, or writes to a closed pipe gives an error for that episode and is started
-  again for the next one.
+  ``timeout`` seconds, writes a line over ``max_line_bytes`` (16 MiB), or writes to a closed
+  pipe gives an error for that episode and is started again for the next one. It runs in a
+  process group of its own, and the whole group (what it started too) is killed when the agent
+  closes or restarts it.
 * ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
   a module in the current directory). An object (or class, instantiated without arguments) with an
   ``act(requests) -> list[str]`` method is used as a batched agent; any other callable is called
@@ -46,6 +48,7 @@ import json
 import os
 import selectors
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -297,17 +300,33 @@ class CallableAgent(Agent):
 class CommandAgent(Agent):
     """An external program speaking JSON lines (see the module docstring).
 
+    The program leads a process group of its own; :meth:`close` (and a restart after an error)
+    ends the whole group: SIGTERM, up to 2 s for the program to exit, then SIGKILL to whatever of
+    the group is left (the processes it started, which it may not have waited for). A line is
+    read in chunks and each byte is searched for the newline once (:attr:`bytes_searched`).
+
     Args:
         command: the command line (split with :func:`shlex.split`; no shell).
         timeout: seconds to wait for each action line.
         cwd: working folder of the program.
+        max_line_bytes: longest action line, bytes; a longer one is an error for its episode.
 
     Raises:
-        ValueError: an empty command.
+        ValueError: an empty command, or ``max_line_bytes`` < 1.
     """
 
-    def __init__(self, command: str, timeout: float = 30.0, cwd: str | None = None):
+    def __init__(
+        self,
+        command: str,
+        timeout: float = 30.0,
+        cwd: str | None = None,
+        max_line_bytes: int = 16 * 2**20,
+    ):
         super().__init__()
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
+            raise ValueError(f"max_line_bytes must be an int >= 1, got {max_line_bytes!r}")
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be an int >= 1, got {max_line_bytes!r}")
         self.argv = shlex.split(command)
         if not self.argv:
             raise ValueError("cmd: needs a command line, e.g. cmd:'python my_agent.py'")
@@ -316,9 +335,13 @@ class CommandAgent(Agent):
         self.cwd = cwd
         self.name = f"cmd:{command}"
         self.description = f"external program `{command}` (JSON lines on stdin, actions on stdout)"
+        self.max_line_bytes = max_line_bytes
         self.settings = {"command": command, "timeout": self.timeout}
         self._proc: subprocess.Popen[bytes] | None = None
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._searched = 0  # bytes at the start of _buffer known to hold no newline
+        #: Bytes searched for a newline so far, over every line: each byte read is searched once.
+        self.bytes_searched = 0
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
@@ -330,10 +353,12 @@ class CommandAgent(Agent):
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     cwd=self.cwd,
+                    start_new_session=True,  # its own group: _stop ends what it started too
                 )
             except OSError as err:
                 raise AgentError(f"cannot start {self.command!r}: {err}") from err
-            self._buffer = b""
+            self._buffer = bytearray()
+            self._searched = 0
         return self._proc
 
     def _stop(self) -> None:
@@ -346,13 +371,15 @@ class CommandAgent(Agent):
                     stream.close()
             except OSError:
                 pass
+        # The group's id is the program's pid, which stays reserved while any of the group lives.
         if proc.poll() is None:
-            proc.terminate()
+            _signal_group(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                pass
+        _signal_group(proc.pid, signal.SIGKILL)  # what is left: processes the program started
+        proc.wait()
 
     def _read_line(self, proc: subprocess.Popen[bytes]) -> bytes:
         assert proc.stdout is not None
@@ -360,7 +387,18 @@ class CommandAgent(Agent):
         fd = proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
+            while True:
+                # only the bytes not searched yet: a long line costs its length, not its square
+                end = self._buffer.find(b"\n", self._searched)
+                self.bytes_searched += (end + 1 if end >= 0 else len(self._buffer)) - self._searched
+                if end >= 0:
+                    break
+                self._searched = len(self._buffer)
+                if self._searched > self.max_line_bytes:
+                    raise AgentError(
+                        f"{self.command!r} wrote over {self.max_line_bytes:,} bytes without a "
+                        "newline (max_line_bytes)"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
                     raise AgentError(f"{self.command!r} wrote no action within {self.timeout:g} s")
@@ -372,7 +410,14 @@ class CommandAgent(Agent):
                         code = None
                     raise AgentError(f"{self.command!r} closed its stdout (exit status {code})")
                 self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        if end > self.max_line_bytes:
+            raise AgentError(
+                f"{self.command!r} wrote a line of {end:,} bytes, over max_line_bytes "
+                f"({self.max_line_bytes:,})"
+            )
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        self._searched = 0
         return line
 
     def _ask(self, req: AgentRequest) -> str:
@@ -406,6 +451,14 @@ class CommandAgent(Agent):
 
     def close(self) -> None:
         self._stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    """``killpg(pgid, sig)``; a group already gone is fine."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 class HFAgent(Agent):
@@ -603,7 +656,7 @@ def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None
             ``file.py:callable``.
         seed: the agent's own seed (random agent, sampling).
         kwargs: agent settings (``--agent-kw``): ``hf:`` takes :class:`HFAgent`'s keyword
-            arguments, ``cmd:`` takes ``timeout``; a Python class gets them as constructor arguments.
+            arguments, ``cmd:`` takes ``timeout``, ``cwd`` and ``max_line_bytes``; a Python class gets them as constructor arguments.
 
     Raises:
         ValueError: an unknown spec or a setting the agent does not take; the message lists the
@@ -630,9 +683,11 @@ def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None
         except TypeError as err:
             raise ValueError(f"bad --agent-kw for hf: {err}") from err
     if sep and kind == "cmd":
-        unknown = set(kwargs) - {"timeout", "cwd"}
+        unknown = set(kwargs) - {"timeout", "cwd", "max_line_bytes"}
         if unknown:
-            raise ValueError(f"the cmd: agent takes only timeout=, cwd= (got {sorted(unknown)})")
+            raise ValueError(
+                f"the cmd: agent takes only timeout=, cwd=, max_line_bytes= (got {sorted(unknown)})"
+            )
         return CommandAgent(rest, **kwargs)
     if sep and rest and kind:
         obj = _load_object(kind, rest)

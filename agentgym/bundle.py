@@ -27,6 +27,11 @@ A bundle (format ``agentgym-eval``, version 1; the JSON Schema is
         "wall_s": 1.2}]
     }
 
+Every string is valid Unicode: an agent's action holding a lone surrogate code point (``"\\ud800"``,
+which no UTF-8 file can hold) has each one replaced with U+FFFD by the eval harness *before* the
+environment steps it (:func:`valid_unicode`), so the bundle holds the very text the environment
+was given and a replay of it gives the same steps.
+
 JSON has no tuples: tuple arguments (``dim_room=(8, 8)``) are written as lists, and
 :func:`make_env` turns lists back into tuples before ``gymnasium.make``.
 
@@ -94,6 +99,7 @@ __all__ = [
     "summarize",
     "file_digests",
     "bundle_digest",
+    "valid_unicode",
     "step_record",
     "episode_record",
     "run_record",
@@ -259,6 +265,19 @@ def bundle_digest(bundle: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- records
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with every surrogate code point (U+D800 to U+DFFF, one a Python ``str`` can hold
+    and UTF-8 cannot) replaced with U+FFFD, one for one; other text is returned as it is.
+
+    Example:
+        >>> valid_unicode("a\\ud800b\\udc00")
+        'a\\ufffdb\\ufffd'
+    """
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def step_record(

@@ -8,6 +8,10 @@ replay, digests) is :mod:`agentgym.bundle`, whose names this module re-exports a
 An episode whose agent or environment raised is kept with ``error`` set and the steps played so
 far; it counts as a failure in the summary, so errors cannot raise a success rate.
 
+An action holding a lone surrogate code point (text no UTF-8 file holds) has each one replaced
+with U+FFFD before the environment steps it (:func:`agentgym.bundle.valid_unicode`): the bundle
+records exactly what the environment was given, and a replay of it matches.
+
 Output is resumable: every finished episode is appended to ``<out>.partial.jsonl`` at once, and the
 same command run again skips the episodes found there (a different command with the same ``--out``
 is refused; ``--overwrite`` starts afresh). The bundle is written atomically at the end and the
@@ -46,6 +50,7 @@ from agentgym.bundle import (
     run_record,
     step_record,
     summarize,
+    valid_unicode,
     wilson_interval,
     write_bundle,
     write_chat_jsonl,
@@ -106,7 +111,7 @@ def _episode_record(episode: LiveEpisode, wall_s: float) -> dict[str, Any]:
         steps,
         terminated=episode.terminated,
         truncated=episode.truncated,
-        error=episode.error,
+        error=valid_unicode(episode.error) if episode.error else episode.error,
         wall_s=wall_s,
     )
 
@@ -138,7 +143,8 @@ def _play_batch(
             )
             for e in live
         ]
-        actions = list(agent.act(requests))
+        # Replaced before the env sees them: the bundle (UTF-8) then holds what the env was given.
+        actions = [valid_unicode(a) if isinstance(a, str) else a for a in agent.act(requests)]
         if len(actions) != len(requests):
             raise AgentError(f"act() returned {len(actions)} actions for {len(requests)}")
         return actions
@@ -169,7 +175,10 @@ def _read_partial(path: Path, config: Mapping[str, Any]) -> dict[str, dict[int, 
     for line in lines[1:]:
         try:
             item = json.loads(line)
-        except json.JSONDecodeError:
+            # an episode an older version logged with a lone surrogate in an action was played
+            # with it, and a bundle cannot hold it: that episode runs again
+            json.dumps(item, ensure_ascii=False).encode("utf-8")
+        except (json.JSONDecodeError, UnicodeEncodeError):
             continue  # a line cut by an interruption: that episode runs again
         done.setdefault(item["env_id"], {})[int(item["index"])] = item["episode"]
     return done
@@ -363,10 +372,10 @@ def evaluate(
     bundle = make_bundle(
         {
             "spec": spec,
-            "name": agent_name or the_agent.name,
-            "description": agent_description
-            if agent_description is not None
-            else the_agent.description,
+            "name": valid_unicode(agent_name or the_agent.name),
+            "description": valid_unicode(
+                agent_description if agent_description is not None else the_agent.description
+            ),
             "seed": agent_seed,
             "settings": to_json_kwargs(the_agent.settings),
         },

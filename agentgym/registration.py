@@ -49,6 +49,7 @@ __all__ = [
     "COMMON_TASK_PARAMS",
     "register_env",
     "registered_envs",
+    "maker_name",
     "check_env_kwargs",
     "split_env_kwargs",
     "normalise_task_kwargs",
@@ -334,7 +335,7 @@ def import_entry_point(entry_point: str, env_id: str) -> type:
 
 
 class _EnvFactory:
-    """Picklable entry point that builds the env and guards the id's fixed task arguments."""
+    """What an id's entry point names: builds the env and guards the id's fixed task arguments."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
@@ -375,12 +376,39 @@ def _alternative(entry_point: str, key: str, value: Any) -> str:
     return f"no registered id offers {key}={value!r}; make the env class directly"
 
 
+#: Prefix of the names this module resolves to an id's :class:`_EnvFactory` (``make_Sokoban_v0``).
+_MAKER_PREFIX = "make_"
+_MAKERS: dict[str, str] = {}  # maker name -> id
+
+
+def maker_name(env_id: str) -> str:
+    """The attribute of this module that builds ``env_id``: ``agentgym/SokobanHard-v0`` ->
+    ``make_SokobanHard_v0``. The id's Gymnasium entry point is the string
+    ``"agentgym.registration:<that name>"``, so that its spec round trips through JSON
+    (``EnvSpec.to_json`` refuses a callable entry point) as Gymnasium's own envs do."""
+    name = env_id.partition("/")[2]
+    return _MAKER_PREFIX + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def __getattr__(name: str) -> Any:
+    """``make_<Name>_v<N>``: the factory of a registered id (see :func:`maker_name`)."""
+    env_id = _MAKERS.get(name)
+    if env_id is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    entry = _ENTRIES[env_id]
+    return _EnvFactory(entry.id, entry.entry_point, entry.task_kwargs)
+
+
 def register_env(entry: EnvEntry) -> None:
     """Register ``entry`` with Gymnasium and in agentgym's own table.
 
+    The Gymnasium entry point is the string ``"agentgym.registration:make_<Name>_v<N>"``
+    (:func:`maker_name`), so ``gymnasium.spec(id).to_json()`` and ``EnvSpec.from_json`` round
+    trip, and ``gymnasium.make`` of the round-tripped spec builds the same env.
+
     Raises:
-        ValueError: the id is not of the form ``agentgym/<Name>-v<N>``, or the same keys appear in
-            both ``task_kwargs`` and ``default_kwargs``.
+        ValueError: the id is not of the form ``agentgym/<Name>-v<N>``, the same keys appear in
+            both ``task_kwargs`` and ``default_kwargs``, or two ids map to one maker name.
     """
     namespace, _, rest = entry.id.partition("/")
     if namespace != NAMESPACE or "-v" not in rest:
@@ -388,12 +416,16 @@ def register_env(entry: EnvEntry) -> None:
     overlap = set(entry.task_kwargs) & set(entry.default_kwargs)
     if overlap:
         raise ValueError(f"{entry.id}: {sorted(overlap)} are both fixed and overridable")
+    maker = maker_name(entry.id)
+    if _MAKERS.get(maker, entry.id) != entry.id:
+        raise ValueError(f"{entry.id}: its maker name {maker!r} is taken by {_MAKERS[maker]}")
     _ENTRIES[entry.id] = entry
+    _MAKERS[maker] = entry.id
     if entry.id in gym.registry:
         return
     gym.register(
         id=entry.id,
-        entry_point=_EnvFactory(entry.id, entry.entry_point, entry.task_kwargs),
+        entry_point=f"{__name__}:{maker}",  # a string: the spec round trips through JSON
         kwargs=dict(entry.default_kwargs),
         nondeterministic=entry.nondeterministic,
         disable_env_checker=False,

@@ -18,6 +18,14 @@ on resume, :func:`truncate_metrics_after` rewrites it through a temp file and a 
 during the rewrite leaves the old file whole. A line cut by a kill during an append does not parse
 and is dropped at that rewrite (its step had no checkpoint yet, so it runs again).
 
+Nothing is written through a symbolic link: temp files are created with ``O_CREAT | O_EXCL |
+O_NOFOLLOW`` (:func:`open_new_file`; a leftover at the temp path, a planted link included, is
+unlinked first), ``metrics.jsonl`` is appended to with ``O_NOFOLLOW``, and a run (fresh or
+``--resume``) refuses a folder that holds a symbolic link anywhere in it
+(:func:`refuse_symlinks`, :class:`SymlinkInRunFolder`, naming the link), so a prepared folder
+cannot make the trainer replace files outside it. The one exception is Weights & Biases' own
+links inside ``wandb/`` that point inside ``wandb/`` (its ``latest-run``).
+
 Fault injection for tests: set ``AGENTGYM_CRASH_AT`` to a point name of :data:`CRASH_POINTS` and
 the process SIGKILLs itself when it reaches that point (optionally ``name@N``: at the N-th time,
 counting from 1).
@@ -25,6 +33,8 @@ counting from 1).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -45,6 +55,9 @@ __all__ = [
     "write_text_durable",
     "checkpoint_step",
     "check_same_run",
+    "SymlinkInRunFolder",
+    "refuse_symlinks",
+    "open_new_file",
 ]
 
 #: Every point where a test may kill the trainer (in the order one save/resume passes them).
@@ -98,10 +111,75 @@ def _fsync_tree(path: Path) -> None:
         _fsync_dir(folder)
 
 
+class SymlinkInRunFolder(ValueError):
+    """A run folder holds a symbolic link: the trainer would write through it (outside the folder)."""
+
+
+#: The folder of a run where a tracker keeps links of its own (``wandb/latest-run``).
+_TRACKER_LINKS = "wandb"
+
+
+def _link_refusal(link: Path, why: str) -> SymlinkInRunFolder:
+    try:
+        target = f" (to {os.readlink(link)!r})"
+    except OSError:
+        target = ""
+    return SymlinkInRunFolder(
+        f"{link} is a symbolic link{target}: {why}; a run folder holds only real files and "
+        "folders, so that nothing is written outside it. Remove the link, or run in another "
+        "out_dir"
+    )
+
+
+def refuse_symlinks(out_dir: str | os.PathLike[str]) -> None:
+    """Refuse a run folder holding a symbolic link anywhere in it (the folder itself may be one).
+
+    Weights & Biases keeps links of its own inside ``wandb/`` (``latest-run``): those that point
+    inside ``wandb/`` are allowed; ``wandb`` itself must be a real folder.
+
+    Raises:
+        SymlinkInRunFolder: the first link found, by path, with where it points.
+    """
+    out = Path(out_dir)
+    if not out.is_dir():
+        return
+    tracker = out / _TRACKER_LINKS  # textual: os.walk names every path under `out` as given
+    for top, dirs, files in os.walk(out):  # followlinks=False: a linked folder is not entered
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            if not path.is_symlink():
+                continue
+            if Path(top).is_relative_to(tracker) and path.resolve().is_relative_to(
+                tracker.resolve()
+            ):
+                continue  # wandb's own link, inside the real folder wandb/ (a link is refused)
+            raise _link_refusal(path, "the run would write through it")
+
+
+def open_new_file(path: Path) -> int:
+    """A descriptor of a new, empty regular file at ``path`` (``0o666 & ~umask``), for writing.
+
+    Whatever was at ``path`` (a temp file a killed run left, or a link someone planted) is
+    unlinked first (a link itself, never its target), then ``O_CREAT | O_EXCL | O_NOFOLLOW``
+    create the file: if anything appears at ``path`` in between, the open fails rather than
+    writing through it.
+
+    Raises:
+        OSError: ``path`` cannot be created (a folder is there, or something appeared there).
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, 0o666)
+
+
 def write_text_durable(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    """Write ``text`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir).
+
+    The temp file is made by :func:`open_new_file`; the rename replaces ``path`` itself (a link
+    there is replaced, its target untouched)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with os.fdopen(open_new_file(tmp), "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -182,10 +260,14 @@ def begin_resume(out_dir: str | os.PathLike[str], keep: int = 1) -> bool:
 
     That is the case when the run was started (``config.yaml`` is there) but killed before its
     first checkpoint was complete: nothing is lost by running step 0 again.
+
+    Raises:
+        SymlinkInRunFolder: the folder holds a symbolic link (:func:`refuse_symlinks`).
     """
     out = Path(out_dir)
     if not out.is_dir():
         return False
+    refuse_symlinks(out)
     step = recover(out, keep)
     return step is None and (out / "config.yaml").is_file()
 
@@ -249,7 +331,14 @@ def read_metrics_lines(path: Path) -> list[dict[str, Any]]:
 def append_metrics_line(path: Path, line: str) -> None:
     """Append one whole line (``line`` without its newline) and fsync it."""
     data = (line + "\n").encode("utf-8")
-    with open(path, "ab") as fh:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _link_refusal(path, "the metrics would be appended to its target") from None
+        raise
+    with os.fdopen(fd, "ab") as fh:
         if os.environ.get("AGENTGYM_CRASH_AT", "").startswith("metrics_append"):
             fh.write(data[: len(data) // 2])
             fh.flush()
@@ -271,7 +360,7 @@ def truncate_metrics_after(path: Path, start_step: int) -> int:
     rows = [r for r in read_metrics_lines(path) if r["step"] < start_step]
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with os.fdopen(open_new_file(tmp), "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -312,11 +401,16 @@ def check_same_run(
 def saved_config(overrides: list[str], key: str, default: str) -> Path | None:
     """The ``config.yaml`` of the run folder that ``overrides`` name (``key=FOLDER``, else
     ``default``), or None when it has none: what ``--resume`` without ``--config`` continues
-    from (the run's own settings, the overrides applied on top)."""
+    from (the run's own settings, the overrides applied on top).
+
+    Raises:
+        SymlinkInRunFolder: the folder holds a symbolic link (:func:`refuse_symlinks`).
+    """
     folder = default
     for override in overrides:
         name, _, value = override.partition("=")
         if name.strip() == key:
             folder = value.strip()
+    refuse_symlinks(folder)  # before its config.yaml is read
     path = Path(folder) / "config.yaml"
     return path if path.is_file() else None

@@ -36,6 +36,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -44,6 +45,7 @@ import numpy as np
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
 from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
+from baselines.checkpoint import open_new_file
 from baselines.diagnostics import THINK_CLOSE
 from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
 
@@ -523,7 +525,7 @@ def write_rollouts(path: str | os.PathLike[str], episodes: list[EpisodeRecord], 
     target = os.fspath(path)
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
     tmp = target + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with os.fdopen(open_new_file(Path(tmp)), "w", encoding="utf-8") as fh:  # never through a link
         for episode in episodes:
             fh.write(json.dumps({"step": step, **episode_json(episode)}, allow_nan=False) + "\n")
     os.replace(tmp, target)

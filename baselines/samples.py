@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from baselines.checkpoint import write_text_durable
+
 __all__ = ["pick_samples", "format_episode", "write_samples"]
 
 
@@ -71,5 +73,5 @@ def write_samples(out_dir: str | Path, step: int, episodes: list[Any], count: in
         for n, i in enumerate(picked)
     )
     path = folder / f"step_{step:06d}.txt"
-    path.write_text(text, encoding="utf-8")
+    write_text_durable(path, text)  # a new temp file renamed into place: never through a link
     return path

@@ -48,7 +48,8 @@ Outputs in ``sft.out_dir`` (the crash-safe layout of :mod:`baselines.checkpoint`
 ``--resume`` (``train_sft(config, resume=True)``) continues a stopped or killed run from its last
 checkpoint exactly as if it had not stopped: the example order of epoch ``e`` is a
 ``torch.randperm`` from a generator seeded with ``sft.seed * 100_003 + e``, rebuilt from the saved
-(epoch, index). A folder that already holds a run is refused without ``--resume``.
+(epoch, index). A folder that already holds a run is refused without ``--resume``, and a folder
+holding a symbolic link anywhere is refused either way (:func:`baselines.checkpoint.refuse_symlinks`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from baselines.checkpoint import (
     begin_resume,
     check_same_run,
     read_metrics_lines,
+    refuse_symlinks,
     save_checkpoint,
     saved_config,
     truncate_metrics_after,
@@ -430,7 +432,9 @@ def _open_run(out_dir: Path, resume: bool) -> dict[str, Any] | None:
         FileExistsError: a run is there and ``resume`` is False.
         FileNotFoundError: ``resume`` is True and there is no run to continue.
         ValueError: ``resume`` on a checkpoint of an earlier version (no ``state.json``).
+        SymlinkInRunFolder: ``out_dir`` holds a symbolic link (a ``ValueError``).
     """
+    refuse_symlinks(out_dir)  # fresh or resumed: nothing is written through a link
     checkpoint = out_dir / "checkpoint"
     metrics = out_dir / "metrics.jsonl"
     if not resume:

@@ -77,6 +77,7 @@ from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
     check_same_run,
+    refuse_symlinks,
     save_checkpoint,
     truncate_metrics_after,
     write_text_durable,
@@ -211,6 +212,8 @@ class Trainer:
 
     Raises:
         FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
+        SymlinkInRunFolder: ``out_dir`` holds a symbolic link (a ``ValueError``; see
+            :func:`baselines.checkpoint.refuse_symlinks`).
         FileNotFoundError: ``resume`` is True but there is no checkpoint.
     """
 
@@ -228,6 +231,7 @@ class Trainer:
         self.metrics_path = self.out_dir / "metrics.jsonl"
         self.checkpoint_dir = self.out_dir / "checkpoint"
         set_torch_threads(config.train.threads)
+        refuse_symlinks(self.out_dir)  # fresh or resumed: nothing is written through a link
         # Crash safety: put the newest complete checkpoint back in place (baselines.checkpoint).
         resume_from_scratch = resume and begin_resume(self.out_dir, config.train.keep_checkpoints)
         if (

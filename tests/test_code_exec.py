@@ -33,9 +33,11 @@ from agentgym.envs.code_exec_grading import (
     WRONG_VALUE,
     CheckPlan,
     GradeResult,
+    MalformedReport,
     UnsupportedCheck,
     judge,
     plan_checks,
+    read_report,
 )
 from sandboxes.code import ExecResult, SandboxError, make_sandbox
 
@@ -394,6 +396,43 @@ def test_channel_round_trips_plain_data_only() -> None:
             channel.loads(wire)
 
 
+def test_counters_and_namedtuples_travel_as_the_dict_or_tuple_they_hold() -> None:
+    """HumanEval compares with ==, which takes a Counter for the dict and a namedtuple for the
+    tuple it holds; the channel sends their contents, so the host compares plain values."""
+    from collections import Counter, OrderedDict, defaultdict, namedtuple
+    from typing import NamedTuple
+
+    Pair = namedtuple("Pair", "total product")
+
+    class Typed(NamedTuple):
+        total: int
+        product: int
+
+    assert channel.dumps(Counter({"a": 2})) == '{"d":[["a",2]]}'
+    assert channel.dumps(Pair(3, 1)) == '{"t":[3,1]}'
+    for value, plain in [
+        (Counter("abb"), {"a": 1, "b": 2}),
+        (OrderedDict([("x", 1)]), {"x": 1}),
+        (defaultdict(int, {"y": 0}), {"y": 0}),
+        (Pair(3, 1), (3, 1)),
+        (Typed(3, 1), (3, 1)),
+        ([Pair(0, 1)], [(0, 1)]),
+    ]:
+        back = channel.loads(channel.dumps(value))
+        assert back == plain and type(back) is type(plain)
+
+    class LoudCounter(Counter):  # a subclass of theirs is the answer's own class
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    class Fieldless(tuple):
+        pass
+
+    for bad in [LoudCounter("a"), Fieldless((1,))]:
+        with pytest.raises(channel.NotPlainData):
+            channel.dumps(bad)
+
+
 def test_generated_problems_are_seeded_and_varied() -> None:
     a = [generate_problem(np.random.default_rng(5)) for _ in range(2)]
     assert a[0] == a[1]
@@ -443,6 +482,31 @@ def test_partial_credit_by_hand(box: Any) -> None:
     assert [why for _, why in result.failures] == [WRONG_VALUE] * 3
 
 
+def test_answers_returning_a_counter_or_a_namedtuple_score_full_marks(box: Any) -> None:
+    """HumanEval/111 (histogram: a dict of the most frequent letters, 8 tests) answered with a
+    Counter, HumanEval/8 (sum_product: a tuple, 5 tests) with a namedtuple: both right by ==,
+    as HumanEval's own harness counts them (they scored 0, as not plain data, before)."""
+    histogram = (
+        "from collections import Counter\n"
+        "def histogram(test):\n"
+        "    counts = Counter(test.split())\n"
+        "    top = max(counts.values(), default=0)\n"
+        "    return Counter({k: v for k, v in counts.items() if v == top})\n"
+    )
+    sum_product = (
+        "from collections import namedtuple\n"
+        "SumProduct = namedtuple('SumProduct', 'total product')\n"
+        "def sum_product(numbers):\n"
+        "    product = 1\n"
+        "    for n in numbers:\n"
+        "        product *= n\n"
+        "    return SumProduct(sum(numbers), product)\n"
+    )
+    problems = humaneval_problems()
+    results = grade_batch(box, [(problems[111], histogram), (problems[8], sum_product)])
+    assert [(r.passed, r.total, r.error) for r in results] == [(8, 8, None), (5, 5, None)]
+
+
 def test_a_hanging_test_fails_alone(box: Any) -> None:
     """Loops when threshold < 0.1: the asserts with 0.05 hang (False expected anyway); the ones
     expecting False at 0.8 and 0.5 fail; 0.3, 0.95, 0.1 and 1.0 expect True and pass: 4 of 7."""
@@ -480,6 +544,93 @@ def test_answer_that_raises_scores_zero(box: Any) -> None:
     result = grade(box, humaneval_problems()[0], "def has_close_elements(a, b): pass\n1/0\n")
     assert (result.passed, result.total) == (0, 7)
     assert result.error == "your code raised ZeroDivisionError: division by zero"
+
+
+def test_read_report_by_hand() -> None:
+    """Two problems of 2 and 1 calls; the text after the last newline (cut off) is dropped."""
+    stdout = "STARTED\n0 0 R[1,2]\n0 1 EValueError: x\n1 M Etimed out\n0 1"
+    assert read_report(stdout, [2, 1]) == {
+        (0, "0"): ("R", "[1,2]"),
+        (0, "1"): ("E", "ValueError: x"),
+        (1, "M"): ("E", "timed out"),
+    }
+    assert read_report("STARTED\n0 0 T\n0 1 Nnot plain\n", [2]) == {
+        (0, "0"): ("T", ""),
+        (0, "1"): ("N", "not plain"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("9" * 5000 + " 0 R1", "not a report line"),  # int() refuses over 4300 digits
+        ("1234567 0 R1", "not a report line"),  # seven digits
+        ("0 " + "9" * 5000 + " R1", "not a report line"),
+        ("\u0660 0 R1", "not a report line"),  # ARABIC-INDIC ZERO: int() reads it as 0
+        ("00 0 R1", "not a report line"),
+        ("0 0 X1", "not a report line"),
+        ("0 0 Tlate", "not a report line"),
+        ("0 M R1", "not a report line"),
+        ("1 0 R1", "names a call that was not made"),  # one problem only
+        ("0 3 R1", "names a call that was not made"),  # calls 0..2
+        ("0 0 E" + "x" * 301, "a reason over 300 characters"),
+        ("0 0 R" + "1" * (2 << 20), "too long"),
+        ("0 0 R2", "line 3 repeats a call"),
+    ],
+)
+def test_read_report_refuses_malformed_lines(line: str, why: str) -> None:
+    with pytest.raises(MalformedReport, match=why):
+        read_report(f"STARTED\n0 0 R1\n{line}\n", [3])
+
+
+#: An answer to HumanEval/27 that flips case right but also writes a report line whose problem
+#: index has 5000 digits (``int`` of it raised ValueError out of ``env.step`` before).
+HUGE_INDEX_ANSWER = (
+    "import sys\n"
+    "def flip_case(s):\n"
+    "    report = sys.modules['__main__'].report\n"
+    "    report.write('9' * 5000 + ' 0 R1\\n')\n"
+    "    report.flush()\n"
+    "    return s.swapcase()\n"
+)
+
+
+def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
+    env = _make(per_test_timeout_s=1)
+    try:
+        env.reset(options={"task_id": "HumanEval/27"})
+        obs, reward, terminated, truncated, info = env.step(_answer(HUGE_INDEX_ANSWER))
+        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert info["grade_error"] == (
+            "the grader's report was malformed (line 2 is not a report line): your code wrote to it"
+        )
+        assert "Error: the grader's report was malformed" in obs
+        # the canonical answer, next attempt, still scores 3 of 3
+        *_, info = env.step(env.unwrapped.oracle_answer())
+        assert (info["tests_passed"], info["grade_error"]) == (3, None)
+    finally:
+        env.close()
+
+
+def test_an_answer_over_the_file_size_limit_scores_zero_with_a_message() -> None:
+    """With 1 MiB files, a 1 MiB comment makes spec.json too large: the step scores 0 and says
+    why (it raised SandboxError out of step before). The answer is 42 characters of code (18 for
+    the def line, 24 for the return line), 1 for "#" and 2**20 for the comment."""
+    env = _make(sandbox_options={"max_file_mb": 1})
+    try:
+        env.reset(options={"task_id": "HumanEval/27"})
+        code = "def flip_case(s):\n    return s.swapcase()\n#" + "x" * 2**20
+        obs, reward, terminated, truncated, info = env.step(_answer(code))
+        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert info["grade_error"].startswith(
+            "your answer is too long to run (1,048,619 characters): spec.json is "
+        )
+        assert info["grade_error"].endswith("bytes, over the 1,048,576-byte file-size limit")
+        assert "Error: your answer is too long to run" in obs
+        *_, info = env.step(env.unwrapped.oracle_answer())
+        assert (info["tests_passed"], info["grade_error"]) == (3, None)
+    finally:
+        env.close()
 
 
 def _wrong(problem: CodeProblem) -> str:

@@ -30,6 +30,7 @@ import pytest
 
 import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs.code_exec import grade, humaneval_problems
+from agentgym.envs.code_exec_grading import plan_checks
 from sandboxes.code import SandboxError, make_sandbox
 from tests.test_code_exec import FORMS_PROBLEM, check_wrong_scores, wrong_scores
 
@@ -171,6 +172,14 @@ CHEATS: dict[str, str] = {
         "def flip_case(s):\n    while True:\n        pass\n"
     ),
     "self_containing_result": "def flip_case(s):\n    x = []\n    x.append(x)\n    return x\n",
+    "report_line_with_a_huge_index": (
+        "import sys\n"
+        "def flip_case(s):\n"
+        "    report = sys.modules['__main__'].report\n"
+        "    report.write('9' * 5000 + ' 0 R\"x\"\\n')\n"
+        "    report.flush()\n"
+        "    return None\n"
+    ),
     "lazy_iterator_result": "def flip_case(s):\n    return map(str.swapcase, s)\n",
     "floods_stdout": (
         "import os, sys\n"
@@ -250,6 +259,24 @@ def test_canonical_answer_scores_full_marks(box: Any) -> None:
 def test_cheat_scores_zero(box: Any, name: str) -> None:
     result = grade(box, PROBLEM, CHEATS[name], timeout_s=6, per_test_timeout_s=1)
     assert (result.passed, result.total) == (0, 3), result
+
+
+def test_an_answer_too_long_for_the_sandbox_scores_zero(box: Any) -> None:
+    """Both back ends take files of at most 16 MiB: the canonical answer padded past that with a
+    comment is not run and scores 0 (it raised SandboxError after four tries before), and the
+    sandbox still grades the next answer."""
+    code = PROBLEM.solution + "\n#" + "x" * (16 * 2**20)
+    assert len(PROBLEM.solution) == 208  # so the answer is 208 + 2 + 16,777,216 characters
+    result = grade(box, PROBLEM, code)
+    assert (result.passed, result.total) == (0, 3)
+    assert result.failures == tuple((test, "not run") for test in plan_checks(PROBLEM).tests)
+    assert re.fullmatch(
+        r"your answer is too long to run \(16,777,426 characters\): spec\.json is "
+        r"16,777,\d\d\d bytes, over the 16,777,216-byte file-size limit",
+        result.error or "",
+    ), result.error
+    result = grade(box, PROBLEM, PROBLEM.solution)
+    assert (result.passed, result.total, result.error) == (3, 3, None)
 
 
 def test_wrong_solutions_of_20_problems_score_below_one(box: Any) -> None:

@@ -14,12 +14,14 @@ from typing import Any
 
 import gymnasium
 import pytest
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentgym
 from agentgym.parsing import format_answer
+from agentgym.registration import maker_name
 from agentgym.text_env import RESET_INFO_KEYS, STEP_INFO_KEYS
 from tests.golden_update import policy_answer
 
@@ -410,6 +412,58 @@ def test_make_with_module_prefix_in_fresh_process() -> None:
         "print(type(env.unwrapped).__name__, repr(obs))\n"
     )
     assert out == "BanditEnv 'Arm 1: Nurse\\nArm 2: Stuntman'"
+
+
+def _json_like(value: Any) -> Any:
+    """Tuples as lists: what a value is after a trip through JSON."""
+    if isinstance(value, (list, tuple)):
+        return [_json_like(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_like(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("env_id", _params())
+def test_spec_round_trips_through_json(env_id: str) -> None:
+    """``gymnasium.spec(id).to_json()`` raised for every id (a callable entry point); now the
+    entry point is a ``module:attribute`` string, the spec round trips as Gymnasium's own do,
+    and ``gymnasium.make`` of the round-tripped spec builds the same env."""
+    spec = gymnasium.spec(env_id)
+    assert spec.entry_point == "agentgym.registration:" + maker_name(env_id)
+    text = spec.to_json()
+    restored = EnvSpec.from_json(text)
+    assert restored.to_json() == text
+    assert (restored.id, restored.entry_point) == (spec.id, spec.entry_point)
+    assert restored.kwargs == _json_like(spec.kwargs)  # JSON has no tuples (Sokoban's dim_room)
+    env, again = _make(env_id), gymnasium.make(restored)
+    try:
+        assert type(again.unwrapped) is type(env.unwrapped)
+        assert again.reset(seed=0) == env.reset(seed=0)
+    finally:
+        env.close()
+        again.close()
+
+
+def test_maker_names_by_hand() -> None:
+    assert maker_name("agentgym/SokobanHard-v0") == "make_SokobanHard_v0"
+    assert maker_name("agentgym/CodeExecGenerated-v0") == "make_CodeExecGenerated_v0"
+    assert len({maker_name(env_id) for env_id in ENV_IDS}) == len(ENV_IDS)
+    with pytest.raises(AttributeError, match="no attribute 'make_Nothing_v0'"):
+        agentgym.registration.make_Nothing_v0  # noqa: B018
+
+
+def test_a_json_spec_makes_its_env_in_a_fresh_process() -> None:
+    """The JSON names its entry point by module: a process that has imported only Gymnasium
+    builds the env from it (the module's import registers agentgym's ids)."""
+    text = gymnasium.spec("agentgym/SokobanHard-v0").to_json()
+    out = _run_python(
+        "import sys, gymnasium\n"
+        "from gymnasium.envs.registration import EnvSpec\n"
+        "assert 'agentgym' not in sys.modules\n"
+        f"env = gymnasium.make(EnvSpec.from_json({text!r}))\n"
+        "print(type(env.unwrapped).__name__, env.unwrapped.dim_room, env.unwrapped.num_boxes)\n"
+    )
+    assert out == "SokobanEnv (8, 8) 2"  # SokobanHard-v0 fixes an 8x8 room with 2 boxes
 
 
 def test_import_and_make_do_not_import_torch() -> None:

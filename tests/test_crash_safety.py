@@ -1,4 +1,5 @@
-"""Crash-safe trainer files: a SIGKILL at each file operation of save and resume (issue 14).
+"""Crash-safe trainer files: a SIGKILL at each file operation of save and resume (issue 14), and
+no write through a symbolic link planted in a run folder (issue 25).
 
 The trainer runs in a subprocess with ``AGENTGYM_CRASH_AT=<point>@<n>``, which makes it SIGKILL
 itself at the n-th pass of that point (:func:`baselines.checkpoint.crash_point`). ``--resume``
@@ -14,11 +15,23 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from baselines.checkpoint import CRASH_POINTS, recover, save_checkpoint
+from baselines.checkpoint import (
+    CRASH_POINTS,
+    SymlinkInRunFolder,
+    append_metrics_line,
+    recover,
+    refuse_symlinks,
+    save_checkpoint,
+    truncate_metrics_after,
+    write_text_durable,
+)
 from baselines.config import load_config
+from baselines.episodes import write_rollouts
+from baselines.samples import write_samples
 from baselines.trainer import Trainer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,3 +171,113 @@ def test_final_save_without_optimizer_state(tmp_path: Path) -> None:
     assert trainer.start_step == 2
     trainer.run()
     assert sorted(p.name for p in out.glob("checkpoint*")) == ["checkpoint", "checkpoint-000001"]
+
+
+# ----------------------------------------------------------------------------- symbolic links
+
+
+def _victim(tmp_path: Path, name: str = "victim.txt") -> Path:
+    """A file outside the run folder that a planted link points at; it must stay as it is."""
+    victim = tmp_path / name
+    victim.write_text("the victim's own text\n")
+    return victim
+
+
+def test_temp_files_never_write_through_a_planted_link(tmp_path: Path) -> None:
+    """A link at each temp path (config, metrics rewrite, rollouts) and at a samples file: the
+    victim keeps its text, and the real file is written in the run folder instead."""
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = _victim(tmp_path)
+    (out / ".config.yaml.tmp").symlink_to(victim)
+    write_text_durable(out / "config.yaml", "a: 1\n")
+    assert (out / "config.yaml").read_text() == "a: 1\n"
+    (out / "metrics.jsonl").write_text('{"step": 0}\n{"step": 1}\n')
+    (out / ".metrics.jsonl.tmp").symlink_to(victim)
+    assert truncate_metrics_after(out / "metrics.jsonl", 1) == 1
+    assert (out / "metrics.jsonl").read_text() == '{"step": 0}\n'
+    (out / "rollouts").mkdir()
+    (out / "rollouts" / "step_000001.jsonl.tmp").symlink_to(victim)
+    write_rollouts(out / "rollouts" / "step_000001.jsonl", [], 1)
+    assert (out / "rollouts" / "step_000001.jsonl").read_text() == ""
+    (out / "samples").mkdir()
+    (out / "samples" / "step_000001.txt").symlink_to(victim)
+    episode = SimpleNamespace(
+        total_reward=1.0,
+        success=True,
+        group=0,
+        seed=3,
+        turns=[],
+        chat=SimpleNamespace(messages=lambda: []),
+    )
+    path = write_samples(out, 1, [episode], 1)
+    assert path is not None and not path.is_symlink()
+    assert path.read_text().startswith("=== step 1 · episode 0 (group 0, seed 3)")
+    assert victim.read_text() == "the victim's own text\n"
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_metrics_are_never_appended_through_a_link(tmp_path: Path) -> None:
+    victim = _victim(tmp_path)
+    (tmp_path / "metrics.jsonl").symlink_to(victim)
+    with pytest.raises(SymlinkInRunFolder, match=r"metrics\.jsonl is a symbolic link \(to '"):
+        append_metrics_line(tmp_path / "metrics.jsonl", '{"step": 0}')
+    assert victim.read_text() == "the victim's own text\n"
+
+
+def test_refuse_symlinks_names_the_first_link(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    (out / "checkpoint").mkdir(parents=True)
+    refuse_symlinks(out)  # real files and folders only: fine
+    refuse_symlinks(tmp_path / "missing")  # no folder yet: nothing to refuse
+    # wandb's own link inside the real folder wandb/ is allowed
+    (out / "wandb" / "offline-run-1").mkdir(parents=True)
+    (out / "wandb" / "latest-run").symlink_to("offline-run-1")
+    refuse_symlinks(out)
+    (out / "checkpoint" / "model.safetensors").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SymlinkInRunFolder) as caught:
+        refuse_symlinks(out)
+    assert str(caught.value) == (
+        f"{out}/checkpoint/model.safetensors is a symbolic link (to "
+        f"'{tmp_path}/elsewhere'): the run would write through it; a run folder holds only real "
+        "files and folders, so that nothing is written outside it. Remove the link, or run in "
+        "another out_dir"
+    )
+    (out / "checkpoint" / "model.safetensors").unlink()
+    (out / "wandb" / "offline-run-1" / "files").symlink_to(tmp_path)  # out of wandb/: refused
+    with pytest.raises(SymlinkInRunFolder, match="offline-run-1/files is a symbolic link"):
+        refuse_symlinks(out)
+
+
+def test_resume_into_a_folder_with_planted_links_is_refused(tmp_path: Path) -> None:
+    """``python -m baselines.train --resume`` on a prepared folder: links at its temp paths
+    and at the next samples file. Before, the resumed run wrote the config and the rewritten
+    metrics into the victims; now it stops before writing anything, naming the first link."""
+    out = tmp_path / "run"
+    Trainer(load_config(None, _overrides(out, 1)), progress=False).run()
+    victims = {
+        out / ".config.yaml.tmp": _victim(tmp_path, "v1.txt"),
+        out / ".metrics.jsonl.tmp": _victim(tmp_path, "v2.txt"),
+        out / "samples" / "step_000001.txt": _victim(tmp_path, "v3.txt"),
+    }
+    (out / "samples").mkdir()
+    for link, victim in victims.items():
+        link.symlink_to(victim)
+    metrics = (out / "metrics.jsonl").read_text()
+    done = subprocess.run(
+        [sys.executable, "-m", "baselines.train", "--no-progress", "--resume"]
+        + [*_overrides(out, 2), "train.samples_per_step=1"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert (
+        f"error: {out}/.config.yaml.tmp is a symbolic link (to '{tmp_path}/v1.txt'): the run "
+        "would write through it;" in done.stderr
+    ), done.stderr[-2000:]
+    for victim in victims.values():
+        assert victim.read_text() == "the victim's own text\n"
+    assert (out / "metrics.jsonl").read_text() == metrics

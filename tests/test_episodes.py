@@ -366,6 +366,53 @@ def test_rollout_dump_holds_the_trained_rows_and_the_viewer_marks_them(tmp_path,
     json.dumps(episodes)  # plain JSON throughout
 
 
+class _CharTokenizer:
+    """Token id k decodes to chr(k): a dump's replies can then hold any character."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+def test_show_rollouts_prints_every_field_inert():
+    """A dump whose env id, reply and turn fields hold terminal escapes (clear screen, retitle the
+    window, CSI as a C1 control, a carriage return): each prints as \\xNN text; newline and tab
+    stay; --color adds its own two escapes and nothing else."""
+    reply = "ok\x1b[2J\x9b31m\r\n\tdone"
+    episode = {
+        "env_id": "agentgym/X\x1b]0;pwned\x07",
+        "seed": 3,
+        "group": 0,
+        "reward": 1.5,
+        "success": True,
+        "input_ids": [[ord(c) for c in "P:" + reply]],
+        "loss_mask": [[0, 0] + [1] * len(reply)],
+        "turns": [
+            {
+                "reward": "\x1b[31mred",
+                "sampled_ids": [ord(c) for c in reply],
+                "logprobs": [-0.5, -1.5],
+                "ended_with_eos": True,
+                "row": 0,
+            }
+        ],
+    }
+    text = format_episode(_CharTokenizer(), episode)
+    assert text.split("\n") == [
+        "=== agentgym/X\\x1b]0;pwned\\x07 seed=3 group=0 reward=1.5 success=True turns=1",
+        "--- row 0: 19 tokens, 17 trained",
+        "P:[[ok\\x1b[2J\\x9b31m\\x0d",
+        "\tdone]]",
+        "turn 1: reward=\\x1b[31mred sampled=17 mean_logprob=-1.000 ended_with_eos=True row=0",
+    ]
+    # 19 tokens: "P:" and the reply's 17 characters (ok, ESC [ 2 J, CSI 3 1 m, CR, LF, TAB, done)
+    colored = format_episode(_CharTokenizer(), episode, color=True)
+    assert colored.count("\x1b") == 2 and "\x1b[32mok\\x1b[2J" in colored
+    assert colored.endswith(
+        "\x1b[0m\nturn 1: reward=\\x1b[31mred sampled=17 mean_logprob=-1.000 "
+        "ended_with_eos=True row=0"
+    )
+
+
 def _record(rows: list[TrainingRow], rewards: list[float]) -> EpisodeRecord:
     episode = EpisodeRecord(group=0, seed=0, chat=None)  # type: ignore[arg-type]
     episode.turns = [TurnRecord([], [], [], "", False, r, {}) for r in rewards]

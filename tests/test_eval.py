@@ -9,15 +9,17 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import jsonschema
+import psutil
 import pytest
 
 import agentgym
-from agentgym.agents import AgentRequest, make_agent, request_json
+from agentgym.agents import AgentError, AgentRequest, make_agent, request_json
 from agentgym.eval import (
     EvalError,
     evaluate,
@@ -27,6 +29,7 @@ from agentgym.eval import (
     write_chat_jsonl,
 )
 from agentgym.registration import worst_return
+from tests.test_sandbox_limits import _alive  # the recorded process (pid, start time) still runs
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
@@ -278,6 +281,73 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path, scripted: Any)
     )
 
 
+#: What surrogate_agent writes: a lone surrogate (no UTF-8 file holds one) in its reasoning.
+SURROGATE_ACTION = "<think>\ud800</think><answer>2</answer>"
+
+
+def surrogate_agent(request: AgentRequest) -> str:
+    """Pulls arm 2, thinking a lone surrogate; may simulate Ctrl-C."""
+    CALLS.append(request.seed)
+    if INTERRUPT_AFTER and len(CALLS) > INTERRUPT_AFTER[0]:
+        raise KeyboardInterrupt
+    return SURROGATE_ACTION
+
+
+def test_an_action_with_a_lone_surrogate_is_replaced_and_the_bundle_verifies(
+    tmp_path: Path,
+) -> None:
+    """The bundle write raised UnicodeEncodeError after every episode ran (nothing was saved).
+    The harness now steps the env with U+FFFD in the surrogate's place and records that text, so
+    the leaderboard reads the file and its replay of the recorded actions matches."""
+    from leaderboards.verify import load_bundle, verify_bundle
+
+    out = tmp_path / "s.json"
+    result = run_cli(
+        "eval",
+        "--env",
+        "Bandit-v0",
+        "--agent",
+        "tests.test_eval:surrogate_agent",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(out)
+    steps = [s for e in bundle["runs"][0]["episodes"] for s in e["steps"]]
+    # Bandit-v0: one pull per episode; "2" is a valid arm, so the action counts as valid
+    assert [(s["action"], s["valid"]) for s in steps] == [
+        ("<think>\ufffd</think><answer>2</answer>", True)
+    ] * 2
+    assert verify_bundle(bundle).episodes_replayed == 2
+
+
+def test_a_partial_log_holding_a_lone_surrogate_is_played_again(
+    tmp_path: Path, scripted: Any
+) -> None:
+    """A partial log that an older version wrote with the raw surrogate (its env was stepped with
+    it, so it cannot be fixed after the fact): resuming plays that episode again instead of
+    failing at the bundle write again."""
+    out, spec = tmp_path / "p.json", "tests.test_eval:surrogate_agent"
+    INTERRUPT_AFTER.append(1)  # episode 0 finishes, then "Ctrl-C"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+    partial = tmp_path / "p.json.partial.jsonl"
+    text = partial.read_text()
+    assert text.count("\\ufffd") == 1  # json.dumps escapes U+FFFD
+    partial.write_text(text.replace("\\ufffd", "\\ud800"))  # as the older version logged it
+    INTERRUPT_AFTER.clear()
+    CALLS.clear()
+    bundle = evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+    assert CALLS == [0, 1]  # both episodes played
+    assert [s["action"] for e in bundle["runs"][0]["episodes"] for s in e["steps"]] == [
+        "<think>\ufffd</think><answer>2</answer>"
+    ] * 2
+    assert json.loads(out.read_text(encoding="utf-8")) == bundle
+
+
 AWK_AGENT = r"""
 {
   turn = 0
@@ -364,6 +434,83 @@ def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
     )
     step = bundle["runs"][0]["episodes"][0]["steps"][0]
     assert step["action"] == "<think>a\nb</think><answer>1</answer>" and step["valid"]
+
+
+#: A cmd: agent that starts a grandchild (a sleeping Python) and records its pid and start time
+#: in the file named by its first argument, then answers arm 1 to every request.
+SPAWNING_AGENT = """
+import subprocess, sys, psutil
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(f"{child.pid} {psutil.Process(child.pid).create_time()}")
+import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+for line in sys.stdin:
+    print("<answer>1</answer>", flush=True)
+"""
+
+
+def test_a_cmd_agents_children_end_with_the_eval(tmp_path: Path) -> None:
+    """The agent's own process group is killed when eval closes it: the grandchild it left
+    running (which outlived the eval before, sleeping on for ten minutes) goes too."""
+    script, record = tmp_path / "agent.py", tmp_path / "grandchild"
+    script.write_text(SPAWNING_AGENT)
+    pid = started = None
+    try:
+        options = {"episodes": 2, "out": tmp_path / "c.json", "progress": False}
+        bundle = evaluate(
+            ["agentgym/Bandit-v0"], f"cmd:{sys.executable} {script} {record}", **options
+        )
+        assert [e["error"] for e in bundle["runs"][0]["episodes"]] == [None, None]
+        pid_text, started_text = record.read_text().split()
+        pid, started = int(pid_text), float(started_text)
+        deadline = time.monotonic() + 60  # SIGKILL is sent by close(); the kernel ends it soon
+        while _alive(pid, started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid, started)
+    finally:
+        if pid is not None and started is not None and _alive(pid, started):
+            psutil.Process(pid).kill()
+
+
+def _request() -> tuple[AgentRequest, gym.Env]:
+    env = gym.make("agentgym/Bandit-v0")
+    obs, info = env.reset(seed=0)
+    return AgentRequest("agentgym/Bandit-v0", 0, 0, 1, obs, info, None, [], "", "raw", env), env
+
+
+def test_a_long_line_without_newlines_is_searched_once_and_bounded(tmp_path: Path) -> None:
+    """3 MiB written with no newline until the end: each byte is searched for the newline once
+    (3 MiB of x, then the newline: 3 * 2**20 + 1 bytes; the old reader searched the whole
+    buffer again after every chunk it read). Over max_line_bytes, the line is an error for its
+    episode as soon as that many bytes arrived."""
+    writer = tmp_path / "writer.py"
+    writer.write_text(
+        "import sys, time\n"
+        "sys.stdin.readline()\n"
+        "sys.stdout.write('x' * (3 * 2**20) + ('\\n' if sys.argv[1] == 'end' else ''))\n"
+        "sys.stdout.flush()\n"
+        "time.sleep(600)\n"
+    )
+    req, env = _request()
+    agent = make_agent(f"cmd:{sys.executable} {writer} end")
+    try:
+        (action,) = agent.act([req])
+        assert action == "x" * (3 * 2**20)
+        assert agent.bytes_searched == 3 * 2**20 + 1
+    finally:
+        agent.close()
+    agent = make_agent(f"cmd:{sys.executable} {writer} open", kwargs={"max_line_bytes": 2**20})
+    try:
+        (error,) = agent.act([req])
+        assert isinstance(error, AgentError)
+        assert str(error) == (
+            f"'{sys.executable} {writer} open' wrote over 1,048,576 bytes without a newline "
+            "(max_line_bytes)"
+        )
+        assert agent.bytes_searched <= 2**20 + 65536  # it stopped within one chunk of the bound
+    finally:
+        agent.close()
+        env.close()
 
 
 def test_request_json_keys() -> None:

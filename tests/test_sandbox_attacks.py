@@ -232,6 +232,34 @@ def test_files_that_do_not_fit_are_a_disk_limit() -> None:
     _assert_host_clean(box)
 
 
+def test_files_too_large_agrees_with_a_run_at_the_limits() -> None:
+    """``files_too_large`` says no exactly where a run would fail before main.py: a 1 MiB /work
+    is 256 pages of 4096 bytes, main.py takes one, so a file of 255 pages fits and one of 256
+    does not; a 1 MiB file-size limit takes a file of 1,048,576 bytes and not one byte more."""
+    code = "print('ran')"
+    with pb.ProcessSandbox(isolation="bwrap", work_mb=1) as box:
+        assert (box.max_file_bytes, box.work_bytes) == (16 * 2**20, 2**20)
+        fits = {"big.bin": b"x" * (255 * 4096)}
+        assert box.files_too_large(code, fits) is None
+        assert box.lease().files_too_large(code, fits) is None
+        assert box.run(code, files=fits, timeout_s=20).stdout == "ran\n"
+        over = {"big.bin": b"x" * (256 * 4096)}
+        assert box.files_too_large(code, over) == (
+            "the files take 1,052,672 bytes, over the 1,048,576-byte work directory"
+        )
+        assert box.run(code, files=over, timeout_s=20).stdout == ""
+    with pb.ProcessSandbox(isolation="bwrap", max_file_mb=1) as box:
+        fits = {"big.bin": b"x" * 2**20}
+        assert box.files_too_large(code, fits) is None
+        assert box.run(code, files=fits, timeout_s=20).stdout == "ran\n"
+        over = {"big.bin": b"x" * (2**20 + 1)}
+        assert box.files_too_large(code, over) == (
+            "big.bin is 1,048,577 bytes, over the 1,048,576-byte file-size limit"
+        )
+        assert box.run(code, files=over, timeout_s=20).stdout == ""
+    _assert_host_clean(box)
+
+
 @pytest.mark.parametrize("isolation", ["bwrap", "unshare", "docker"])
 def test_no_nested_user_namespaces(isolation: str) -> None:
     """bwrap: --disable-userns; unshare: the code runs chrooted, where unshare(2) gives EPERM;

@@ -245,7 +245,7 @@ def test_harness_writes_one_line_per_call(tmp_path: Path) -> None:
         '0 0 R{"t":[3,[7]]}',  # 7 // 2 = 3, as a tuple on the wire
         "0 1 EValueError: no",
         "0 2 NNotPlainData: a value of type 'set': only None, bool, int, float, str, list, "
-        "tuple and dict count",
+        "tuple (or a namedtuple) and dict (or a Counter, OrderedDict or defaultdict) count",
         "0 3 T",
         '0 4 R{"t":[-4,[-7]]}',  # floor division: -7 // 2 = -4
         "1 M ERuntimeError: at import",

@@ -18,6 +18,7 @@ import torch
 from agentgym.chat import render_generation_prompt
 from agentgym.cli import main as agentgym_main
 from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
+from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings
@@ -410,6 +411,33 @@ def test_resume_needs_a_run_and_a_finished_run_has_nothing_left(tmp_path):
     # More epochs on --resume extend the run.
     more = load_sft_config(None, _tiny_config(data, out, "sft.epochs=2"))
     assert train_sft(more, progress=False, resume=True)["step"] == 2
+
+
+def test_resume_into_a_folder_with_planted_links_is_refused(tmp_path):
+    """``python -m baselines.sft --resume`` on a prepared run folder: links at the config and
+    metrics temp paths, pointing at files outside. Before, the resumed run wrote its config and
+    rewritten metrics into them; now it stops at once, naming the first link."""
+    import subprocess
+    import sys
+
+    data = _bandit_data(tmp_path, 4)
+    out = tmp_path / "sft"
+    train_sft(load_sft_config(None, _tiny_config(data, out, "sft.max_steps=1")), progress=False)
+    victims = [tmp_path / "v1.txt", tmp_path / "v2.txt"]
+    for link, victim in zip([".config.yaml.tmp", ".metrics.jsonl.tmp"], victims, strict=True):
+        victim.write_text("the victim's own text\n")
+        (out / link).symlink_to(victim)
+    resume = [sys.executable, "-m", "baselines.sft", "--quiet", "--resume", f"sft.out_dir={out}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(resume, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith(
+        f"baselines.sft: error: {out}/.config.yaml.tmp is a symbolic link (to "
+        f"'{tmp_path}/v1.txt'): the run would write through it;"
+    ), done.stderr[-2000:]
+    with pytest.raises(SymlinkInRunFolder, match=r"\.config\.yaml\.tmp is a symbolic link"):
+        train_sft(load_sft_config(None, _tiny_config(data, out)), progress=False, resume=True)
+    assert [v.read_text() for v in victims] == ["the victim's own text\n"] * 2
 
 
 # ---------------------------------------------------------------- the tiny warm start

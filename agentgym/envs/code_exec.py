@@ -19,8 +19,13 @@
 * Grading (:mod:`agentgym.envs.code_exec_grading`): the sandbox only computes what the answer's
   function returns for each test input and sends those values back as plain data (numbers,
   strings, lists, tuples, dicts, None: :mod:`agentgym.envs.code_exec_channel`); the expected
-  values and every assertion are evaluated in this process. Printing, exit codes, ``sys.exit``,
+  values and every assertion are evaluated in this process. A ``Counter``, ``OrderedDict``,
+  ``defaultdict`` or namedtuple counts as the dict or tuple it holds (HumanEval's ``==`` accepts
+  them too); any other class is not plain data and fails its test. Printing, exit codes, ``sys.exit``,
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
+* Info of a graded turn: ``tests_passed``, ``tests_total``, ``pass_fraction`` and
+  ``grade_error`` (why the answer could not be called at all, e.g. its module code raised or it
+  wrote to the grader's report, else ``None``; the observation shows it too).
 * Reward: the fraction of tests passed, paid as improvement: a turn earns
   ``max(0, fraction - best fraction of earlier turns)``, so the episode's return is the best
   fraction reached (1.0 for a full pass) and a failed attempt never pays twice. Every test passing
@@ -274,6 +279,7 @@ class CodeExecEnv(TextEnv):
                 "tests_passed": result.passed,
                 "tests_total": result.total,
                 "pass_fraction": fraction,
+                "grade_error": result.error,
             },
         )
 

@@ -2,7 +2,12 @@
 
 The grader sends each test call's arguments into the sandbox, and the sandbox sends back what the
 answer's function returned, through this one encoding. Only *plain data* passes, checked by exact
-type (a subclass, however it defines ``__eq__``, is not plain data):
+type (a subclass, however it defines ``__eq__``, is not plain data), with two exceptions that
+HumanEval's own ``==`` accepts: a ``collections.Counter``, ``OrderedDict`` or ``defaultdict``
+travels as the dict it holds, and a namedtuple (a tuple subclass with ``_fields``:
+``collections.namedtuple``, ``typing.NamedTuple``) as the tuple it holds. The grader then
+compares what arrives, a plain dict or tuple, with ``==``: what the value *holds* is compared,
+never its class's own ``__eq__`` (the rule: equality after this serialisation).
 
 =============  =====================================================================
 Python type    wire form (JSON)
@@ -13,8 +18,10 @@ Python type    wire form (JSON)
 ``float``      a JSON number; ``{"f": "nan" | "inf" | "-inf"}`` for the non-finite
 ``str``        a JSON string
 ``list``       a JSON array
-``tuple``      ``{"t": [...]}`` (kept apart from lists: HumanEval compares tuples)
-``dict``       ``{"d": [[key, value], ...]}`` (keys: ``None``/bool/int/float/str/tuple)
+``tuple``      ``{"t": [...]}`` (kept apart from lists: HumanEval compares tuples);
+               namedtuples too (their items, decoded as a plain tuple)
+``dict``       ``{"d": [[key, value], ...]}`` (keys: ``None``/bool/int/float/str/tuple);
+               ``Counter``, ``OrderedDict``, ``defaultdict`` too (decoded as a plain dict)
 =============  =====================================================================
 
 Anything else (sets, generators, NumPy values, classes of the answer's own, self-containing or
@@ -28,18 +35,29 @@ the harness), so one implementation encodes and decodes on both sides.
 Example:
     >>> loads(dumps((1, [2.5, None], {"a": True})))
     (1, [2.5, None], {'a': True})
+    >>> from collections import Counter
+    >>> loads(dumps(Counter("abb")))
+    {'a': 1, 'b': 2}
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "NotPlainData", "to_wire", "from_wire", "dumps", "loads"]
+__all__ = ["MAX_DEPTH", "DICT_TYPES", "NotPlainData", "to_wire", "from_wire", "dumps", "loads"]
 
 #: Deepest nesting of lists, tuples and dicts that passes.
 MAX_DEPTH = 50
+#: The standard library's dict subclasses that travel as the dict they hold (exact types).
+DICT_TYPES = (collections.Counter, collections.OrderedDict, collections.defaultdict)
+
+
+def _is_namedtuple(kind: type) -> bool:
+    fields = getattr(kind, "_fields", None)
+    return issubclass(kind, tuple) and type(fields) is tuple
 
 
 class NotPlainData(ValueError):
@@ -63,13 +81,15 @@ def to_wire(value: Any, depth: int = 0) -> Any:
         return {"f": "nan" if value != value else ("inf" if value > 0 else "-inf")}
     if kind is list:
         return [to_wire(v, depth + 1) for v in value]
-    if kind is tuple:
-        return {"t": [to_wire(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"d": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in value.items()]}
+    # tuple.__iter__ and dict.items: what the value holds, whatever its class overrides
+    if kind is tuple or _is_namedtuple(kind):
+        return {"t": [to_wire(v, depth + 1) for v in tuple.__iter__(value)]}
+    if kind is dict or kind in DICT_TYPES:
+        items = dict.items(value)
+        return {"d": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in items]}
     raise NotPlainData(
         f"a value of type {kind.__name__!r}: only None, bool, int, float, str, list, tuple "
-        "and dict count"
+        "(or a namedtuple) and dict (or a Counter, OrderedDict or defaultdict) count"
     )
 
 

@@ -36,7 +36,12 @@ three steps:
 So nothing the answer does in its interpreter (printing, exit codes, ``sys.exit``/``os._exit``,
 patched builtins, objects with odd ``__eq__``, rewriting the harness, reading files or the
 environment) can reach a verdict: the most it can do is choose the plain values its function
-returns, which is what the task asks of it.
+returns, which is what the task asks of it. It can also write on the harness's report channel (it
+runs in the harness's process, so nothing that process can write is out of its reach; a separate
+process would still share the sandbox user's ``/proc`` access to the run's output pipe). So the
+host reads the report strictly (:func:`read_report`): a line outside the grammar, with an index out
+of range or too long a field, or repeating a call, fails the run's answers (score 0, with
+``GradeResult.error`` saying so); it never raises out of the grader.
 
 A *test* is a top-level statement of ``check``'s body that holds an ``assert`` of the candidate (a
 loop of asserts is one test); it passes when all its asserts hold. The pass fraction is the reward.
@@ -82,6 +87,8 @@ __all__ = [
     "judge",
     "grade",
     "grade_batch",
+    "MalformedReport",
+    "read_report",
 ]
 
 #: Seed of the ``random`` module that a problem's check sees (HumanEval/38, 50 and 53 draw inputs).
@@ -632,7 +639,15 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
 _HARNESS_FILE = resources.files("agentgym.envs") / "programs" / "code_exec_harness.py"
 _HARNESS = _HARNESS_FILE.read_text("utf-8")
 
-_LINE = re.compile(r"(\d+) (\d+|M) ([RTNE])(.*)")
+#: One line of the harness's report (see :func:`read_report`): ASCII indices without leading
+#: zeros, at most six digits (so ``int`` is cheap and never refuses them), then the kind.
+_LINE = re.compile(r"(0|[1-9][0-9]{0,5}) (0|[1-9][0-9]{0,5}|M) ([RTNE])(.*)", re.S)
+#: Longest reason the harness writes after ``E`` or ``N`` (its ``_reason`` keeps 300 characters).
+_MAX_REASON_CHARS = 300
+#: Longest wire JSON accepted after ``R``: more than any sandbox's output limit lets through.
+_MAX_RESULT_CHARS = 1 << 20
+#: The first line of every report, written before the answer runs.
+_STARTED = "STARTED\n"
 #: Runs tried when the sandbox fails before the harness starts (not the answer's doing).
 _START_ATTEMPTS = 4
 #: First pause between those tries, seconds (doubling). Only the wait changes, never a verdict.
@@ -664,7 +679,9 @@ def grade(
     Raises:
         UnsupportedCheck: the problem's check has a form the host cannot evaluate.
         SandboxError: the sandbox failed before the grader's harness started, four times (the
-            answer never ran; no verdict is given rather than a wrong one).
+            answer never ran; no verdict is given rather than a wrong one). An answer too long
+            for the sandbox's files (``runner.files_too_large``) is no such failure: it is not
+            run, and scores 0 with ``error`` saying so.
     """
     return grade_batch(
         runner,
@@ -703,9 +720,23 @@ def grade_batch(
     import json
 
     files = {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
+    too_large = getattr(runner, "files_too_large", None)
+    why = too_large(_HARNESS, files) if too_large is not None else None
+    if why is not None:
+        # A run would fail before the harness starts, which reads as the sandbox's failure
+        # (SandboxError after four tries). The answer's length is the cause: it scores 0.
+        return [
+            GradeResult(
+                0,
+                len(plan.tests),
+                tuple((t, "not run") for t in plan.tests),
+                f"your answer is too long to run ({len(code):,} characters): {why}",
+            )
+            for (_, code), plan in zip(items, plans, strict=True)
+        ]
     for attempt in range(_START_ATTEMPTS):
         result = runner.run(_HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
-        if result.stdout.startswith("STARTED\n"):
+        if result.stdout.startswith(_STARTED):
             break
         # The harness never started, so the answer never ran: the sandbox failed (e.g. no free
         # namespace under load). That is not the answer's fault: try again, then say so.
@@ -715,11 +746,16 @@ def grade_batch(
                 f"the sandbox did not start the grader ({_START_ATTEMPTS} tries): {tail[:300]}"
             )
         time.sleep(_START_BACKOFF_S * 2**attempt)  # a busy kernel frees namespaces soon
-    lines: dict[tuple[int, str], tuple[str, str]] = {}
-    for line in result.stdout.splitlines():
-        match = _LINE.fullmatch(line)
-        if match:
-            lines[(int(match[1]), match[2])] = (match[3], match[4])
+    try:
+        lines = read_report(result.stdout, [len(plan.calls) for plan in plans])
+    except MalformedReport as err:
+        # Only the answer can have written it (the harness writes each line once, in this
+        # grammar): the run's answers score 0, and the grader goes on.
+        error = f"the grader's report was malformed ({err}): your code wrote to it"
+        return [
+            GradeResult(0, len(plan.tests), tuple((t, "not graded") for t in plan.tests), error)
+            for plan in plans
+        ]
     if result.timed_out:
         missing = f"timed out (the whole run passed its {timeout_s:g} s limit)"
     elif result.oom_killed:
@@ -751,6 +787,55 @@ def grade_batch(
             error = missing if plan.calls else None
         out.append(GradeResult(passed, len(plan.tests), failures, error))
     return out
+
+
+class MalformedReport(ValueError):
+    """A report line outside the harness's grammar, or one written twice (:func:`read_report`)."""
+
+
+def read_report(stdout: str, calls: Sequence[int]) -> dict[tuple[int, str], tuple[str, str]]:
+    """The harness's report lines in ``stdout``, by ``(problem, call index or "M")``.
+
+    The answer runs in the harness's own process, so it can write on the report channel too: no
+    channel of that process is out of its reach. So the host believes a report only as far as the
+    answer's own results go (whatever a forged line says of a call, the function could have
+    returned), and reads it strictly: after the first line ``STARTED``, every line must be
+    ``<problem> <call> R<wire json>``, ``... T``, ``... N<reason>``, ``... E<reason>`` or
+    ``<problem> M E<reason>``, with indices in range (ASCII digits, no leading zero, at most six),
+    a reason of at most 300 characters, a result of at most 1 MiB, and each ``(problem, call)``
+    once. The text after the last newline (a line cut off when the run ended or its output passed
+    the sandbox's limit) is dropped: its call counts as not run.
+
+    Args:
+        stdout: the run's standard output (starting with ``STARTED``).
+        calls: the number of planned calls of each problem of the run.
+
+    Raises:
+        MalformedReport: any other line; the message says what is wrong, never the line itself.
+
+    Example:
+        >>> read_report("STARTED\\n0 0 R5\\n0 1 T\\n0 2 R[", [3])
+        {(0, '0'): ('R', '5'), (0, '1'): ('T', '')}
+    """
+    lines: dict[tuple[int, str], tuple[str, str]] = {}
+    body = stdout[len(_STARTED) :] if stdout.startswith(_STARTED) else stdout
+    for number, line in enumerate(body.split("\n")[:-1], start=2):
+        if len(line) > _MAX_RESULT_CHARS + 16:
+            raise MalformedReport(f"line {number} is too long")
+        match = _LINE.fullmatch(line)
+        if match is None:
+            raise MalformedReport(f"line {number} is not a report line")
+        p, k, kind, payload = int(match[1]), match[2], match[3], match[4]
+        if p >= len(calls) or (k != "M" and int(k) >= calls[p]):
+            raise MalformedReport(f"line {number} names a call that was not made")
+        if (k == "M" and kind != "E") or (kind == "T" and payload):
+            raise MalformedReport(f"line {number} is not a report line")
+        if kind in "EN" and len(payload) > _MAX_REASON_CHARS:
+            raise MalformedReport(f"line {number} has a reason over {_MAX_REASON_CHARS} characters")
+        if (p, k) in lines:
+            raise MalformedReport(f"line {number} repeats a call")
+        lines[(p, k)] = (kind, payload)
+    return lines
 
 
 def _outcome(kind: str, payload: str, missing: str, per_call_s: float) -> Outcome:

@@ -6,6 +6,8 @@ memory limit of ``memory_mb``. Each output stream is kept up to ``output_limit``
 64 kB); the rest is read and dropped, and ``truncated`` says so. A run never raises for anything the
 *code* does (loops, bombs, crashes, huge output): that is all in the :class:`ExecResult`. It raises
 only for bad arguments, or when the back end itself cannot work (daemon gone, no isolation).
+Files that do not fit the work directory or the file-size limit fail the run before ``main.py``
+starts (``limit="disk"``); :meth:`CodeSandbox.files_too_large` tells a caller so beforehand.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ __all__ = [
     "CappedBuffer",
     "PROGRAMS",
     "program_text",
+    "PAGE_BYTES",
+    "files_too_large",
 ]
 
 #: Bytes kept of each output stream (stdout, stderr).
@@ -254,12 +258,50 @@ class CappedBuffer:
             self.write(chunk)
 
 
+#: Bytes of one page of a tmpfs mount: each file takes whole pages of the work directory.
+PAGE_BYTES = 4096
+
+
+def files_too_large(
+    code: str,
+    files: Mapping[str, str | bytes] | None,
+    max_file_bytes: int | None,
+    work_bytes: int | None,
+) -> str | None:
+    """Why ``code`` (as ``main.py``) and ``files`` would not fit a work directory of
+    ``work_bytes`` (whole pages) under a file-size limit of ``max_file_bytes``, or ``None`` when
+    they fit (``None`` limits: no limit of that kind).
+
+    Example:
+        >>> files_too_large("", {"a": b"x" * 5000}, 4096, None)
+        'a is 5,000 bytes, over the 4,096-byte file-size limit'
+        >>> files_too_large("pass", {"a": b"x" * 5000}, None, 8192)
+        'the files take 12,288 bytes, over the 8,192-byte work directory'
+    """
+    sizes = {MAIN_FILE: len(code.encode("utf-8", "surrogatepass"))}
+    for name, content in (files or {}).items():
+        raw = content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass")
+        sizes[name] = len(raw)
+    for name, size in sizes.items():
+        if max_file_bytes is not None and size > max_file_bytes:
+            return f"{name} is {size:,} bytes, over the {max_file_bytes:,}-byte file-size limit"
+    taken = sum(-(-size // PAGE_BYTES) * PAGE_BYTES for size in sizes.values())
+    if work_bytes is not None and taken > work_bytes:
+        return f"the files take {taken:,} bytes, over the {work_bytes:,}-byte work directory"
+    return None
+
+
 class _ForwardingLease:
     def __init__(self, sandbox: CodeSandbox):
         self.sandbox = sandbox
 
     def run(self, code: str, **kwargs: Any) -> ExecResult:
         return self.sandbox.run(code, **kwargs)
+
+    def files_too_large(
+        self, code: str, files: Mapping[str, str | bytes] | None = None
+    ) -> str | None:
+        return self.sandbox.files_too_large(code, files)
 
     def close(self) -> None:
         pass
@@ -280,6 +322,20 @@ class CodeSandbox(ABC):
 
     #: ``"process"`` or ``"docker"``.
     backend: str = ""
+    #: Largest file a run may be given or write, bytes (RLIMIT_FSIZE); ``None``: no limit.
+    max_file_bytes: int | None = None
+    #: Size of the work directory that holds ``main.py`` and the files, bytes; ``None``: unsized.
+    work_bytes: int | None = None
+
+    def files_too_large(
+        self, code: str, files: Mapping[str, str | bytes] | None = None
+    ) -> str | None:
+        """Why a run of ``code`` with ``files`` could not start here, or ``None`` when they fit.
+
+        A run of files that do not fit fails before ``main.py`` starts (``limit="disk"``);
+        a caller that would rather not start it asks first. Leases answer the same.
+        """
+        return files_too_large(code, files, self.max_file_bytes, self.work_bytes)
 
     @abstractmethod
     def run(

@@ -201,6 +201,8 @@ class DockerSandbox(CodeSandbox):
         self.pids_limit = pids_limit
         self.tmpfs_mb = tmpfs_mb
         self.max_file_mb = max_file_mb
+        self.max_file_bytes = max_file_mb * 2**20
+        self.work_bytes = tmpfs_mb * 2**20
         self.output_limit = output_limit
         self.output_kill_bytes = output_kill_mb * 2**20
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -565,6 +567,12 @@ class DockerLease:
                 box, self._box = self._box, None
                 self.sandbox._release(box, discard=True)
         return result
+
+    def files_too_large(
+        self, code: str, files: Mapping[str, str | bytes] | None = None
+    ) -> str | None:
+        """As :meth:`DockerSandbox.files_too_large`."""
+        return self.sandbox.files_too_large(code, files)
 
     def close(self) -> None:
         """Remove the lease's container (if one was started); may be called twice."""

@@ -394,6 +394,9 @@ class ProcessSandbox(CodeSandbox):
         self.output_kill_bytes = output_kill_mb * 2**20
         self.cpus = cpus
         self.sizes = _Sizes(work_mb, tmp_mb, shm_mb)
+        self.max_file_bytes = max_file_mb * 2**20
+        # without isolation /work is a temporary directory on the host's disk: no size of its own
+        self.work_bytes = None if isolation == "none" else work_mb * 2**20
         self.cgroup_layout = layout
         self.allow_per_process_limits = allow_per_process_limits
         self.python = _sandbox_python()
