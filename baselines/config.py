@@ -190,7 +190,9 @@ class AlgorithmConfig:
             ``micro_batch_tokens``); gradients accumulate over the mini-batch.
         micro_batch_tokens: padded tokens per forward/backward (rows x longest row): rows are
             packed longest first within this budget (:func:`baselines.minibatches.pack_by_tokens`;
-            a longer row runs alone), so peak memory follows the budget, not the batch.
+            a longer row runs alone, under gradient checkpointing:
+            :func:`baselines.scoring.checkpointed_if`), so peak memory follows the budget, not
+            the batch or its longest row.
         ppo_epochs: passes over each batch.
         ppo_mini_batch_size: sequences per optimizer step; 0 takes the whole (filtered) batch
             in one step. With a size, each pass splits the batch into mini-batches

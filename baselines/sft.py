@@ -91,7 +91,14 @@ from baselines.config import (
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
 from baselines.minibatches import pack_by_tokens
-from baselines.scoring import autocast, describe_precision, resolve_autocast, score_targets
+from baselines.scoring import (
+    autocast,
+    checkpointed_if,
+    describe_precision,
+    resolve_autocast,
+    score_targets,
+    set_checkpointing,
+)
 
 __all__ = [
     "SFTSettings",
@@ -123,8 +130,10 @@ class SFTSettings:
         batch_size: examples per optimizer step (the last step of an epoch may have fewer).
         micro_batch_tokens: padded tokens per forward/backward pass (rows x longest row of the
             micro-batch): bounds activation memory. A step's examples are packed into as few
-            micro-batches as fit (:func:`baselines.minibatches.pack_by_tokens`, as the RL trainer packs); an example longer than this
-            goes alone. The step's gradient does not depend on it (gradient accumulation).
+            micro-batches as fit (:func:`baselines.minibatches.pack_by_tokens`, as the RL
+            trainer packs); an example longer than this goes alone, under gradient
+            checkpointing (:func:`baselines.scoring.checkpointed_if`). The step's gradient does
+            not depend on it (gradient accumulation).
         max_length: examples with more tokens (prompt + target) are dropped, and counted.
         think_prefix: prompts end with ``<think>`` and targets start after it (must match the RL
             config's ``rollout.think_prefix``).
@@ -383,9 +392,12 @@ def accumulate_gradients(
     nll_sum = 0.0
     for group in groups:
         batch = {k: v.to(device) for k, v in collate([examples[i] for i in group], pad_id).items()}
-        with autocast(device, autocast_dtype):
-            nll, _ = target_nll(model, batch)
-        (nll / total).backward()  # outside autocast, as torch recommends
+        # A row over the token budget goes alone, checkpointed (scoring.checkpointed_if).
+        long = max(len(examples[i].input_ids) for i in group) > micro_batch_tokens
+        with checkpointed_if(model, long):
+            with autocast(device, autocast_dtype):
+                nll, _ = target_nll(model, batch)
+            (nll / total).backward()  # outside autocast, as torch recommends
         nll_sum += float(nll.detach())
     return nll_sum / total, total, len(groups)
 
@@ -511,7 +523,7 @@ def train_sft(
     if progress:
         print(describe_precision(mc.dtype, device, amp), file=sys.stderr)
     if mc.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        set_checkpointing(model, True)
         model.config.use_cache = False
     end_of_turn = model.generation_config.eos_token_id
     if isinstance(end_of_turn, list):

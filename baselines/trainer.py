@@ -95,7 +95,13 @@ from baselines.filtering import snr_filter
 from baselines.losses import kl_penalty, masked_mean, policy_loss, value_loss
 from baselines.minibatches import minibatch_indices, pack_by_tokens
 from baselines.policy import load_policy
-from baselines.scoring import autocast, resolve_autocast, score_targets
+from baselines.scoring import (
+    autocast,
+    checkpointed_if,
+    resolve_autocast,
+    score_targets,
+    set_checkpointing,
+)
 
 __all__ = ["Trainer", "vocabulary_texts"]
 
@@ -273,7 +279,7 @@ class Trainer:
         self.device = next(self.model.parameters()).device
         self.autocast_dtype = resolve_autocast(mc.dtype, self.device)
         if mc.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+            set_checkpointing(self.model, True)
             self.model.config.use_cache = False
         self.lora = mc.lora_rank > 0
         if self.lora:
@@ -655,13 +661,18 @@ class Trainer:
                 for rows in self._micro_batches(batch, mini):
                     part = batch.select(rows).to(self.device)
                     tokens = float(part.loss_mask.sum())
-                    scored = self._score(self.model, part, want_entropy=True, want_values=is_ppo)
-                    if epoch == 0 and not need_old and self.engine.provides_logprobs:
-                        gap = (scored["logprobs"].detach() - part.sampling_logprobs).abs()
-                        diffs.append(gap[part.loss_mask.bool()].cpu())
-                    old = part.old_logprobs if need_old else scored["logprobs"].detach()
-                    loss, stats = self._loss(part, scored, old)
-                    (loss * (tokens / mini_tokens)).backward()
+                    # A row over the token budget goes alone, checkpointed (scoring.py).
+                    long = int(part.attention_mask.sum(1).max()) > ac.micro_batch_tokens
+                    with checkpointed_if(self.model, long):
+                        scored = self._score(
+                            self.model, part, want_entropy=True, want_values=is_ppo
+                        )
+                        if epoch == 0 and not need_old and self.engine.provides_logprobs:
+                            gap = (scored["logprobs"].detach() - part.sampling_logprobs).abs()
+                            diffs.append(gap[part.loss_mask.bool()].cpu())
+                        old = part.old_logprobs if need_old else scored["logprobs"].detach()
+                        loss, stats = self._loss(part, scored, old)
+                        (loss * (tokens / mini_tokens)).backward()
                     meter.add(stats, tokens / total_tokens)
                     step_meter.add(stats, tokens / mini_tokens)
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)

@@ -116,3 +116,32 @@ def test_autocast_resolution():
         assert (a @ a).dtype == torch.bfloat16
     with autocast("cpu", None):
         assert (a @ a).dtype == torch.float32
+
+
+def test_an_oversized_micro_batch_is_checkpointed_with_the_same_gradients():
+    """checkpointed_if (a row over the token budget): the same loss and gradients in float32 as
+    without checkpointing; the decoder layers checkpoint only inside the context."""
+    from baselines.scoring import checkpointed_if
+
+    model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b c d e f g"] * 2)
+    model.train()
+    ids, attn, mask = _batch(model.config.vocab_size)
+
+    def run(oversized: bool):
+        model.zero_grad(set_to_none=True)
+        with checkpointed_if(model, oversized):
+            layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+            inside = any(m.gradient_checkpointing for m in layers)
+            logp = score_targets(model, ids, attn, mask, temperature=1.0)["logprobs"]
+            (logp * mask).sum().backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        return float((logp * mask).sum().detach()), grads, inside
+
+    plain, plain_grads, plain_inside = run(False)
+    ckpt, ckpt_grads, ckpt_inside = run(True)
+    assert (plain_inside, ckpt_inside) == (False, True)
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    assert ckpt == pytest.approx(plain, rel=1e-6)
+    assert len(ckpt_grads) == len(plain_grads) > 0
+    for a, b in zip(plain_grads, ckpt_grads, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

@@ -440,9 +440,22 @@ def test_equal_rewards_everywhere_step_only_on_a_regulariser(
         assert line["actor/pg_loss"] == 0.0  # the step is the entropy bonus's alone
 
 
-def test_token_budget_micro_batches_give_the_gradient_of_one_batch(tmp_path: Path) -> None:
+def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Rows one at a time (a 16-token budget) or all in one micro-batch: the same update, since
-    each micro-batch's loss is weighted by its share of the mini-batch's sampled tokens."""
+    each micro-batch's loss is weighted by its share of the mini-batch's sampled tokens. Every
+    row is longer than 16 tokens, so each runs alone under gradient checkpointing."""
+    import baselines.trainer as trainer_module
+
+    checkpointed = []
+    real = trainer_module.checkpointed_if
+
+    def counting(model, oversized):
+        checkpointed.append(oversized)
+        return real(model, oversized)
+
+    monkeypatch.setattr(trainer_module, "checkpointed_if", counting)
     runs = {}
     for name, budget in (("one_row_each", 16), ("all_at_once", 100_000)):
         config = _config(
@@ -462,6 +475,7 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(tmp_path: Pat
         runs[name] = (metrics, [p.detach().clone() for p in trainer.model.parameters()])
         trainer.close()
     (m1, w1), (m2, w2) = runs["one_row_each"], runs["all_at_once"]
+    assert checkpointed == [True] * 8 + [False]  # 8 rows alone, checkpointed; then one batch
     assert m1["actor/tokens_trained"] == m2["actor/tokens_trained"] > 0
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-7), key
