@@ -2,62 +2,93 @@
 
 An answer is read in three steps, the same for the reference and for the model's answer:
 
-1. **The final span.** The content of the last ``\\boxed{...}`` (or ``\\fbox{}``) if any; else the
-   text after the last ``####`` (GSM8K's convention); else a number in single emphasis that ends
-   the text (``The answer is *42*.``, ``_42_``, ``***42***``) and follows any bold span; else the
-   last markdown-bold span (``**42**``, ``__42__``) if any; else the whole text. Math delimiters
-   (``$``, ``\\(``, ``\\[``) and emphasis marks go, so do ``\\text{}``, ``\\mathrm{}``,
-   ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\$`` is a currency sign, U+2212 is
-   ``-``, and trailing punctuation (``42.``, ``7,``) is dropped.
+1. **The final span.** The contents of the ``\\boxed{...}`` (or ``\\fbox{}``) if any, several
+   joined as the parts of one answer (``\\boxed{2}`` and ``\\boxed{3}`` is ``2, 3``; a repeat
+   counts once); else the text after the last ``####`` (GSM8K's convention); else a number in
+   single emphasis that ends the text (``The answer is *42*.``, ``_42_``, ``***42***``) and
+   follows any bold span; else the last markdown-bold span (``**42**``, ``__42__``) if any; else
+   the whole text. Math delimiters (``$``, ``\\(``, ``\\[``) and emphasis marks go, so do
+   ``\\text{}``, ``\\mathrm{}``, ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\$`` is
+   a currency sign, U+2212 is ``-``, and trailing punctuation (``42.``, ``7,``; a ``!`` after a
+   space) is dropped; a leading ``.`` stays (``.4`` is 0.4) and so does a ``!`` after a number
+   (``6!`` is 720).
 2. **Its parts.** ``(a, b)`` and ``[a, b]`` (spaced or not: ``(0,1)``) are an ordered *tuple*;
+   ``[a, b)`` and ``(a, b]`` (spaced or not: ``[-2,7)``) are a half-open *interval*;
    ``\\{a, b\\}`` is a *set*; otherwise the span splits at top-level ``,`` ``;`` ``and`` ``or``
    into a *list* (one part: a *scalar*). A comma between digit groups of three (``1,234``,
    ``1{,}234``) is a thousands separator; any other comma separates parts (``3, 4`` and ``3,4``
-   are two numbers, never 3.4). A part written as an equation counts its last side outside
-   brackets (``x = 1 or x = 2``; ``8 - 5 = 3`` is 3; ``\\sum_{k=1}^{9} k`` is no equation), and
-   one value in parentheses is that value (``(2)`` is 2).
+   are two numbers, never 3.4). One value in parentheses is that value (``(2)`` is 2).
+   A part written with a top-level ``=`` (``\\sum_{k=1}^{9} k`` has none) is its last side where
+   the other sides name it (``x = 1 or x = 2``, ``a = 12``) or where no side has a variable
+   (``8 - 5 = 3`` is 3); any other equation is a *relation* (``y = 2x + 1``, ``x^2 - 1 = 0``),
+   compared only as an equation.
 3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
-   exact decimal written), ``a/b``, ``\\frac{a}{b}``, scientific forms (``3e-9``,
-   ``3 \\times 10^{-9}``), with a currency sign before or a unit after (``$18.00``,
-   ``12 apples``, ``5\\text{ cm}``, ``5 m/s``), or ``%`` (``25%`` matches 25 and 0.25). Anything
-   else (``\\sqrt{50}``, ``2^10``, ``\\pi/2``, ``x+1``) is parsed by Hugging Face's
-   ``math-verify`` into SymPy. A part with other words (``I think 41, no wait, 42``) makes the
-   span a *sentence*: then the answer is the tuple of plain numbers it ends with
-   (``The point is (2, 3).``), else the single value ``math-verify`` reads last in it (here 42).
+   exact decimal written), ``a/b``, ``\\frac{a}{b}``, mixed numbers (``3 1/2`` and
+   ``3\\frac{1}{2}`` are 7/2), scientific forms (``3e-9``, ``3 \\times 10^{-9}``), with a currency
+   sign before or a unit after (``$18.00``, ``12 apples``, ``5\\text{ cm}``, ``5 m/s``), or ``%``
+   (``25%`` matches 25 and 0.25). Plain numbers side by side (``7 8``) are no value: never 15, 56
+   or 78. Anything else (``\\sqrt{50}``, ``2^10``, ``6!``, ``\\pi/2``, ``x+1``) is parsed by
+   Hugging Face's ``math-verify`` into SymPy; sums, products and factorials within the bounds
+   below are evaluated. A part with other words (``I think 41, no wait, 42``) makes the span a
+   *sentence*: then the answer is the tuple of plain numbers it ends with (``The point is (2,
+   3).``), else the single value ``math-verify`` reads last in it (here 42), unless the sentence
+   negates that number (``not 42``, ``isn't 42``, ``anything but 42``, ``other than 42``,
+   ``except 42``): then it has no value (wrong).
 
 Comparison:
 
 * A scalar equals a scalar; a tuple equals a tuple (or a list) of the same length part by part,
-  in order; a list or set equals a list or set of the same parts. Parts joined by ``or`` and sets
-  are order-free (solutions: ``x = 1 or x = 2`` = ``x = 2 or x = 1``); other lists are ordered
-  unless the task says the order is free (``unordered=True``). Every part is required: ``20`` is
-  not ``12 and 20``, and ``(0, 1)`` is not ``1``.
+  in order; an interval equals an interval with the same brackets and ends; a list or set equals
+  a list or set of the same parts. Parts joined by ``or`` and sets are order-free (solutions:
+  ``x = 1 or x = 2`` = ``x = 2 or x = 1``); other lists are ordered unless the task says the
+  order is free (``unordered=True``). Every part is required: ``20`` is not ``12 and 20``, and
+  ``(0, 1)`` is not ``1``.
 * Exact numbers compare exactly (``3e-9`` is not ``4e-9``; ``18.00`` is ``18``; ``0.333`` is
   not ``1/3``). A decimal that approximates a number with no finite decimal form (``1/3``,
   ``\\sqrt{2}``) matches it within a relative :data:`REL_TOL` (six significant digits:
   ``0.333333`` is ``1/3``). Irrational values compare to :data:`EXACT_DIGITS` significant digits
   (``5\\sqrt{2}`` is ``\\sqrt{50}``); expressions with variables through ``math-verify``.
+* A relation equals only an equation whose ``lhs - rhs`` is a nonzero constant times its own
+  (``y = 2x + 1`` is ``2x - y + 1 = 0``; ``x^2 - 1 = 0`` is ``x^2 = 1``), in either role: the bare
+  right-hand side ``2x + 1`` is not ``y = 2x + 1``, nor ``0`` the equation ``x^2 - 1 = 0``.
 
-Time: no signals and no clocks. Work is bounded before SymPy sees anything: text over
-:data:`MAX_ANSWER_CHARS` is not read; a power with an exponent over :data:`MAX_EXPONENT` (or a
-tower), a power of an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power
-of a four-term sum would expand to 12,341 terms), a factorial, a numeric binomial SymPy left
-unevaluated (``\\binom{10^{9000}}{10^{8999}}``), an integral or a limit (math-verify reads
-``\\int_{x=1}^{2} x dx`` as its bound, 1), an expression of more than
-:data:`MAX_NODES` nodes, or a number of more than :data:`MAX_DIGITS` digits before or after the
-point (``(2^{10000})^{10000}``, ``e^{10^{9000}}``: its size is estimated from the exponents, bottom
-up, never computed) is read but never compared (wrong). ``math-verify`` runs with its timeouts
-off, so a verdict is the same in the main thread, another thread or another process, on a busy
-machine or an idle one (a wall-clock limit would make it depend on machine speed).
+Time, in two layers:
 
-A reference (never an answer) that cannot be read as written is read inside math delimiters
-(``x^2+1`` as ``$x^2+1$``).
+* **Bounds, before anything is evaluated** (deterministic: the same verdict on any machine). On
+  the text (on the boxed content where there is a ``\\boxed{}``: a worked solution around it is
+  not read), before it is parsed: over :data:`MAX_ANSWER_CHARS` code points it is not read; a
+  nesting of brackets deeper than :data:`MAX_NESTING`, more than :data:`MAX_COMMANDS` LaTeX
+  commands or :data:`MAX_BIG_OPERATORS` sums and products, an integral or a limit (math-verify
+  reads ``\\int_{x=1}^{2} x dx`` as its bound, 1), a matrix of more than
+  :data:`MAX_MATRIX_CELLS` cells, a run of more than :data:`MAX_DIGIT_RUN` digits or a tower of
+  powers higher than :data:`MAX_TOWER` make it read but never compared (wrong). On the SymPy
+  value, before it is evaluated: a power with an exponent over :data:`MAX_EXPONENT`, a power of
+  an expression with variables over :data:`MAX_SYMBOLIC_EXPONENT` (a 40th power of a four-term
+  sum would expand to 12,341 terms), a factorial of more than :data:`MAX_FACTORIAL`, a numeric
+  binomial SymPy left unevaluated (``\\binom{10^{9000}}{10^{8999}}``), a sum or product of more
+  than :data:`MAX_SUM_TERMS` terms without a closed form, an expression of more than
+  :data:`MAX_NODES` nodes, or a number of more than :data:`MAX_DIGITS` digits before or after the
+  point (``(2^{10000})^{10000}``, ``e^{10^{9000}}``: its size is estimated from the exponents,
+  bottom up, never computed) is likewise wrong.
+* **A deadline** for what the bounds miss (``\\sum_{k=1}^{\\infty} \\sin(\\sin(k))``: SymPy
+  searches for its value without end). Every public function reads and compares in a worker
+  process (:mod:`agentgym.deadline`) that is killed after ``timeout_s`` seconds of wall time,
+  :data:`CHECK_TIMEOUT_S` (5 s) by default: the answer is then wrong (``timed_out``), never an
+  exception. Answers within the bounds take milliseconds, so only an answer near the limit can
+  get another verdict on a much slower machine. The limit does not count the start of a worker
+  (about a second, once per process and after each answer that reached the limit). The worker
+  adds about 0.1 ms per call (``benchmarks/bench_grading.py``); ``math-verify``'s own timeouts
+  (``signal.alarm``, main thread only) stay off.
+
+A reference (never an answer) that cannot be read as written, and has no words, is read inside
+math delimiters (``x^2+1`` as ``$x^2+1$``): :func:`parse_reference`.
 
 Nothing here raises on any text: an answer that cannot be read gives ``None`` from
 :func:`parse_answer` and ``False`` from :func:`check_answer`. An answer is read when
 ``math-verify`` finds an expression in it (``c`` and ``+6`` are not read, ``2x`` is) or when it is
 one of the forms above that ``math-verify`` misses: a final emphasised number (``*12*``), a tuple of
-plain numbers written without spaces (``(0,1)``, ``The point is (2,3).``).
+plain numbers written without spaces (``(0,1)``, ``The point is (2,3).``), a half-open interval
+of numbers (``[-2,7)``).
 
 ``math-verify`` is an optional dependency (``pip install 'agentgym[math]'``), imported on first use.
 
@@ -70,21 +101,37 @@ Example:
     (False, False, False)
     >>> parse_answer("no number here") is None
     True
+    >>> check_answer("y = 2x + 1", "2x + 1"), check_answer("720", "6!"), check_answer("0.4", ".4")
+    (False, True, True)
 
-Source: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify), Apache-2.0.
+Sources: Hugging Face ``math-verify`` (https://github.com/huggingface/Math-Verify), Apache-2.0;
+Faulhaber's formula for sums of powers (SymPy's ``summation``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from agentgym.deadline import DeadlineExceeded, WorkerCrashed, WorkerPool
+
 __all__ = [
+    "CHECK_TIMEOUT_S",
     "MAX_ANSWER_CHARS",
+    "MAX_NESTING",
+    "MAX_COMMANDS",
+    "MAX_BIG_OPERATORS",
+    "MAX_MATRIX_CELLS",
+    "MAX_DIGIT_RUN",
+    "MAX_TOWER",
+    "MAX_FACTORIAL",
+    "MAX_SUM_TERMS",
     "MAX_EXPONENT",
     "MAX_SYMBOLIC_EXPONENT",
     "MAX_DIGITS",
@@ -94,14 +141,40 @@ __all__ = [
     "Value",
     "ParsedAnswer",
     "parse_answer",
+    "parse_reference",
     "check_answer",
+    "grade_answer",
     "final_answer_text",
     "final_span",
     "require_math_verify",
 ]
 
+#: Wall-clock seconds one call of :func:`parse_answer`, :func:`parse_reference`,
+#: :func:`check_answer` or :func:`grade_answer` may spend reading and comparing (in a worker
+#: process, killed when the time is up: the answer is then wrong). Answers within the bounds below
+#: take milliseconds; this is the backstop for what the bounds miss.
+CHECK_TIMEOUT_S = 5.0
 #: Longest answer text (in code points) that is read; longer text is not an answer.
 MAX_ANSWER_CHARS = 1000
+#: The structural bounds, checked on the text before anything is parsed or evaluated: over any,
+#: the text is read but never compared (wrong). Deepest nesting of brackets ``( [ {``.
+MAX_NESTING = 10
+#: Most LaTeX commands (``\\sin``, ``\\frac``, ...) in the text.
+MAX_COMMANDS = 40
+#: Most big operators ``\\sum`` and ``\\prod`` (integrals and limits are never compared).
+MAX_BIG_OPERATORS = 2
+#: Most cells of a matrix (``\\begin{pmatrix}``, a determinant's ``vmatrix``, ``array``).
+MAX_MATRIX_CELLS = 16
+#: Longest run of digits (``1`` to ``9`` and ``0``) in the text.
+MAX_DIGIT_RUN = 300
+#: Highest tower of powers: ``a^{b^{c}}`` (3) is read, ``a^{b^{c^{d}}}`` and ``9^9^9^9`` are not.
+MAX_TOWER = 3
+#: Largest integer whose factorial (``6!``) is evaluated; a larger one is never compared.
+MAX_FACTORIAL = 1000
+#: Most terms of a sum or product with numeric limits that is evaluated term by term; a sum of a
+#: polynomial in its index (of degree up to :data:`MAX_SYMBOLIC_EXPONENT`) has a closed form
+#: (Faulhaber's formula, SymPy's ``summation``) and may have any number of terms.
+MAX_SUM_TERMS = 100
 #: Largest exponent (absolute value) of a power of numbers; above it the answer is wrong without
 #: comparison (``9^9^9^9`` would never finish).
 MAX_EXPONENT = 10_000
@@ -146,8 +219,8 @@ def require_math_verify() -> Any:
 
 
 def _not_the_timeout_warning(record: logging.LogRecord) -> bool:
-    """Drop math-verify's "Timeout is disabled" warning: the module docstring's size bounds are
-    the interruption logic it asks for, so the warning would only alarm users."""
+    """Drop math-verify's "Timeout is disabled" warning: the bounds and the worker's deadline
+    (module docstring) are the interruption logic it asks for, so it would only alarm users."""
     return not record.getMessage().startswith("Timeout is disabled")
 
 
@@ -165,6 +238,10 @@ class Value:
         decimal: written as a decimal (may approximate a number with no finite decimal form).
         percent: written with ``%`` (matches the number or its hundredth).
         too_large: beyond the work bounds (never compared).
+        equation: the first and last sides (SymPy) of a part written as an equation, else
+            ``None``; ``number`` or ``expr`` then hold the last side.
+        relation: the part is an equation that is compared only as an equation (``y = 2x + 1``,
+            ``x^2 - 1 = 0``; not ``x = 5`` or ``8 - 5 = 3``, which are their last sides).
     """
 
     number: Fraction | None = None
@@ -172,6 +249,8 @@ class Value:
     decimal: bool = False
     percent: bool = False
     too_large: bool = False
+    equation: tuple[Any, Any] | None = None
+    relation: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,15 +259,20 @@ class ParsedAnswer:
 
     Attributes:
         text: the text given to :func:`parse_answer`.
-        kind: ``"scalar"``, ``"tuple"``, ``"list"`` or ``"set"``.
+        kind: ``"scalar"``, ``"tuple"``, ``"list"``, ``"set"`` or ``"interval"`` (half-open:
+            ``[-2, 7)``, ``(0, 1]``; its parts are the two ends).
         parts: the values, in the order written.
         ordered: whether the order of the parts counts (tuples; lists not joined by ``or``).
+        brackets: an interval's two brackets (``"[)"`` or ``"(]"``), else ``""``.
+        timed_out: reading it ran past :data:`CHECK_TIMEOUT_S` (its one part is too large).
     """
 
     text: str
     kind: str
     parts: tuple[Value, ...]
     ordered: bool = True
+    brackets: str = ""
+    timed_out: bool = False
 
     @property
     def too_large(self) -> bool:
@@ -211,24 +295,30 @@ def final_answer_text(text: str) -> str:
     return text.rpartition("####")[2].strip()
 
 
-def _last_braced(text: str, command: str) -> str | None:
-    """The content of the last ``command{...}`` (balanced braces), or ``None``."""
-    start = text.rfind(command + "{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len(command)
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j]
-    return None
+def _all_braced(text: str, command: str) -> list[str]:
+    """The contents of every ``command{...}`` (balanced braces), in order."""
+    found, start = [], text.find(command + "{")
+    while start >= 0:
+        depth, i, end = 0, start + len(command), -1
+        for j in range(i, len(text)):
+            if text[j] == "{":
+                depth += 1
+            elif text[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    end = j
+                    break
+        if end < 0:
+            break
+        found.append(text[i + 1 : end])
+        start = text.find(command + "{", end)
+    return found
 
 
 _BOLD = re.compile(r"(?<![\w*])\*\*(?!\s)(.+?)\*\*(?![\w*])|(?<!\w)__(?!\s)(.+?)__(?!\w)", re.S)
-_TRAILING = " \t\n.,;:!?"
+_TRAILING = " \t\n.,;:?"
+#: A "!" that ends a sentence (after a space or punctuation); one after a number is a factorial.
+_END_BANG = re.compile(r"(?<=[\s.,;:?])!+$|^!+$")
 #: A final emphasised span (``*12*``, ``_12_``, ``***12***``): only trailing punctuation after it.
 _FINAL_EMPHASIS = re.compile(
     r"(?<![\w*])(\*{1,3}|_{1,3})(?![\s*_])([^*_\n]{1,80}?)(?<![\s*_])\1[\s.,;:!?]*$"
@@ -244,6 +334,18 @@ def _final_emphasis(text: str) -> re.Match[str] | None:
     return None
 
 
+def _strip_ends(text: str) -> str:
+    """``text`` without surrounding space, emphasis marks and sentence punctuation: trailing
+    ``.,;:?`` and a sentence's ``!`` (``6!`` keeps its factorial), leading ``,;:!?`` (``.4`` keeps
+    its point)."""
+    text = text.lstrip(" \t\n,;:!?*_")
+    while True:
+        stripped = _END_BANG.sub("", text.rstrip(_TRAILING + "*_"))
+        if stripped == text:
+            return text
+        text = stripped
+
+
 def final_span(text: str) -> str:
     """Step 1 of the module docstring: the span of ``text`` that holds the final answer.
 
@@ -253,9 +355,9 @@ def final_span(text: str) -> str:
     """
     text = text.strip().replace("\u2212", "-")
     for command in ("\\boxed", "\\fbox"):
-        boxed = _last_braced(text, command)
-        if boxed is not None:
-            text = boxed
+        boxed = list(dict.fromkeys(b.strip() for b in _all_braced(text, command)))
+        if boxed:  # several boxed answers are one answer of several parts (repeats count once)
+            text = ", ".join(boxed)
             break
     else:
         if "####" in text:
@@ -272,7 +374,7 @@ def final_span(text: str) -> str:
         text = text.replace(mark, " ")
     text = re.sub(r"\\[,;:! ]|\\quad|\\qquad", " ", text)
     text = _WRAPPERS.sub(r" \1 ", text)
-    return text.strip(_TRAILING + "*_")
+    return _strip_ends(text)
 
 
 # ----------------------------------------------------------------------------- parts
@@ -304,9 +406,28 @@ def _top_level_split(span: str) -> tuple[list[str], list[str]]:
     return parts, seps
 
 
+#: A half-open interval: one square and one round bracket around two parts (``[-2,7)``).
+_INTERVAL = re.compile(r"^(?:\[(?P<a>.+)\)|\((?P<b>.+)\])$", re.S)
+
+
+def _interval_parts(span: str) -> tuple[str, list[str]] | None:
+    """``(brackets, [start, end])`` of a half-open interval, or ``None``."""
+    match = _INTERVAL.match(span)
+    if not match:
+        return None
+    inner = match["a"] if match["a"] is not None else match["b"]
+    parts, seps = _top_level_split(inner)
+    if len(parts) != 2 or seps != [","] or not _balanced(inner):
+        return None
+    return span[0] + span[-1], [p.strip() for p in parts]
+
+
 def _split(span: str) -> tuple[str, list[str], bool]:
-    """``(kind, parts, ordered)`` of a final span."""
+    """``(kind, parts, ordered)`` of a final span (intervals: :func:`_interval_parts`)."""
     span = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), span).strip()
+    interval = _interval_parts(span)
+    if interval is not None:
+        return "interval", interval[1], True
     for open_, close in _BRACKETS.items():
         if span.startswith(open_) and span.endswith(close):
             inner = span[len(open_) : len(span) - len(close)]
@@ -345,12 +466,32 @@ _PLAIN = re.compile(
 _FRAC = re.compile(
     r"^(?P<sign>-)?\s*\\[dt]?frac\s*\{\s*(?P<a>[-+]?\d+)\s*\}\s*\{\s*(?P<b>\d+)\s*\}$"
 )
+#: A mixed number: a whole number and a proper fraction (``3 1/2``, ``3\\frac{1}{2}``).
+_MIXED = re.compile(
+    r"^(?P<sign>-)?\s*(?P<whole>\d+)(?:\s+(?P<a>\d+)\s*/\s*(?P<b>\d+)"
+    r"|\s*\\[dt]?frac\s*\{\s*(?P<c>\d+)\s*\}\s*\{\s*(?P<d>\d+)\s*\})$"
+)
+#: Plain numbers side by side (``7 8``): no one value (never added, never multiplied).
+_JUXTAPOSED = re.compile(rf"^{_NUM}(?:\s+{_NUM})+$")
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _FUNCTIONS = frozenset({"sqrt", "pi", "sin", "cos", "tan", "log", "ln", "exp", "frac", "infty"})
 
 
 def _plain_value(part: str) -> Value | None:
-    """A plain number (fast path, no SymPy), or ``None``."""
+    """A plain number (fast path, no SymPy), or ``None``; numbers side by side give a value that
+    equals nothing."""
+    match = _MIXED.match(part)
+    if match:
+        whole, num, den = (
+            int(match["whole"]),
+            int(match["a"] or match["c"]),
+            int(match["b"] or match["d"]),
+        )
+        if 0 < num < den:
+            value = whole + Fraction(num, den)
+            return Value(number=-value if match["sign"] else value)
+    if _JUXTAPOSED.match(part):
+        return Value()
     match = _FRAC.match(part)
     if match:
         if int(match["b"]) == 0:
@@ -375,13 +516,75 @@ def _plain_value(part: str) -> Value | None:
     return Value(number=value, decimal=decimal, percent=bool(match["pct"]))
 
 
+# ----------------------------------------------------------------------------- structural bounds
+
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_BIG_OPERATOR = re.compile(r"\\(?:sum|prod|coprod)(?![A-Za-z])")
+#: Never compared: math-verify reads ``\int_{x=1}^{2} x dx`` as its bound (1), a limit likewise.
+_NEVER_COMPARED = re.compile(r"\\(?:i*int|oint|lim|liminf|limsup)(?![A-Za-z])")
+_ATOM = re.compile(r"\\[A-Za-z]+|[0-9.]+|[A-Za-z]")
+
+
+def _structure_too_large(text: str) -> bool:
+    """The structural bounds (module docstring: :data:`MAX_NESTING` to :data:`MAX_TOWER`), on the
+    text alone: nothing is parsed or evaluated."""
+    if _NEVER_COMPARED.search(text) or len(_BIG_OPERATOR.findall(text)) > MAX_BIG_OPERATORS:
+        return True
+    if len(_COMMAND.findall(text)) > MAX_COMMANDS:
+        return True
+    if re.search(rf"\d{{{MAX_DIGIT_RUN + 1}}}", text):
+        return True
+    if "&" in text or "\\begin" in text:  # matrix cells: one more than the & and \\ separators
+        if text.count("&") + text.count("\\\\") + 1 > MAX_MATRIX_CELLS:
+            return True
+    return _nesting_too_deep(text)
+
+
+def _nesting_too_deep(text: str) -> bool:
+    """Brackets deeper than :data:`MAX_NESTING`, or a tower of powers higher than
+    :data:`MAX_TOWER`: ``^`` (or ``**``) puts the group or the one token after it a level up, and
+    a ``^`` right after such a token goes up from there (``9^9^9``)."""
+    bases = [0]  # the power level of each open bracket
+    level = None  # the level of the token just read after a "^", for a chain
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "^" or text.startswith("**", i):
+            i += 1 if ch == "^" else 2
+            up = (bases[-1] if level is None else level) + 1
+            if up >= MAX_TOWER:  # a tower of up + 1 levels
+                return True
+            while i < len(text) and text[i].isspace():
+                i += 1
+            if i < len(text) and text[i] in "([{":
+                bases.append(up)
+                level, i = None, i + 1
+            else:
+                match = _ATOM.match(text, i)
+                level, i = up, (match.end() if match else i + 1)
+            if len(bases) > MAX_NESTING + 1:
+                return True
+            continue
+        if ch in "([{":
+            bases.append(bases[-1])
+            if len(bases) > MAX_NESTING + 1:
+                return True
+        elif ch in ")]}" and len(bases) > 1:
+            bases.pop()
+        if not ch.isspace():
+            level = None
+        i += 1
+    return False
+
+
 def _clean(part: str) -> bool:
     """No words in ``part`` other than LaTeX commands and the names of functions."""
     return all(w.lower() in _FUNCTIONS for w in _WORD.findall(part))
 
 
-def _too_large(expr: Any) -> bool:
-    """Step 3's bounds (module docstring), on a SymPy value."""
+def _tree_too_large(expr: Any) -> bool:
+    """Step 3's bounds on a SymPy value's tree (module docstring); evaluates only the exponent of
+    a tower, in floating point."""
     import sympy
 
     nodes = 0
@@ -404,11 +607,61 @@ def _too_large(expr: Any) -> bool:
                     return True
             except TypeError:
                 return True
-        elif isinstance(node, (sympy.factorial, sympy.gamma)):
+        elif isinstance(node, (sympy.factorial, sympy.factorial2, sympy.subfactorial)):
+            argument = node.args[0]
+            if not argument.free_symbols and not (
+                argument.is_Integer and 0 <= argument <= MAX_FACTORIAL
+            ):
+                return True
+        elif isinstance(node, sympy.gamma):
             return True
         elif isinstance(node, sympy.binomial) and not node.free_symbols:
             return True  # SymPy evaluates small numeric binomials: one left unevaluated is huge
-    return _too_many_digits(expr)
+        elif isinstance(node, (sympy.Sum, sympy.Product)) and _too_many_terms(node):
+            return True
+    return False
+
+
+def _too_many_terms(node: Any) -> bool:
+    """A sum or product with numeric limits over more than :data:`MAX_SUM_TERMS` terms, unless a
+    sum of a polynomial in its index (closed form). Other limits (``n``, ``\\infty``) are left to
+    SymPy under the deadline."""
+    import sympy
+
+    for index, *ends in node.limits:
+        # math-verify leaves "10^9" unevaluated; the power bounds above hold for it already
+        ends = [end.doit() if end.is_number else end for end in ends]
+        if not all(isinstance(end, sympy.Integer) for end in ends):
+            continue
+        if ends[1] - ends[0] + 1 <= MAX_SUM_TERMS:
+            continue
+        summand = node.function
+        if not isinstance(node, sympy.Sum) or not summand.is_polynomial(index):
+            return True
+        if sympy.degree(summand, index) > MAX_SYMBOLIC_EXPONENT:
+            return True
+    return False
+
+
+def _evaluated() -> tuple[type, ...]:
+    """What :func:`_too_large` evaluates once the bounds hold."""
+    import sympy
+
+    return (sympy.Sum, sympy.Product, sympy.factorial, sympy.factorial2, sympy.subfactorial)
+
+
+def _too_large(expr: Any) -> tuple[bool, Any]:
+    """``(too large, value)``: Step 3's bounds (module docstring) on a SymPy value, and the value
+    with its sums, products and factorials evaluated once they are within the bounds."""
+    import sympy
+
+    if _tree_too_large(expr):
+        return True, expr
+    if isinstance(expr, sympy.Basic) and expr.has(*_evaluated()):
+        expr = expr.doit()
+        if _tree_too_large(expr):
+            return True, expr
+    return _too_many_digits(expr), expr
 
 
 _LOG10_2 = math.log10(2)
@@ -467,7 +720,7 @@ def _too_many_digits(expr: Any) -> bool:
 
 def _parse(text: str) -> list[Any]:
     math_verify = require_math_verify()
-    try:  # timeouts off: no signals (module docstring); the size bounds limit the work
+    try:  # math-verify's timeouts off (signal.alarm): the caller's worker has the deadline
         return list(math_verify.parse(text, parsing_timeout=None))
     except Exception:  # math-verify catches its own errors; this guards its edge cases too
         return []
@@ -482,8 +735,6 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
     """
     import sympy
 
-    if re.search(r"\\(?:int|iint|oint|lim)(?![a-zA-Z])", text):
-        return Value(too_large=True)  # math-verify reads an integral's bound ("1" for \int_1^2)
     values = _parse(text)
     if whole:
         matched = [v for v in values if isinstance(v, str)]
@@ -498,35 +749,99 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
     expr = exprs[0]
     matched = [v for v in values if isinstance(v, str)]
     if matched and isinstance(expr, sympy.Number):  # as written, exactly ("18.00" in a sentence)
-        plain = _plain_value(matched[-1].strip(_TRAILING))
+        plain = _plain_value(_strip_ends(matched[-1]))
         if plain is not None:
             return plain
-    try:
-        if _too_large(expr):
+    if isinstance(expr, sympy.Equality):  # "The line is $y = 2x + 1$."
+        lhs, rhs = _expr_value(expr.lhs), _expr_value(expr.rhs)
+        if lhs.too_large or rhs.too_large:
             return Value(too_large=True)
-    except Exception:  # a value SymPy cannot walk: do not compare it
+        is_name = isinstance(expr.lhs, sympy.Symbol) or (
+            isinstance(expr.lhs, sympy.core.function.AppliedUndef)
+            and all(isinstance(a, sympy.Symbol) for a in expr.lhs.args)
+        )
+        return _equation_value([lhs], rhs, is_name)
+    return _expr_value(expr)
+
+
+def _expr_value(expr: Any) -> Value:
+    """A SymPy value as a :class:`Value`, evaluated where the bounds allow (step 3)."""
+    import sympy
+
+    try:
+        too_large, expr = _too_large(expr)
+    except Exception:  # noqa: BLE001 - a value SymPy cannot walk: do not compare it
+        return Value(too_large=True)
+    if too_large:
         return Value(too_large=True)
     if isinstance(expr, sympy.Rational):
         return Value(number=Fraction(int(expr.p), int(expr.q)))
     return Value(expr=expr, decimal=bool(expr.atoms(sympy.Float)))
 
 
-def _last_side(part: str) -> str:
-    """The text after the last ``=`` outside brackets ("x = 5", "8 - 7 + 0 + 5 - 3 = 3": the value
-    is the last side); ``\\sum_{k=1}^{9} k`` has none (its ``=`` is inside braces)."""
-    depth, cut = 0, -1
+def _sides(part: str) -> list[str]:
+    """``part`` cut at every ``=`` outside brackets (``x = 5``: ``["x ", " 5"]``);
+    ``\\sum_{k=1}^{9} k`` has one side (its ``=`` is inside braces)."""
+    sides, depth, last = [], 0, 0
     for i, ch in enumerate(part):
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
         elif ch == "=" and depth == 0:
-            cut = i
-    return part[cut + 1 :]
+            sides.append(part[last:i])
+            last = i + 1
+    return [*sides, part[last:]]
+
+
+#: A side that names a value: a variable (``x``, ``a_1``, ``\theta``) or a function (``f(x)``).
+_NAME = re.compile(
+    r"\s*(?:[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?(?:\s*\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\))?"
+    r"|\\[A-Za-z]+)\s*"
+)
 
 
 def _read_part(part: str) -> Value | None:
-    part = _last_side(part).strip(_TRAILING)
+    """One part's value (step 3); a part written as an equation, see :func:`_equation_value`."""
+    *others, last = _sides(part)
+    value = _read_side(last)
+    if value is None or not others or value.too_large:
+        return value
+    firsts = [_read_side(s) if _clean(s) else None for s in others]
+    if not all(f is not None and (f.number is not None or f.expr is not None) for f in firsts):
+        # words before the "=": a number is its last side, as before ("The total = 12"); an
+        # expression leaves the reading to the sentence's ("The line is y = 2x + 1")
+        return None if _has_variables(value) else value
+    named = all(_NAME.fullmatch(s) for s in others)
+    return _equation_value(firsts, value, named)  # type: ignore[arg-type]
+
+
+def _equation_value(firsts: list[Value], last: Value, named: bool) -> Value:
+    """A part written as an equation: its last side where the other sides name it (``x = 5``,
+    ``a = 12``) or where no side has a variable (``8 - 5 = 3``); else a relation, compared only as
+    an equation (``y = 2x + 1``, ``x^2 - 1 = 0``)."""
+    if any(f.too_large for f in firsts):
+        return Value(too_large=True)
+    equation = (_as_expr(firsts[0]), _as_expr(last))
+    if (named and not _has_variables(last)) or not any(map(_has_variables, [*firsts, last])):
+        return replace(last, equation=equation)
+    return Value(equation=equation, relation=True)
+
+
+def _as_expr(value: Value) -> Any:
+    import sympy
+
+    if value.number is not None:
+        return sympy.Rational(value.number.numerator, value.number.denominator)
+    return value.expr
+
+
+def _has_variables(value: Value) -> bool:
+    return value.expr is not None and bool(getattr(value.expr, "free_symbols", False))
+
+
+def _read_side(part: str) -> Value | None:
+    part = _strip_ends(part)
     if len(part) > 2 and part[0] == "(" and part[-1] == ")" and _balanced(part[1:-1]):
         part = part[1:-1].strip()  # "(2)", "(-5)": one value in parentheses is that value
     if not part:
@@ -539,24 +854,22 @@ def _read_part(part: str) -> Value | None:
     return _sympy_value(part, whole=True)
 
 
-def parse_answer(text: object) -> ParsedAnswer | None:
-    """Read the mathematical answer in ``text`` (module docstring).
-
-    Args:
-        text: the answer, e.g. the inside of ``<answer>...</answer>``; any object (non-strings and
-            text over :data:`MAX_ANSWER_CHARS` code points give ``None``).
-
-    Returns:
-        A :class:`ParsedAnswer`, or ``None`` where no value can be read (words only, empty text,
-        unbalanced LaTeX). Never raises on any text.
-
-    Raises:
-        ImportError: ``math-verify`` is not installed (needed only for non-plain numbers).
-    """
-    require_math_verify()
+def _parse_answer_now(text: object) -> ParsedAnswer | None:
+    """:func:`parse_answer` in this process, without a deadline (the worker's side)."""
     if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
         return None
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> ParsedAnswer | None:
+    require_math_verify()
     try:
+        # With a \boxed answer only its content is read (math-verify too parses the boxed first),
+        # so a worked solution around it (a MATH reference) is not bounded.
+        boxed = re.search(r"\\(?:boxed|fbox)\{", text)
+        if _structure_too_large(final_span(text) if boxed else text):
+            return ParsedAnswer(text=text, kind="scalar", parts=(Value(too_large=True),))
         return _parse_answer(text)
     except Exception:  # noqa: BLE001 - a guard: never raise on any text
         return None
@@ -570,13 +883,28 @@ def _parse_answer(text: str) -> ParsedAnswer | None:
     if parsed is not None:
         return parsed
     # A sentence: a pair of numbers it ends with counts ("The point is (2, 3)."), else its last
-    # value (math-verify reads the text with its delimiters).
+    # value (math-verify reads the text with its delimiters), unless it negates that value ("not
+    # 42") or ends with numbers side by side ("7 8").
     tail = _FINAL_TUPLE.search(span)
     parsed = _read_span(text, tail.group()) if tail else None
     if parsed is not None:
         return parsed
+    if _NEGATED.search(span) or _FINAL_JUXTAPOSED.search(span):
+        return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))
     value = _sympy_value(text.strip().replace("\u2212", "-"), whole=False)
     return ParsedAnswer(text=text, kind="scalar", parts=(value or Value(),))
+
+
+#: A negation just before the number that ends a sentence ("not 42", "isn't 42", "anything but
+#: 42", "other than 42", "except 42", "never 42", "\neq 42").
+_NEGATED = re.compile(
+    r"(?:\bnot|n't|\bnever|\bexcept(?:\s+for)?|\bother\s+than|\bno\s+longer"
+    r"|\b(?:anything|everything|all|any\s+(?:number|value))\s+but|\\neq|\\ne\b|≠|!=)"
+    r"(?:\s+(?:be|is|equal|equals|to|exactly|just|quite|simply|the|a|number|value|answer)\b)*"
+    r"\s*[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)\s*%?$",
+    re.IGNORECASE,
+)
+_FINAL_JUXTAPOSED = re.compile(rf"(?<![\w.]){_NUM}(?:\s+{_NUM})+$")
 
 
 def _read_span(text: str, span: str) -> ParsedAnswer | None:
@@ -587,11 +915,15 @@ def _read_span(text: str, span: str) -> ParsedAnswer | None:
     values = [_read_part(p) for p in parts]
     if any(v is None for v in values):
         return None
-    return ParsedAnswer(text=text, kind=kind, parts=tuple(values), ordered=ordered)  # type: ignore[arg-type]
+    brackets = span[0] + span[-1] if kind == "interval" else ""
+    parts: tuple[Value, ...] = tuple(v for v in values if v is not None)
+    return ParsedAnswer(text=text, kind=kind, parts=parts, ordered=ordered, brackets=brackets)
 
 
-_SIMPLE_NUMBER = re.compile(r"-?\d{1,15}(?:\.\d{1,15})?")
+_SIMPLE_NUMBER = re.compile(r"-?(?:\d{1,15}(?:\.\d{1,15})?|\.\d{1,15})")
 _TUPLE_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?"
+#: An end of an interval that math-verify may miss when written without spaces (``[-2,7)``).
+_INTERVAL_END = rf"{_TUPLE_NUMBER}|[-+]?\\infty"
 #: A tuple or list of plain numbers ending a span, however spaced: ``(0,1)``, ``[0, 1]``.
 #: One plain number in parentheses (``(2)``, ``(-5)``): that number.
 _PAREN_NUMBER = re.compile(rf"\(\s*{_TUPLE_NUMBER}\s*\)")
@@ -617,6 +949,9 @@ def _readable(text: str) -> bool:
         return True
     span = final_span(prepared)
     if _final_emphasis(prepared) or _FINAL_TUPLE.search(span) or _PAREN_NUMBER.fullmatch(span):
+        return True
+    interval = _interval_parts(span)
+    if interval and all(re.fullmatch(_INTERVAL_END, end) for end in interval[1]):
         return True
 
     unescaped = prepared.replace("\\$", "")
@@ -683,6 +1018,8 @@ def _numbers_equal(a: Value, b: Value) -> bool:
 def _values_equal(a: Value, b: Value) -> bool:
     if a.too_large or b.too_large:
         return False
+    if a.relation or b.relation:
+        return a.equation is not None and b.equation is not None and _equations_equal(a, b)
     for x in _percent_forms(a):
         for y in _percent_forms(b):
             if _numbers_equal(x, y):
@@ -698,6 +1035,22 @@ def _values_equal(a: Value, b: Value) -> bool:
                 except Exception:  # noqa: BLE001, S112 - a failed comparison is "not equal"
                     continue
     return False
+
+
+def _equations_equal(a: Value, b: Value) -> bool:
+    """Two equations are the same when one's ``lhs - rhs`` is a nonzero constant times the
+    other's (``y = 2x + 1`` and ``2x - y + 1 = 0``; ``x^2 = 1`` and ``x^2 - 1 = 0``); an equation
+    that always holds (``0 = 0``) equals only another such."""
+    import sympy
+
+    (l1, r1), (l2, r2) = a.equation, b.equation  # type: ignore[misc]
+    d1, d2 = sympy.simplify(l1 - r1), sympy.simplify(l2 - r2)
+    if d1 == 0 or d2 == 0:
+        return d1 == 0 and d2 == 0
+    ratio = sympy.cancel(d1 / d2)
+    if ratio.free_symbols:
+        ratio = sympy.simplify(ratio)
+    return not ratio.free_symbols and ratio.is_finite is True and ratio.is_zero is False
 
 
 def _percent_forms(v: Value) -> list[Value]:
@@ -722,25 +1075,127 @@ def _match_unordered(a: tuple[Value, ...], b: tuple[Value, ...]) -> bool:
     return all(assign(i, set()) for i in range(len(a)))
 
 
+# ----------------------------------------------------------------------------- the deadline
+
+_POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+#: Address space of a checking worker, MiB: an expression that would need more fails (wrong).
+_WORKER_MEMORY_MB = 2048
+
+
+def _pool() -> WorkerPool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = WorkerPool("agentgym.answers:_warm_up", max_memory_mb=_WORKER_MEMORY_MB)
+        return _POOL
+
+
+def _warm_up() -> None:
+    """A worker's start: the imports and math-verify's first parses (about a second), so that
+    no call's deadline pays for them."""
+    for reference, answer in [("1/2", "\\frac{1}{2}"), ("x + 1", "$1 + x$"), ("y = 2x", "y-2x=0")]:
+        _check_now(reference, answer, False)
+    _parse_text.cache_clear()
+
+
+def _bounded(timeout_s: float, default: Any, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a checking worker under ``timeout_s`` seconds; ``default`` when the
+    deadline passes or the worker dies (the answer's fault: it is wrong)."""
+    try:
+        return _pool().call(timeout_s, fn, *args)
+    except (DeadlineExceeded, WorkerCrashed):
+        return default
+
+
+def _timed_out(text: str) -> ParsedAnswer:
+    return ParsedAnswer(text=text, kind="scalar", parts=(Value(too_large=True),), timed_out=True)
+
+
+def _sendable(value: object) -> str | ParsedAnswer | None:
+    return value if isinstance(value, (str, ParsedAnswer)) else None
+
+
+def parse_answer(text: object, *, timeout_s: float = CHECK_TIMEOUT_S) -> ParsedAnswer | None:
+    """Read the mathematical answer in ``text`` (module docstring).
+
+    Args:
+        text: the answer, e.g. the inside of ``<answer>...</answer>``; any object (non-strings and
+            text over :data:`MAX_ANSWER_CHARS` code points give ``None``).
+        timeout_s: wall-clock seconds the reading may take (default :data:`CHECK_TIMEOUT_S`);
+            past them the answer is read as too large to compare (``timed_out``).
+
+    Returns:
+        A :class:`ParsedAnswer`, or ``None`` where no value can be read (words only, empty text,
+        unbalanced LaTeX). Never raises on any text.
+
+    Raises:
+        ImportError: ``math-verify`` is not installed.
+        ValueError: ``timeout_s`` is not a positive number.
+        agentgym.deadline.WorkerStartError: no checking worker process could start.
+    """
+    require_math_verify()
+    if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
+        return None
+    return _bounded(timeout_s, _timed_out(text), _parse_answer_now, text)
+
+
+def parse_reference(text: object, *, timeout_s: float = CHECK_TIMEOUT_S) -> ParsedAnswer | None:
+    """Read a reference answer: as :func:`parse_answer`, and where that reads nothing, the text
+    inside math delimiters if it has no words (``x^2+1`` as ``$x^2+1$``). :func:`check_answer`
+    reads references so; the math environments check their problems' answers with it.
+
+    Args:
+        text: the reference answer (any object: non-strings give ``None``).
+        timeout_s: as :func:`parse_answer`.
+
+    Returns:
+        As :func:`parse_answer`.
+
+    Raises:
+        ImportError, ValueError, agentgym.deadline.WorkerStartError: as :func:`parse_answer`.
+    """
+    require_math_verify()
+    if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
+        return None
+    return _bounded(timeout_s, _timed_out(text), _parse_reference_now, text)
+
+
+def _parse_reference_now(text: str) -> ParsedAnswer | None:
+    gold = _parse_answer_now(text)
+    if gold is None and "$" not in text and _clean(text):
+        # A reference written as bare math ("x^2+1", never words: "blue" is no product of
+        # letters): read inside math delimiters. (An answer is not: what counts as a valid answer
+        # is unchanged, so recorded episodes replay the same.)
+        gold = _parse_answer_now(f"${text}$")
+    return gold
+
+
 def check_answer(
     reference: str | ParsedAnswer | None,
     answer: str | ParsedAnswer | None,
     *,
     unordered: bool = False,
+    timeout_s: float = CHECK_TIMEOUT_S,
 ) -> bool:
     """Whether ``answer`` equals ``reference`` mathematically (module docstring).
 
     Args:
-        reference: the reference answer (text, or already read by :func:`parse_answer`).
-        answer: the model's answer (text, or already read).
+        reference: the reference answer (text, read by :func:`parse_reference`, or already read).
+        answer: the model's answer (text, or already read by :func:`parse_answer`).
         unordered: the task says the order of a list's parts is free (tuples stay ordered).
+        timeout_s: wall-clock seconds for reading both and comparing them (default
+            :data:`CHECK_TIMEOUT_S`); past them the answer is wrong.
 
     Returns:
         ``True`` when every part matches; ``False`` when they differ, when either cannot be read,
-        or when either is too large to compare. Never raises on any text.
+        when either is too large to compare, or when the check ran past ``timeout_s``. Never
+        raises on any text.
 
     Raises:
         ImportError: ``math-verify`` is not installed.
+        ValueError: ``timeout_s`` is not a positive number.
+        agentgym.deadline.WorkerStartError: no checking worker process could start.
 
     Example:
         >>> check_answer("1234", "1,234"), check_answer("-7", "7")
@@ -749,6 +1204,57 @@ def check_answer(
         (True, False)
     """
     require_math_verify()
+    if any(isinstance(x, ParsedAnswer) and x.too_large for x in (reference, answer)):
+        return False
+    return bool(
+        _bounded(timeout_s, False, _check_now, _sendable(reference), _sendable(answer), unordered)
+    )
+
+
+def grade_answer(
+    reference: str | ParsedAnswer,
+    answer: str,
+    *,
+    unordered: bool = False,
+    timeout_s: float = CHECK_TIMEOUT_S,
+) -> tuple[ParsedAnswer | None, bool]:
+    """Read ``answer`` and check it against ``reference`` in one call under one deadline (what the
+    math environments do each step).
+
+    Args:
+        reference, unordered, timeout_s: as :func:`check_answer`.
+        answer: the model's answer text.
+
+    Returns:
+        ``(parse_answer(answer), check_answer(reference, answer))``; past ``timeout_s``, a
+        ``timed_out`` reading and ``False``.
+
+    Raises:
+        ImportError, ValueError, agentgym.deadline.WorkerStartError: as :func:`check_answer`.
+    """
+    require_math_verify()
+    if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
+        return None, False
+    timed_out = (_timed_out(answer), False)
+    graded: tuple[ParsedAnswer | None, bool] = _bounded(
+        timeout_s, timed_out, _grade_now, _sendable(reference), answer, unordered
+    )
+    return graded
+
+
+def _grade_now(
+    reference: str | ParsedAnswer | None, answer: str, unordered: bool
+) -> tuple[ParsedAnswer | None, bool]:
+    pred = _parse_answer_now(answer)
+    if pred is None:
+        return None, False
+    return pred, _check_now(reference, pred, unordered)
+
+
+def _check_now(
+    reference: str | ParsedAnswer | None, answer: str | ParsedAnswer | None, unordered: bool
+) -> bool:
+    """:func:`check_answer` in this process, without a deadline (the worker's side)."""
     try:
         return _check(reference, answer, unordered)
     except Exception:  # noqa: BLE001 - a guard: SymPy edge cases are "not equal", never a raise
@@ -758,16 +1264,20 @@ def check_answer(
 def _check(
     reference: str | ParsedAnswer | None, answer: str | ParsedAnswer | None, unordered: bool
 ) -> bool:
-    gold = reference if isinstance(reference, ParsedAnswer) else parse_answer(reference)
-    if gold is None and isinstance(reference, str) and "$" not in reference:
-        # A reference written as bare math ("x^2+1"): read inside math delimiters. (An answer is
-        # not: what counts as a valid answer is unchanged, so recorded episodes replay the same.)
-        gold = parse_answer(f"${reference}$")
-    pred = answer if isinstance(answer, ParsedAnswer) else parse_answer(answer)
+    gold = reference if isinstance(reference, ParsedAnswer) else None
+    if isinstance(reference, str):
+        gold = _parse_reference_now(reference)
+    pred = answer if isinstance(answer, ParsedAnswer) else _parse_answer_now(answer)
     if gold is None or pred is None or gold.too_large or pred.too_large:
         return False
     if len(gold.parts) != len(pred.parts):
         return False
+    if "interval" in (gold.kind, pred.kind):
+        return (
+            gold.kind == pred.kind
+            and gold.brackets == pred.brackets
+            and all(_values_equal(x, y) for x, y in zip(gold.parts, pred.parts, strict=True))
+        )
     if gold.kind == "scalar" or pred.kind == "scalar":
         return gold.kind == pred.kind and _values_equal(gold.parts[0], pred.parts[0])
     ordered = "tuple" in (gold.kind, pred.kind) or (

@@ -6,7 +6,12 @@
   of the wall-clock time per problem (host-side test planning and verdicts included).
 * Math: :func:`agentgym.answers.check_answer` over a fixed list of (reference, answer) pairs
   (numbers, fractions, LaTeX, several-part answers, a slow power), repeated ``--math-rounds``
-  times; prints checks/s.
+  times; prints checks/s, and the deadline's overhead per check: the same checks in this process
+  without a deadline (``answers._check_now``) against ``check_answer`` in its worker process, and
+  an empty call of the worker pool (``abs(-1)``).
+* Math, adversarial (``--adversarial``): the seconds of ``check_answer`` and of ``parse_answer``
+  on each of issue 25's hangs (``tests.test_math_answers.HANGS``) and on ``--fuzz`` seeded fuzz
+  answers (the test's generators); prints the slowest, and how many reached the deadline.
 
 * ``--compare-with OLD.py``: also time another grader module (e.g. the in-sandbox grader of
   commit 315f5e0: ``git show 315f5e0:agentgym/envs/code_exec.py > /tmp/old_code_exec.py``),
@@ -15,7 +20,8 @@
 Usage::
 
     DOCKER_HOST=unix:///run/agentgym-docker/docker.sock python benchmarks/bench_grading.py \
-        [--stride 4] [--math-rounds 20] [--backends process,docker] [--compare-with OLD.py]
+        [--stride 4] [--math-rounds 20] [--backends process,docker] [--compare-with OLD.py] \
+        [--adversarial] [--fuzz 200]
 
 Prints figures; asserts nothing. On a shared 2-core machine, expect noise between runs.
 """
@@ -94,17 +100,70 @@ def bench_code(backend: str, stride: int, compare_with: str | None) -> None:
 
 
 def bench_math(rounds: int) -> None:
+    from agentgym import answers
     from agentgym.answers import check_answer
 
-    for ref, ans in MATH_CASES:  # warm-up (imports, caches)
+    pool = answers._pool()
+    for ref, ans in MATH_CASES:  # warm-up (imports, the worker's start)
         check_answer(ref, ans)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        for ref, ans in MATH_CASES:
-            check_answer(ref, ans)
-    elapsed = time.perf_counter() - start
+        answers._check_now(ref, ans, False)
     n = rounds * len(MATH_CASES)
-    print(f"math check_answer: {n} checks in {elapsed:.2f} s = {n / elapsed:.0f} checks/s")
+    seconds = {}
+    for cached in (False, True):  # uncached: every text read afresh; cached: the overhead alone
+        for where, fn in [
+            ("worker", lambda r, a: check_answer(r, a)),
+            ("in-process", lambda r, a: answers._check_now(r, a, False)),
+        ]:
+            start = time.perf_counter()
+            for _ in range(rounds):
+                if not cached:
+                    answers._parse_text.cache_clear()
+                    pool.call(5.0, answers._parse_text.cache_clear)
+                for ref, ans in MATH_CASES:
+                    fn(ref, ans)
+            seconds[cached, where] = elapsed = time.perf_counter() - start
+            label = f"{'cached' if cached else 'uncached'} {where}"
+            print(f"math check_answer {label:20s}: {n} checks, {n / elapsed:8.0f} checks/s")
+    start = time.perf_counter()
+    for _ in range(n):
+        pool.call(5.0, abs, -1)
+    empty = (time.perf_counter() - start) / n
+    for cached in (False, True):
+        overhead = (seconds[cached, "worker"] - seconds[cached, "in-process"]) / n
+        print(
+            f"math deadline overhead per check ({'cached' if cached else 'uncached'} texts): "
+            f"{overhead * 1e3:.3f} ms"
+        )
+    print(f"math an empty worker call (abs(-1)): {empty * 1e3:.3f} ms")
+
+
+def bench_adversarial(fuzz: int) -> None:
+    import random
+
+    from agentgym.answers import CHECK_TIMEOUT_S, check_answer, parse_answer
+    from tests.test_math_answers import HANGS, _fuzz_answers
+
+    check_answer("1", "1")  # the worker's start
+    cases = [*HANGS.items()]
+    cases += [(f"fuzz {i}", t) for i, t in enumerate(_fuzz_answers(random.Random(25), fuzz))]
+    worst: list[tuple[float, str]] = []
+    timed_out = 0
+    for name, text in cases:
+        start = time.perf_counter()
+        parsed = parse_answer(text)
+        mid = time.perf_counter()
+        check_answer("2", text)
+        end = time.perf_counter()
+        timed_out += bool(parsed is not None and parsed.timed_out)
+        worst.append((max(mid - start, end - mid), name))
+        if not name.startswith("fuzz"):
+            print(f"  {name}: parse {mid - start:6.3f} s, check {end - mid:6.3f} s")
+    worst.sort(reverse=True)
+    print(
+        f"math adversarial: {len(cases)} answers ({len(HANGS)} of issue 25, {fuzz} fuzz), "
+        f"{timed_out} reached the {CHECK_TIMEOUT_S:g} s deadline; slowest calls: "
+        + ", ".join(f"{s:.2f} s ({n})" for s, n in worst[:3])
+    )
 
 
 def main() -> None:
@@ -113,10 +172,14 @@ def main() -> None:
     parser.add_argument("--math-rounds", type=int, default=20)
     parser.add_argument("--backends", default="process,docker")
     parser.add_argument("--compare-with", default=None, help="another grader module's file")
+    parser.add_argument("--adversarial", action="store_true", help="time issue 25's answers")
+    parser.add_argument("--fuzz", type=int, default=200, help="fuzz answers with --adversarial")
     args = parser.parse_args()
     from sandboxes.code import docker_available
 
     bench_math(args.math_rounds)
+    if args.adversarial:
+        bench_adversarial(args.fuzz)
     for backend in filter(None, args.backends.split(",")):  # --backends '' : math only
         if backend == "docker" and not docker_available():
             print("code/docker: no daemon with the image at $DOCKER_HOST; skipped")

@@ -288,6 +288,27 @@ def _write(tmp_path: Path, lines: list[str]) -> Path:
     return path
 
 
+def test_user_file_references_read_as_check_answer_reads_them(tmp_path: Path) -> None:
+    """Issue 25: a half-open interval without a space ([-2,7)) is a reference MathFile accepts at
+    reset, as check_answer does; several boxed answers are all required; an equation is an
+    equation. Each reward worked out by hand (1 at the first attempt, 0 when wrong)."""
+    rows = [
+        ("For which x is -2 <= x < 7?", "[-2,7)", ["[-2, 7)", "[-2,7)"], ["(-2,7)", "7"]),
+        ("Roots of x^2 - 5x + 6?", "$\\boxed{2}$ and $\\boxed{3}$", ["2, 3"], ["3", "2"]),
+        ("The line through (0, 1) and (1, 3)?", "y = 2x+1", ["2x - y + 1 = 0"], ["2x+1"]),
+    ]
+    path = _write(tmp_path, [json.dumps({"question": q, "answer": a}) for q, a, *_ in rows])
+    env = gymnasium.make("agentgym/MathFile-v0", dataset_file=str(path))
+    for index, (question, _, rights, wrongs) in enumerate(rows):
+        for text, reward in [*((r, 1.0) for r in rights), *((w, 0.0) for w in wrongs)]:
+            seed = next(s for s in range(100) if env.reset(seed=s)[1]["problem_index"] == index)
+            assert env.reset(seed=seed)[0] == question
+            _, got, _, _, info = env.step(_answer(text))
+            assert (got, info["action_is_valid"]) == (reward, True), (question, text)
+    env.reset(options={"question": "x?", "answer": "[-2,7)"})
+    assert env.step(env.unwrapped.oracle_answer())[1] == 1.0
+
+
 def test_sample_file_loads_with_hand_checked_references() -> None:
     problems = load_problems(SAMPLE_FILE)
     assert len(problems) == 20

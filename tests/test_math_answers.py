@@ -11,20 +11,26 @@ that cannot be read, such as number words, is never correct).
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from agentgym.answers import (
+    CHECK_TIMEOUT_S,
     MAX_ANSWER_CHARS,
     ParsedAnswer,
     check_answer,
     final_answer_text,
+    grade_answer,
     parse_answer,
 )
+
+Row = tuple[str, str, bool]
 
 #: (reference, answer, equivalent?), grouped by the form under test.
 PAIRS: list[tuple[str, str, bool]] = [
@@ -78,7 +84,12 @@ PAIRS: list[tuple[str, str, bool]] = [
     ("7", "7,", True),
     ("72", "72 hours.", True),
     ("0.25", "0.25.", True),
-    ("42", "42!", True),
+    (
+        "42",
+        "42!",
+        False,
+    ),  # a factorial (issue 25): 42! = 1405006117752879898543142606244511569936384 * 10^9
+    ("42", "42 !", True),  # a sentence's "!" after a space
     ("43", "42.", False),
     # negative numbers
     ("-7", "-7", True),
@@ -213,6 +224,69 @@ STRUCTURE: list[tuple[str, str, bool]] = [
 ]
 
 
+def _rows(reference: str, right: tuple[str, ...] = (), wrong: tuple[str, ...] = ()) -> list[Row]:
+    """``(reference, answer, verdict)`` rows: each answer in ``right`` equals the reference, each
+    in ``wrong`` does not."""
+    return [(reference, a, True) for a in right] + [(reference, a, False) for a in wrong]
+
+
+#: Issue 25's forms, each verdict worked out by hand (math-verify alone gets some of them wrong).
+ISSUE25: list[Row] = [
+    # an equation as the reference is compared as an equation, never by its last side alone:
+    # sides swapped, or the same equation times -1 or 2, is the same; the bare right-hand side
+    # (2x+1; 0) is not, nor one root (x = 1: (x^2-1)/(x-1) = x+1 is no constant)
+    *_rows("y = 2x+1", ("y = 2x+1", "y = 1 + 2x", "2x + 1 = y", "2x - y + 1 = 0")),
+    *_rows("y = 2x+1", ("The line is $y = 2x + 1$.",), ("2x+1", "y = 2x+2", "x = 2y+1")),
+    *_rows("x^2-1 = 0", ("x^2 = 1", "1 - x^2 = 0", "2x^2 - 2 = 0"), ("0", "1", "x = 1")),
+    *_rows("2x+1", wrong=("y = 2x+1",)),  # and an equation is no expression
+    *_rows("x = 5", ("5",)),  # a variable named by a number is that number, as before
+    *_rows("8 - 5 = 3", ("3",)),  # no variable: the last side, as before
+    # several boxed answers are one answer of several parts, all required, in order
+    *_rows("\\boxed{2} and \\boxed{3}", ("2, 3", "\\boxed{2}, \\boxed{3}"), ("3", "2", "3, 2")),
+    *_rows("The roots are $\\boxed{-1}$ and $\\boxed{4}$.", ("-1 and 4",)),
+    *_rows("\\boxed{5}, so the answer is \\boxed{5}", ("5",)),  # a repeat counts once
+    # a leading-dot decimal: .4 = 0.4 = 2/5
+    *_rows("0.4", (".4",)),
+    *_rows("2/5", (".4",)),
+    *_rows("4", wrong=(".4",)),
+    *_rows("-0.25", ("-.25",)),
+    *_rows("0.75", ("The answer is .75.", "$.75$")),
+    # a plain mixed number: 3 1/2 = 3 + 1/2 = 7/2, never 1, 3 or 3/2
+    *_rows("7/2", ("3 1/2", "3\\frac{1}{2}")),
+    *_rows("3.5", ("3 1/2",)),
+    *_rows("-7/2", ("-3 1/2",)),
+    *_rows("2 3/4", ("2.75", "11/4")),  # as a reference too
+    *[(r, "3 1/2", False) for r in ("1", "3", "3/2")],
+    # two bare numbers are no value: not 7 + 8 = 15, 7 * 8 = 56, 78, or either alone
+    *[(r, "7 8", False) for r in ("15", "56", "78", "7", "8")],
+    *_rows("15", wrong=("The answer is 7 8",)),
+    # a postfix factorial: 6! = 720, 5! = 120, 0! = 1, 2 * 3! = 12, 10! = 3,628,800
+    *_rows("720", ("6!", "\\boxed{6!}"), ("6",)),
+    *_rows("120", ("$5!$",)),
+    *_rows("1", ("0!",), ("1001!",)),  # 1001 is over MAX_FACTORIAL: never compared
+    *_rows("12", ("2 \\cdot 3!",)),
+    *_rows("3628800", ("10!",)),
+    *_rows("6", wrong=("6!",)),
+    # a half-open interval, spaced or not; other brackets are another interval or a pair
+    *_rows("[-2,7)", ("[-2,7)", "[-2, 7)"), ("(-2,7)", "[-2,7]", "(-2,7]", "7")),
+    *_rows("[-2, 7)", ("[-2,7)",)),
+    *_rows("(0,1]", ("(0, 1]",), ("[0,1)",)),
+    *_rows("[2,\\infty)", ("[2, \\infty)",)),
+    *_rows("(-\\infty, 3]", ("(-\\infty,3]",)),
+    # a sentence that negates its number is wrong ("no" is no negation: "41, no wait, 42")
+    *_rows("42", wrong=("not 42", "anything but 42", "The answer is not 42.", "It isn't 42")),
+    *_rows("42", wrong=("any number other than 42", "all except 42")),
+    *_rows("42", ("not 41 but 42", "I think 41, no wait, 42")),
+]
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer", "expected"), ISSUE25, ids=[repr(p[:2]) for p in ISSUE25]
+)
+def test_issue25_pairs(reference: str, answer: str, expected: bool) -> None:
+    assert check_answer(reference, answer) is expected
+
+
 def test_table_is_large_enough() -> None:
     assert len(PAIRS) >= 40
     assert sum(verdict for *_, verdict in PAIRS) >= 20
@@ -258,7 +332,8 @@ def _run_python(
 
 
 def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
-    """No signals, no clocks: a thread pool and a fresh interpreter give the hand-worked verdicts."""
+    """A thread pool (a worker process each) and a fresh interpreter give the hand-worked
+    verdicts."""
     table = PAIRS + STRUCTURE
     expected = [v for *_, v in table]
     with ThreadPoolExecutor(4) as pool:
@@ -273,7 +348,7 @@ def test_same_verdicts_in_threads_and_in_a_subprocess() -> None:
     )
     out = _run_python(code, table)
     assert json.loads(out.stdout) == expected
-    # math-verify's "Timeout is disabled" warning is filtered: the size bounds are our interruption
+    # math-verify's "Timeout is disabled" warning is filtered: the deadline is our interruption
     assert "Timeout is disabled" not in out.stderr, out.stderr
 
 
@@ -416,3 +491,208 @@ def test_committed_baseline_math_answers_replay_the_same() -> None:
     steps, diffs = differences()
     assert steps >= 1400  # 1,422 recorded steps
     assert diffs == []
+
+
+# ----------------------------------------------------------------------------- issue 25: time
+
+
+def _matrix(n: int, command: str = "\\det\\begin{pmatrix}", end: str = "\\end{pmatrix}") -> str:
+    rows = " \\\\ ".join(" & ".join(f"a_{{{i}{j}}}" for j in range(n)) for i in range(n))
+    return f"${command} {rows} {end}$"
+
+
+#: Issue 25's hangs, each worked out from its report: seconds to minutes (some past 120 s) of
+#: SymPy or math-verify before the structural bounds and the deadline.
+HANGS = {
+    "a nested sine summed to 10^9 (31 characters)": "\\sum_{k=1}^{10^9} \\sin(\\sin(k))",
+    "the same in math delimiters": "$\\sum_{k=1}^{10^9} \\sin(\\sin(k))$",
+    "a 7x7 symbolic determinant": _matrix(7),
+    "120 nested sines": "$" + "\\sin(" * 120 + "1" + ")" * 120 + "$",
+    "a large product": "$\\prod_{k=1}^{10^5} (1+\\frac{1}{k^2})$",
+    "99 nested fractions": "\\frac{1}{" * 99 + "2" + "}" * 99,
+    "140 nested roots": "\\sqrt{" * 140 + "2" + "}" * 140,
+    "an integral": "$\\int_0^{10^9} \\sin(\\sin(x)) dx$",
+    "a limit": "$\\lim_{n\\to\\infty} \\sum_{k=1}^{n} \\frac{\\sin(k)}{k}$",
+    "an infinite sum SymPy has no closed form for": "$\\sum_{k=1}^{\\infty} \\sin(\\sin(k))$",
+}
+#: Slack over CHECK_TIMEOUT_S for one call: a new worker's start after a killed one (about a
+#: second idle, more on a loaded machine) and the machine's load.
+SLACK_S = 30.0
+
+
+def test_issue25_hangs_are_wrong_within_the_limit() -> None:
+    """Each call (reading, checking, an env step) returns False within CHECK_TIMEOUT_S + slack.
+
+    In a fresh interpreter with a hard limit, so that a regression fails instead of hanging.
+    """
+    code = (
+        "import json, sys, time\n"
+        "import gymnasium, agentgym\n"
+        "from agentgym.answers import check_answer, parse_answer\n"
+        "env = gymnasium.make('agentgym/MathFile-v0')\n"
+        "env.reset(seed=0, options={'question': 'q', 'answer': '2'})\n"
+        "check_answer('1', '1')  # the worker's start is not timed\n"
+        "for text in json.load(sys.stdin):\n"
+        "    env.reset(seed=0, options={'question': 'q', 'answer': '2'})\n"
+        "    t0 = time.monotonic(); parsed = parse_answer(text); t1 = time.monotonic()\n"
+        "    verdict = check_answer('2', text); t2 = time.monotonic()\n"
+        "    _, reward, _, _, info = env.step(f'<think>t</think><answer>{text}</answer>')\n"
+        "    t3 = time.monotonic()\n"
+        "    row = [parsed is not None and parsed.too_large, verdict, reward,\n"
+        "           info['action_is_valid'], max(t1 - t0, t2 - t1, t3 - t2)]\n"
+        "    print(json.dumps(row), flush=True)\n"
+    )
+    texts = list(HANGS.values())
+    assert all(len(t) <= MAX_ANSWER_CHARS for t in texts)
+    try:
+        out = _run_python(code, texts, timeout=300)  # a guard: about 20 s when all is well
+    except subprocess.TimeoutExpired as err:
+        done = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout
+        pytest.fail(f"a hang; the rows done:\n{done}")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(rows) == len(texts)
+    for name, (too_large, verdict, reward, valid, seconds) in zip(HANGS, rows, strict=True):
+        assert (too_large, verdict, reward, valid) == (True, False, 0.0, True), name
+        assert seconds <= CHECK_TIMEOUT_S + SLACK_S, (name, seconds)
+
+
+def test_the_deadline_makes_a_slow_answer_wrong_and_the_next_check_works() -> None:
+    """An answer within the structural bounds that SymPy cannot finish: the worker is killed at
+    the deadline (here 1 s), the answer is wrong, and a new worker checks the next one."""
+    slow = HANGS["an infinite sum SymPy has no closed form for"]
+    start = time.monotonic()
+    parsed = parse_answer(slow, timeout_s=1.0)
+    assert parsed is not None and parsed.timed_out and parsed.too_large
+    assert check_answer("2", slow, timeout_s=1.0) is False
+    assert grade_answer("2", slow, timeout_s=1.0) == (parsed, False)
+    assert time.monotonic() - start <= 3 * (1.0 + SLACK_S)
+    assert check_answer("1/2", "0.5") is True
+    with pytest.raises(ValueError, match="positive"):
+        check_answer("1", "1", timeout_s=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [
+        ("$" + "(" * 11 + "1" + ")" * 11 + "$", "MAX_NESTING"),
+        ("$" + "\\sin " * 41 + "1$", "MAX_COMMANDS"),
+        ("$\\sum_{i=1}^{2} \\sum_{j=1}^{2} \\sum_{k=1}^{2} 1$", "MAX_BIG_OPERATORS"),
+        (_matrix(5, "\\begin{pmatrix}"), "MAX_MATRIX_CELLS"),
+        ("$\\sqrt{" + "7" * 301 + "}$", "MAX_DIGIT_RUN"),
+        ("$2^{2^{2^{2}}}$", "MAX_TOWER"),
+        ("9^9^9^9", "MAX_TOWER"),
+        ("$\\int_0^1 x dx$", "integral"),
+        ("$\\lim_{x \\to 0} x$", "limit"),
+    ],
+)
+def test_structural_bounds_refuse_before_reading(text: str, bound: str) -> None:
+    """One over each bound: read as too large (wrong), never timed out."""
+    parsed = parse_answer(text)
+    assert parsed is not None and parsed.too_large and not parsed.timed_out, bound
+    assert check_answer("2", text) is False
+
+
+_DIAGONAL_4 = (
+    "$\\begin{vmatrix} 2 & 0 & 0 & 0 \\\\ 0 & 3 & 0 & 0 \\\\ 0 & 0 & 4 & 0 \\\\ "
+    "0 & 0 & 0 & 5 \\end{vmatrix}$"
+)
+
+
+@pytest.mark.parametrize(
+    ("reference", "text"),
+    [
+        ("$" + "(" * 10 + "1" + ")" * 10 + "$", "1"),  # MAX_NESTING deep
+        ("$\\sum_{i=1}^{3} \\sum_{j=1}^{3} i j$", "36"),  # two big operators: (1+2+3)^2
+        (_DIAGONAL_4, "120"),  # 16 cells: the determinant of diag(2, 3, 4, 5) is 2 * 3 * 4 * 5
+        ("$9^{9^{9}}$", "$9^{9^{9}}$"),  # a tower of 3 is read (then too large: 9^9 > 10^4)
+        ("$\\sum_{k=1}^{10^9} k$", "500000000500000000"),  # Faulhaber: n(n+1)/2, n = 10^9
+        ("$\\sum_{k=1}^{100} k^2$", "338350"),  # 100 * 101 * 201 / 6
+        ("$2^{2^{3}}$", "256"),
+        # a worked solution (a MATH reference): with a \\boxed answer only the box is bounded
+        (" + ".join(f"\\frac{{1}}{{{k}}}" for k in range(1, 45)) + " ... \\boxed{7}", "7"),
+    ],
+)
+def test_within_the_bounds_is_compared(reference: str, text: str) -> None:
+    expected = reference != "$9^{9^{9}}$"
+    assert check_answer(reference, text) is expected
+
+
+# ----------------------------------------------------------------------------- issue 25: fuzz
+
+
+def _fuzz_answers(rng: random.Random, count: int) -> list[str]:
+    """``count`` adversarial answers from ``rng``: sums and products, integrals and limits,
+    nested functions, towers, matrices, long digit strings, any of them with lone UTF-16
+    surrogates, and random characters."""
+    summands = ["k", "k^2", "\\sin(k)", "\\sin(\\sin(k))", "\\frac{1}{k^2}", "2^k", "k!", "e^{k}"]
+    ends = ["10", "100", "10^3", "10^9", "\\infty", "n", "10^{10^{9}}"]
+    functions = [
+        "\\sin({})",
+        "\\cos({})",
+        "\\sqrt{{{}}}",
+        "\\log({})",
+        "e^{{{}}}",
+        "\\frac{{1}}{{1+{}}}",
+    ]
+
+    def nested() -> str:
+        text = rng.choice(["1", "2", "x", "10^9"])
+        for _ in range(rng.randint(1, 14)):
+            text = rng.choice(functions).format(text)
+        return text
+
+    def generators() -> list[str]:
+        operator = rng.choice(["\\sum", "\\prod"])
+        n = rng.randint(1, 8)
+        cells = " \\\\ ".join(
+            " & ".join(rng.choice(["x", "1", f"a_{{{i * n + j}}}"]) for j in range(n))
+            for i in range(n)
+        )
+        return [
+            f"{operator}_{{k=1}}^{{{rng.choice(ends)}}} {rng.choice(summands)}",
+            f"\\int_0^{{{rng.choice(ends)}}} {nested().replace('x', 't')} dt",
+            f"\\lim_{{n\\to\\infty}} {nested().replace('x', 'n')}",
+            nested(),
+            "^".join(rng.choice(["9", "2", "x", "{10}"]) for _ in range(rng.randint(2, 6))),
+            f"\\det\\begin{{pmatrix}} {cells} \\end{{pmatrix}}",
+            rng.choice(["", "-", "0."])
+            + "".join(rng.choices("0123456789", k=rng.randint(50, 990))),
+            "\\sqrt{" + "".join(rng.choices("123456789", k=rng.randint(20, 299))) + "}",
+            "".join(
+                rng.choice("()[]{}^!_=,.\\ 0123456789xsinfrac") for _ in range(rng.randint(1, 80))
+            ),
+        ]
+
+    answers = []
+    for _ in range(count):
+        text = rng.choice(generators())
+        if rng.random() < 0.3:
+            text = f"${text}$"
+        if rng.random() < 0.2:  # lone surrogates, unpaired in UTF-16
+            at = rng.randint(0, len(text))
+            text = text[:at] + chr(rng.randint(0xD800, 0xDFFF)) + text[at:]
+        answers.append(text[:MAX_ANSWER_CHARS])
+    return answers
+
+
+def test_fuzz_every_call_returns_within_the_limit() -> None:
+    """Seeded fuzz (issue 25): no exception escapes, and every reading, check and grading returns
+    within CHECK_TIMEOUT_S + slack. About a minute on a loaded 2-core machine (six calls reach the
+    deadline)."""
+    rng = random.Random(25)
+    references = ["2", "y = 2x+1", "[-2,7)", "\\frac{1}{2}", "12 and 20"]
+    # and two that reach the deadline (the generators reach it about once in 100)
+    texts = [*_fuzz_answers(rng, 100), HANGS["an infinite sum SymPy has no closed form for"]]
+    texts.append("$\\prod_{k=1}^{\\infty} \\sin(\\sin(k))$")
+    rng.shuffle(texts)
+    worst = 0.0
+    for text in texts:
+        reference = rng.choice(references)
+        calls = [(parse_answer, (text,)), (check_answer, (reference, text))]
+        for fn, args in [*calls, (grade_answer, (reference, text))]:
+            start = time.monotonic()
+            fn(*args)  # any exception fails the test
+            seconds = time.monotonic() - start
+            worst = max(worst, seconds)
+            assert seconds <= CHECK_TIMEOUT_S + SLACK_S, (fn.__name__, text, seconds)
+    print(f"fuzz: the slowest call took {worst:.2f} s")

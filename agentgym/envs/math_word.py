@@ -40,6 +40,14 @@ The episode (RAGEN's MetaMathQA environment):
   characters. Such an answer is never *correct*: the checker marks it wrong and never raises. A
   well-formed answer that is read but differs from the reference, or that is
   too large to compare (``9^9^9^9``), is a valid wrong answer: reward 0 and feedback.
+* Time: each step reads and checks the answer in one call of
+  :func:`agentgym.answers.grade_answer`, limited to :data:`~agentgym.answers.CHECK_TIMEOUT_S`
+  (5 s) of wall time in a worker process that is killed at the limit. An answer that needs longer,
+  or that is over the structural bounds checked before any evaluation (nesting, LaTeX commands,
+  sums and products, matrix cells, digits, towers of powers: :mod:`agentgym.answers`), is a valid
+  wrong answer: reward 0, never an exception. So ``step`` spends at most 5 s on the answer, plus
+  the start of a worker (about a second: once per process, and after an answer that reached the
+  limit). The workers serve every math environment of the process and end with it.
 * Limits: ``max_turns`` attempts (default 3), one answer per turn. The attempts are the task's
   rule, so the episode *terminates* after the last (:attr:`~MathEnv.turn_limit_terminates`).
 * Options: ``reset(options={"question": ..., "answer": ...})`` poses a given problem instead
@@ -75,11 +83,13 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.answers import (
+    CHECK_TIMEOUT_S,
     ParsedAnswer,
     check_answer,
     final_answer_text,
     final_span,
-    parse_answer,
+    grade_answer,
+    parse_reference,
     require_math_verify,
 )
 from agentgym.text_env import ActionOutcome, TextEnv
@@ -138,7 +148,16 @@ def _require_reasoning_gym() -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_reference(answer: str) -> ParsedAnswer | None:
-    return parse_answer(answer)
+    return parse_reference(answer)
+
+
+@dataclass(frozen=True)
+class _GradedAnswer:
+    """An answer as read and its verdict, from one bounded call of
+    :func:`agentgym.answers.grade_answer`."""
+
+    answer: ParsedAnswer
+    correct: bool
 
 
 def _make_problem(
@@ -389,17 +408,22 @@ class MathEnv(TextEnv):
             raise RuntimeError(f"unreadable reference answer of {self.problem.source}")
         return {"source": self.problem.source, **extra}
 
-    def _parse_action(self, token: str) -> ParsedAnswer | None:
-        # No side effects: an invalid turn leaves the state (and observation) unchanged.
-        return parse_answer(token)
+    def _parse_action(self, token: str) -> _GradedAnswer | None:
+        # No side effects: an invalid turn leaves the state (and observation) unchanged. Reading
+        # and checking are one call under one deadline (CHECK_TIMEOUT_S).
+        assert self._reference is not None
+        parsed, correct = grade_answer(
+            self._reference, token, unordered=self.problem.unordered, timeout_s=CHECK_TIMEOUT_S
+        )
+        return None if parsed is None else _GradedAnswer(parsed, correct)
 
-    def _action_name(self, action: ParsedAnswer) -> str:
-        return action.text
+    def _action_name(self, action: _GradedAnswer) -> str:
+        return action.answer.text
 
-    def _apply_action(self, action: ParsedAnswer) -> ActionOutcome:
+    def _apply_action(self, action: _GradedAnswer) -> ActionOutcome:
         attempt = self.turn  # TextEnv counts this turn before executing it
-        correct = check_answer(self._reference, action, unordered=self.problem.unordered)
-        shown = action.text.strip()
+        correct = action.correct
+        shown = action.answer.text.strip()
         if len(shown) > _SHOWN_ANSWER_CHARS:
             shown = shown[:_SHOWN_ANSWER_CHARS] + "..."
         if correct:
