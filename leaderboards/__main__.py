@@ -34,7 +34,13 @@ from pathlib import Path
 
 from agentgym.fileio import write_text_atomic
 from leaderboards.render import html_page, inert, markdown_tables, text_tables
-from leaderboards.store import Store, _duplicate_message, default_db_path
+from leaderboards.store import (
+    Store,
+    _duplicate_message,
+    board_keys,
+    default_db_path,
+    find_overlap,
+)
 from leaderboards.verify import (
     MAX_BUNDLE_BYTES,
     MalformedBundle,
@@ -195,14 +201,6 @@ def rebuild(
             report.kept.append((sid, name))
         except SubmissionError as err:
             report.dropped.append((sid, name, str(err)))
-    if report.dropped and not drop_unverified:
-        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
-        raise SubmissionError(
-            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
-            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
-            "was changed. Rerun with --drop-unverified to rebuild without "
-            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
-        )
     # New baselines after every id ever stored (a dropped entry's id is not reused).
     next_id = max((entry[0] for entry in stored), default=0) + 1
     numbered = []
@@ -211,6 +209,15 @@ def rebuild(
             sid, next_id = next_id, next_id + 1
         numbered.append((sid, item, name, submitted))
     numbered.sort(key=lambda row: row[0])
+    numbered = _one_entry_per_run(numbered, baseline_digests, report)
+    if report.dropped and not drop_unverified:
+        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
+        raise SubmissionError(
+            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
+            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
+            "was changed. Rerun with --drop-unverified to rebuild without "
+            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent or ".")
     os.close(fd)
     os.unlink(tmp)  # SQLite creates it
@@ -221,6 +228,37 @@ def rebuild(
     finally:
         Path(tmp).unlink(missing_ok=True)
     return report
+
+
+def _one_entry_per_run(
+    numbered: list[tuple[int, VerifiedBundle, str, str]],
+    baseline_digests: set[str | None],
+    report: RebuildReport,
+) -> list[tuple[int, VerifiedBundle, str, str]]:
+    """``numbered`` (in id order) without the stored entries that repeat the episodes of a
+    baseline or of an earlier entry (:func:`leaderboards.store.find_overlap`; accepted before
+    that check existed): each goes to ``report.dropped`` with the reason. A baseline that repeats
+    another is refused."""
+    seen: dict[tuple[str, str], dict[tuple[int, str], dict[int, str]]] = {}
+
+    def lookup(key: tuple[str, str], low: int, high: int) -> dict[tuple[int, str], dict[int, str]]:
+        return seen.get(key, {})
+
+    kept = []
+    # The baselines first: a stored entry that repeats one is the one to go.
+    for row in sorted(numbered, key=lambda row: (row[1].digest not in baseline_digests, row[0])):
+        sid, item, name, _ = row
+        repeated = find_overlap(item, lookup)
+        if repeated is None:
+            kept.append(row)
+            for run, key in zip(item.runs, board_keys(item), strict=True):
+                seen.setdefault(key, {})[(sid, name)] = dict(run.episodes)
+        elif item.digest in baseline_digests:
+            raise SubmissionError(f"baseline '{inert(name)}': {repeated}")
+        else:
+            report.kept.remove((sid, name))
+            report.dropped.append((sid, name, repeated))
+    return sorted(kept, key=lambda row: row[0])
 
 
 def _digest_or_none(bundle: dict) -> str | None:

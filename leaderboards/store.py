@@ -11,10 +11,20 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
   recomputed by the replay: episodes, errors, successes, success rate and its 95% Wilson
   interval, mean return (errored episodes at the env's worst return), mean turns and
   valid-action rate.
+* ``episodes``: one row per (submission, board, seed) with the SHA-256 of the episode's actions
+  (:func:`leaderboards.verify.actions_digest`).
 
-A board ranks only entries with at least the env's ``min_ranked_episodes`` episodes (declared in
-the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are listed after the
-ranked ones, unranked.
+A board ranks entries by the lower bound of their success rate's 95% Wilson interval, then the
+success rate, then the mean return, then submission order: every run covers the first ``n`` of
+the board's official seeds (:data:`leaderboards.verify.OFFICIAL_FIRST_SEED`), and the lower bound
+weighs a short run's luck against a long run's evidence (8 successes in 8 episodes, 67.6%, rank
+below 18 in 20, 69.9%). It ranks only entries with at least the env's ``min_ranked_episodes``
+episodes (declared in the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are
+listed after the ranked ones, unranked.
+
+A duplicate is refused: the same bundle (:func:`leaderboards.verify.bundle_digest`), or a run
+whose episodes on every seed it shares with a stored entry's run on the same board are that
+entry's episodes (the same actions): two overlapping windows of one run are one entry.
 
 A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
 point rolls it back, and the database is left as it was. Reads never create the file.
@@ -30,7 +40,7 @@ import json
 import os
 import sqlite3
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +49,21 @@ from typing import Any
 from agentgym.registration import registered_envs
 from leaderboards.verify import SubmissionError, VerifiedBundle, board_key
 
-__all__ = ["default_db_path", "Entry", "Store", "SCHEMA_VERSION", "min_ranked_episodes"]
+__all__ = [
+    "default_db_path",
+    "Entry",
+    "Store",
+    "SCHEMA_VERSION",
+    "min_ranked_episodes",
+    "same_episodes",
+    "overlap_message",
+    "find_overlap",
+    "board_keys",
+]
 
-SCHEMA_VERSION = 1
+#: 2: the ``episodes`` table (issue 25). A database of an earlier version is read as it is; a
+#: submission to it is refused until ``python -m leaderboards rebuild`` rewrites it.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,6 +96,15 @@ CREATE TABLE IF NOT EXISTS results (
     valid_action_rate REAL NOT NULL,
     PRIMARY KEY (submission_id, env_id, env_kwargs)
 );
+CREATE TABLE IF NOT EXISTS episodes (
+    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+    env_id TEXT NOT NULL,
+    env_kwargs TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    actions TEXT NOT NULL,
+    PRIMARY KEY (submission_id, env_id, env_kwargs, seed)
+);
+CREATE INDEX IF NOT EXISTS episodes_by_board ON episodes (env_id, env_kwargs, seed);
 """
 
 
@@ -166,7 +197,9 @@ class Store:
         past the largest stored id. A rebuild passes the entry's original time and id.
 
         Raises:
-            SubmissionError: the same submission (digest) is already stored, or ``name`` is empty.
+            SubmissionError: the same submission (digest) is already stored, a run repeats a
+                stored entry's episodes (:func:`same_episodes`), ``name`` is empty, or the
+                database predates :data:`SCHEMA_VERSION` and holds entries (rebuild it first).
         """
         name = name.strip()
         if not name:
@@ -189,15 +222,15 @@ class Store:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                _check_version(conn, self.path)
                 row = conn.execute(
                     "SELECT id, name FROM submissions WHERE digest = ?", (verified.digest,)
                 ).fetchone()
                 if row:
                     raise SubmissionError(_duplicate_message(int(row[0]), str(row[1])))
+                overlap = _stored_overlap(conn, verified)
+                if overlap:
+                    raise SubmissionError(overlap)
                 cursor = conn.execute(
                     "INSERT INTO submissions (id, name, agent_name, agent_spec, agent_description, "
                     "agentgym_version, created, submitted, digest, bundle) "
@@ -221,6 +254,10 @@ class Store:
                         "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         values,
                     )
+                conn.executemany(
+                    "INSERT INTO episodes VALUES (?, ?, ?, ?, ?)",
+                    _episode_rows(submission_id, verified),
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -231,8 +268,9 @@ class Store:
         """Ranked entries per leaderboard ``(env_id, env_kwargs JSON)``.
 
         Within a board: the ranked entries (at least :func:`min_ranked_episodes` episodes) by
-        success rate, then mean return (both descending), then submission order; then the
-        unranked ones in the same order. Boards are ordered by env id, then arguments (``{}``
+        the lower bound of the success rate's 95% Wilson interval, then success rate, then mean
+        return (all descending), then submission order; then the unranked ones in the same
+        order. Boards are ordered by env id, then arguments (``{}``
         first).
         """
         if not self.path.exists():
@@ -252,7 +290,7 @@ class Store:
                 params = (env_id,)
             query += (
                 " ORDER BY r.env_id, r.env_kwargs = '{}' DESC, r.env_kwargs, "
-                "r.success_rate DESC, r.mean_return DESC, s.id"
+                "r.ci_low DESC, r.success_rate DESC, r.mean_return DESC, s.id"
             )
             rows = conn.execute(query, params).fetchall()
         boards: dict[tuple[str, str], list[Entry]] = {}
@@ -311,6 +349,102 @@ def _has_tables(conn: sqlite3.Connection) -> bool:
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'submissions'"
     ).fetchone()
     return bool(row[0])
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    """Record :data:`SCHEMA_VERSION` in a new database; refuse to write to an older one that
+    holds entries (its entries have no ``episodes`` rows, so duplicates could not be told)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    stored = int(row[0]) if row and str(row[0]).isdigit() else None
+    if stored == SCHEMA_VERSION:
+        return
+    if stored is not None and stored > SCHEMA_VERSION:
+        raise SubmissionError(
+            f"{path} was written by a newer agentgym (leaderboard schema {stored}, this one "
+            f"writes {SCHEMA_VERSION}): upgrade agentgym to submit to it"
+        )
+    if conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]:
+        raise SubmissionError(
+            f"{path} is a leaderboard of an earlier format (schema {stored}); rewrite it with "
+            f"`python -m leaderboards rebuild --db {path}` (it replays every entry and keeps "
+            "them), then submit again"
+        )
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def same_episodes(new: Mapping[int, str], old: Mapping[int, str]) -> bool:
+    """Whether two runs on one board are one run: they share a seed, and on every seed both
+    cover they played the same actions (``{seed: actions digest}`` each).
+
+    Example:
+        >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "b", 2: "c"})  # a prefix of the other
+        True
+        >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "x"})
+        False
+    """
+    common = new.keys() & old.keys()
+    return bool(common) and all(new[s] == old[s] for s in common)
+
+
+def overlap_message(sid: int, name: str, env_id: str, seeds: Iterable[int]) -> str:
+    """The refusal of a run that repeats entry ``sid``'s episodes on ``seeds``."""
+    shared = sorted(seeds)
+    return (
+        f"duplicate submission: its {env_id} episodes on seeds {shared[0]}-{shared[-1]} are "
+        f"those of entry #{sid} ({name!r}), action for action; overlapping windows of one run "
+        "are one entry"
+    )
+
+
+#: ``(board key, lowest seed, highest seed) -> {(id, name): {seed: actions digest}}``: the stored
+#: runs' episodes on a board within a seed range.
+EpisodeLookup = Callable[[tuple[str, str], int, int], Mapping[tuple[int, str], Mapping[int, str]]]
+
+
+def find_overlap(verified: VerifiedBundle, lookup: EpisodeLookup) -> str | None:
+    """The refusal of ``verified``'s first run that repeats an entry's episodes
+    (:func:`same_episodes`) among those ``lookup`` returns, or None."""
+    for run, key in zip(verified.runs, board_keys(verified), strict=True):
+        new = dict(run.episodes)
+        if not new:
+            continue
+        for (sid, name), old in sorted(lookup(key, min(new), max(new)).items()):
+            if same_episodes(new, old):
+                return overlap_message(sid, name, run.env_id, new.keys() & old.keys())
+    return None
+
+
+def _stored_overlap(conn: sqlite3.Connection, verified: VerifiedBundle) -> str | None:
+    """:func:`find_overlap` against the entries stored in ``conn``."""
+
+    def lookup(key: tuple[str, str], low: int, high: int) -> dict[tuple[int, str], dict[int, str]]:
+        rows = conn.execute(
+            "SELECT e.submission_id, s.name, e.seed, e.actions FROM episodes e "
+            "JOIN submissions s ON s.id = e.submission_id "
+            "WHERE e.env_id = ? AND e.env_kwargs = ? AND e.seed BETWEEN ? AND ?",
+            (*key, low, high),
+        ).fetchall()
+        stored: dict[tuple[int, str], dict[int, str]] = {}
+        for sid, name, seed, actions in rows:
+            stored.setdefault((int(sid), str(name)), {})[int(seed)] = str(actions)
+        return stored
+
+    return find_overlap(verified, lookup)
+
+
+def board_keys(verified: VerifiedBundle) -> list[tuple[str, str]]:
+    """The board of each of ``verified``'s runs (:func:`leaderboards.verify.board_key`)."""
+    return [board_key(run.env_id, run.env_kwargs, run.env_files) for run in verified.runs]
+
+
+def _episode_rows(submission_id: int, verified: VerifiedBundle) -> Iterator[tuple[Any, ...]]:
+    """The ``episodes`` rows of a verified bundle."""
+    for run, (env_id, kwargs_json) in zip(verified.runs, board_keys(verified), strict=True):
+        for seed, actions in run.episodes:
+            yield (submission_id, env_id, kwargs_json, seed, actions)
 
 
 def _duplicate_message(sid: int, name: str) -> str:

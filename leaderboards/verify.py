@@ -9,9 +9,10 @@
 4. Consistency: each env id is registered in the installed agentgym at the bundle's version; its
    ``env_kwargs`` pass the kwargs gate as a bundle (:func:`agentgym.registration.check_env_kwargs`
    with ``source="bundle"``: task parameters within their bounds only, never an execution
-   setting such as a sandbox back end or a daemon address); the seeds are ``seed, seed + 1, ...``
-   and each episode carries its seed, in order; each episode's ``return``, ``turns`` and
-   ``success`` agree with its steps; no board appears twice.
+   setting such as a sandbox back end or a daemon address); the seeds are the board's official
+   seeds' first ``n`` (:data:`OFFICIAL_FIRST_SEED`, ``+ 1``, ...: the verifier chooses them, so a
+   submitter cannot pick a lucky window) and each episode carries its seed, in order; each
+   episode's ``return``, ``turns`` and ``success`` agree with its steps; no board appears twice.
 5. Budget: the replay's steps are counted before it starts, and the replay runs in a child
    process under the verifier's :class:`ReplayBudget` (wall time, steps, resident memory of the
    child and everything it starts; :func:`sandboxes.limits.run_bounded`); a bundle over a limit
@@ -36,10 +37,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -68,6 +70,7 @@ __all__ = [
     "MAX_BUNDLE_BYTES",
     "SCHEMA_PATH",
     "MAX_DEPTH",
+    "OFFICIAL_FIRST_SEED",
     "SubmissionError",
     "MalformedBundle",
     "ReplayBudget",
@@ -81,12 +84,18 @@ __all__ = [
     "verify_bundle",
     "verify_file",
     "bundle_digest",
+    "actions_digest",
     "board_key",
 ]
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 SCHEMA_PATH = Path(__file__).with_name("schema") / "bundle-v1.json"
 _REWARD_TOL = 1e-9
+
+#: The first of every board's official seeds: a run covers the official seeds' first ``n``
+#: (``0, 1, ..., n - 1``), never a window its submitter chose (issue 25: an agent was ranked on
+#: its luckiest window). ``agentgym eval`` starts there by default (``--seed 0``).
+OFFICIAL_FIRST_SEED = 0
 _STEP_FLAGS = ("terminated", "truncated", "success", "valid")
 
 
@@ -152,6 +161,8 @@ class VerifiedRun:
         seed: the first seed.
         summary: :func:`agentgym.bundle.summarize` of the replayed episodes.
         env_files: SHA-256 of each file the overrides name (checked against the files).
+        episodes: ``(seed, SHA-256 of its actions)`` per episode (:func:`actions_digest`): what
+            tells one run's episodes from another's on a board.
     """
 
     env_id: str
@@ -160,6 +171,7 @@ class VerifiedRun:
     seed: int
     summary: dict[str, Any]
     env_files: dict[str, str] = field(default_factory=dict)
+    episodes: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -289,6 +301,13 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
         if key in seen:
             raise SubmissionError(f"runs/{r}: {env_id} appears twice with the same arguments")
         seen.add(key)
+        if run["seed"] != OFFICIAL_FIRST_SEED:
+            raise SubmissionError(
+                f"runs/{r} ({env_id}): the run starts at seed {run['seed']}, but a leaderboard's "
+                f"official seeds are {OFFICIAL_FIRST_SEED}, {OFFICIAL_FIRST_SEED + 1}, ... and a "
+                "run covers their first n (the verifier chooses the seeds, so that no run is a "
+                f"lucky window): rerun agentgym eval with --seed {OFFICIAL_FIRST_SEED}"
+            )
         seeds = run["seeds"]
         expected = [run["seed"] + i for i in range(len(seeds))]
         if seeds != expected:
@@ -333,6 +352,13 @@ def board_key(
     for name, digest in sorted((env_files or {}).items()):
         key[f"{name}#sha256"] = digest[:16]
     return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def actions_digest(steps: Sequence[Mapping[str, Any]]) -> str:
+    """SHA-256 (hex) of an episode's actions, in order: with the board and the seed, what makes
+    the episode (its rewards follow from them)."""
+    text = json.dumps([s["action"] for s in steps], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_files(run: Mapping[str, Any]) -> dict[str, str]:
@@ -486,6 +512,7 @@ def replay_run(
         run["seed"],
         summarize(scored),
         dict(run.get("env_files") or {}),
+        tuple((e["seed"], actions_digest(e["steps"])) for e in run["episodes"]),
     )
 
 

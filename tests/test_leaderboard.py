@@ -239,6 +239,16 @@ def _edit(bundle: dict[str, Any], how: str) -> Any:
         run["seeds"] = [s + 1 for s in run["seeds"]]
         for e in run["episodes"]:
             e["seed"] += 1
+    elif how == "actions moved to the next seed":
+        episodes = b["runs"][1]["episodes"]
+        for episode, later in zip(episodes, episodes[1:] + episodes[:1], strict=True):
+            episode["moved"] = later["steps"]
+        for episode in episodes:
+            episode["steps"] = episode.pop("moved")
+            episode["success"] = episode["steps"][-1]["success"]
+            episode["terminated"] = episode["steps"][-1]["terminated"]
+            episode["truncated"] = episode["steps"][-1]["truncated"]
+        resum(b["runs"][1])
     elif how == "summary inflated":
         bandit["summary"]["mean_return"] += 0.5
     elif how == "success claimed":
@@ -265,7 +275,9 @@ REFUSALS = {
     "unknown env id": "runs/0: unknown environment id 'agentgym/Chess-v0'; `agentgym list` shows the ids",
     "reward changed by one step": "replay mismatch in agentgym/Sokoban-v0, episode 2 (seed 2), step 0: the bundle says reward",
     "seed swapped between episodes": "runs/1/episodes/0 (agentgym/Sokoban-v0): the episode has seed 1 but seeds[0] is 0",
-    "seeds shifted with the same actions": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 1)",
+    # Issue 25: the verifier chooses the seeds (the official ones from 0), never the submitter.
+    "seeds shifted with the same actions": "runs/1 (agentgym/Sokoban-v0): the run starts at seed 1, but a leaderboard's official seeds are 0, 1, ... and a run covers their first n",
+    "actions moved to the next seed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0)",
     "summary inflated": "agentgym/Bandit-v0: summary mean_return is",
     "success claimed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0), step",
     "episode cut short": "the episode stops after",
@@ -785,3 +797,49 @@ def test_show_says_how_to_get_the_baselines(
     assert missing_baselines(db, folder) == 1
     rebuild(db, folder)
     assert missing_baselines(db, folder) == 0
+
+
+def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
+    tmp_path: Path,
+    bundles: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A database written before issue 25 may hold two windows of one run as two entries, and
+    has no episodes table: a submission to it is refused until a rebuild rewrites it, and the
+    rebuild names the repeated window as an entry to drop."""
+    folder = _baseline_folder(tmp_path, bundles)
+    db = tmp_path / "lb.sqlite"
+    assert submit(bundles["random"], db, "mine", capsys)[0] == 0
+    prefix = load(bundles["random"])
+    prefix["runs"] = prefix["runs"][:1]
+    run = prefix["runs"][0]
+    run["seeds"], run["episodes"] = run["seeds"][:4], run["episodes"][:4]
+    run["summary"] = summarize(run["episodes"])
+    # As the old store did: no check of the episodes, so the window is a second entry.
+    monkeypatch.setattr(store_module, "_stored_overlap", lambda conn, verified: None)
+    assert submit(save(tmp_path, prefix, "window.json"), db, "my window", capsys)[0] == 0
+    monkeypatch.undo()
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TABLE episodes")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        conn.commit()
+    code, said = submit(bundles["oracle"], db, "oracle", capsys)
+    assert code == 1 and "is a leaderboard of an earlier format (schema 1)" in said
+    assert f"python -m leaderboards rebuild --db {db}" in said
+    # The baselines hold the same random run: "mine" is that baseline's entry (same digest),
+    # and the window of it is the one to drop.
+    assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "#2 'my window': duplicate submission: its agentgym/Bandit-v0 episodes on seeds 0-3 "
+        "are those of entry #1 ('mine'), action for action"
+    ) in err
+    assert main(["rebuild", "--db", str(db), "--from", str(folder), "--drop-unverified"]) == 0
+    assert [(sid, name) for sid, name, _, _ in Store(db).submissions()] == [
+        (1, "mine"),
+        (3, "oracle"),
+    ]
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("2",)
+        assert conn.execute("SELECT COUNT(*) FROM episodes").fetchone() == (32,)

@@ -34,14 +34,18 @@ SOKOBAN = "agentgym/Sokoban-v0"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Real bundles on Sokoban-v0: random (8 episodes), oracle (8), and oracle with one episode."""
+    """Real bundles on Sokoban-v0: random (8 episodes), oracle (8), oracle with one episode, and
+    random and oracle with 20."""
     folder = tmp_path_factory.mktemp("attack-bundles")
     out = {}
     for name, agent, episodes in (("random", "random", 8), ("oracle", "oracle", 8)):
         out[name] = folder / f"{name}.json"
         evaluate([SOKOBAN], agent, episodes=episodes, seed=0, out=out[name], progress=False)
     out["lucky"] = folder / "lucky.json"
-    evaluate([SOKOBAN], "oracle", episodes=1, seed=100, out=out["lucky"], progress=False)
+    evaluate([SOKOBAN], "oracle", episodes=1, seed=0, out=out["lucky"], progress=False)
+    for agent in ("random", "oracle"):
+        out[f"{agent}20"] = folder / f"{agent}20.json"
+        evaluate([SOKOBAN], agent, episodes=20, seed=0, out=out[f"{agent}20"], progress=False)
     return out
 
 
@@ -295,6 +299,93 @@ def test_one_lucky_episode_is_listed_but_not_ranked(
     assert text[2].split()[:2] == ["1", "random"]
     assert text[3].split()[:2] == ["-", "attacker"]
     assert text[4] == "(ranked entries need at least 8 episodes; '-': fewer, listed unranked)"
+
+
+def window(bundle: dict[str, Any], start: int, count: int) -> dict[str, Any]:
+    """The episodes on seeds ``start .. start + count - 1`` of ``bundle``'s first run, as a
+    bundle of their own (seeds and summary made to agree): a window of one run."""
+    bundle = copy.deepcopy(bundle)
+    run = bundle["runs"][0]
+    first = run["seed"]
+    run["episodes"] = run["episodes"][start - first : start - first + count]
+    run["seed"], run["seeds"] = start, list(range(start, start + count))
+    run["summary"] = summarize(run["episodes"], worst_return(run["env_id"]))
+    return bundle
+
+
+def test_the_verifier_chooses_the_seeds_not_the_submitter(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: a run's first seed was the submitter's, so a random agent (about 50% on
+    Bandit-v0) could submit the luckiest 8 consecutive seeds of a long run and rank first. Now a
+    run covers the official seeds' first n (0, 1, ...): any other window is refused."""
+    out = tmp_path / "bandit.json"
+    bundle = evaluate(
+        ["agentgym/Bandit-v0"], "random", episodes=40, seed=0, out=out, progress=False
+    )
+    wins = [e["success"] for e in bundle["runs"][0]["episodes"]]
+    luckiest = max(range(1, 33), key=lambda k: sum(wins[k : k + 8]))  # any window but seed 0's
+    before = sha(db)
+    code, out_, err = submit(window(bundle, luckiest, 8), db, tmp_path, capsys)
+    assert_refused_cleanly(
+        code, out_, err, 1, f"the run starts at seed {luckiest}, but a leaderboard's official seeds"
+    )
+    assert "rerun agentgym eval with --seed 0" in err
+    assert sha(db) == before
+    # The official window of the same run, seeds 0-7, is accepted.
+    code, _, err = submit(window(bundle, 0, 8), db, tmp_path, capsys)
+    assert code == 0, err
+
+
+def test_overlapping_windows_of_one_run_are_one_entry(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: two windows of one run (different bundles, so different digests) were two
+    entries. Now a run whose episodes on every seed it shares with a stored entry are that
+    entry's, action for action, is a duplicate: a shorter prefix and a longer run alike."""
+    before = sha(db)
+    shorter = window(load(runs["random"]), 0, 4)
+    code, out, err = submit(shorter, db, tmp_path, capsys)
+    message = "duplicate submission: its agentgym/Sokoban-v0 episodes on seeds 0-3 are those of "
+    assert_refused_cleanly(code, out, err, 1, message + "entry #1 ('random'), action for action")
+    # The same agent's 20-episode run starts with the stored run's 8 episodes.
+    code, out, err = submit(load(runs["random20"]), db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 1, "episodes on seeds 0-7 are those of entry #1")
+    assert sha(db) == before
+    # Another agent seed plays other episodes: a second entry.
+    other = tmp_path / "other.json"
+    evaluate([SOKOBAN], "random", episodes=8, agent_seed=7, out=other, progress=False)
+    code, _, err = submit(load(other), db, tmp_path, capsys)
+    assert code == 0, err
+
+
+def test_entries_rank_by_the_wilson_lower_bound(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: ranking by the success rate put 8 of 8 (100%) above 18 of 20 (90%), though 8
+    episodes say less. Entries now rank by the lower bound of the 95% Wilson interval. By hand
+    (z = 1.96): 8/8 gives centre 0.8378, half-width 0.1622, low 0.6756; 18/20 gives centre
+    0.8356, half-width 0.1366, low 0.6990."""
+    assert main(["submit", str(runs["oracle"]), "--name", "oracle 8", "--db", str(db)]) == 0
+    # 18 of 20: the oracle's run with random's (failed) episodes on seeds 3 and 5, a run any
+    # agent could have played (it replays).
+    mixed = load(runs["oracle20"])
+    random20 = load(runs["random20"])["runs"][0]["episodes"]
+    episodes = mixed["runs"][0]["episodes"]
+    for seed in (3, 5):
+        assert not random20[seed]["success"]
+        episodes[seed] = random20[seed]
+    mixed["runs"][0]["summary"] = summarize(episodes, worst_return(SOKOBAN))
+    code, _, err = submit(mixed, db, tmp_path, capsys)
+    assert code == 0, err
+    (board,) = Store(db).entries(SOKOBAN).values()
+    assert [(e.name, e.successes, e.episodes) for e in board] == [
+        ("attacker", 18, 20),
+        ("oracle 8", 8, 8),
+        ("random", 0, 8),
+    ]
+    assert board[0].ci_low == pytest.approx(0.6990, abs=5e-5)
+    assert board[1].ci_low == pytest.approx(0.6756, abs=5e-5)
 
 
 def test_a_kwarg_equal_to_its_default_is_the_default_board(
