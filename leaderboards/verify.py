@@ -64,6 +64,7 @@ from agentgym.bundle import (
     summarize,
     worst_return,
 )
+from agentgym.registration import board_kwargs
 from sandboxes.limits import run_bounded
 
 __all__ = [
@@ -345,10 +346,11 @@ def board_key(
     env_id: str, env_kwargs: Mapping[str, Any], env_files: Mapping[str, str] | None = None
 ) -> tuple[str, str]:
     """The leaderboard a run belongs to: its env id and its canonical constructor overrides
-    (pass them normalised: :func:`agentgym.registration.normalise_task_kwargs`), with
-    ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file named in them (two level
-    files at one path are two leaderboards)."""
-    key = dict(env_kwargs)
+    (pass them normalised: :func:`agentgym.registration.normalise_task_kwargs`) without those
+    that change no episode (:func:`agentgym.registration.board_kwargs`: the observation and
+    action space sizes), with ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file
+    named in them (two level files at one path are two leaderboards)."""
+    key = board_kwargs(env_id, env_kwargs)
     for name, digest in sorted((env_files or {}).items()):
         key[f"{name}#sha256"] = digest[:16]
     return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))

@@ -421,6 +421,37 @@ def test_a_kwarg_equal_to_its_default_is_the_default_board(
     assert list(Store(db).entries()) == [(SOKOBAN, "{}")]  # one board, two entries
 
 
+def test_a_limit_that_changes_no_episode_opens_no_board(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: `max_action_length=20000` (the action space's size: a longer action is handled
+    like any other text) opened a board of its own, where its submitter was alone. The space
+    sizes now key no board: the same run is a duplicate of the stored one, another run joins
+    the `{}` board, and the replay still builds the env with the bundle's limits."""
+    limits = {"max_action_length": 20000, "max_observation_length": 10000}
+    same = tmp_path / "same.json"
+    evaluate([SOKOBAN], "random", episodes=8, out=same, env_kwargs=limits, progress=False)
+    before = sha(db)
+    code, out, err = submit(load(same), db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 1, "are those of entry #1 ('random')")
+    assert sha(db) == before
+    other = tmp_path / "other.json"
+    bundle = evaluate(
+        [SOKOBAN], "random", episodes=8, agent_seed=3, out=other, env_kwargs=limits, progress=False
+    )
+    assert bundle["runs"][0]["env_kwargs"] == limits
+    assert verify_bundle(bundle).runs[0].env_kwargs == limits  # replayed with them
+    assert submit(bundle, db, tmp_path, capsys)[0] == 0
+    assert [(k, len(v)) for k, v in Store(db).entries().items()] == [((SOKOBAN, "{}"), 2)]
+    # A parameter that does change the episodes still has its own board.
+    turns = tmp_path / "turns.json"
+    evaluate(
+        [SOKOBAN], "random", episodes=8, out=turns, env_kwargs={"max_turns": 3}, progress=False
+    )
+    assert submit(load(turns), db, tmp_path, capsys)[0] == 0
+    assert list(Store(db).entries()) == [(SOKOBAN, "{}"), (SOKOBAN, '{"max_turns":3}')]
+
+
 # ----------------------------------------------------------------------------- output
 
 
