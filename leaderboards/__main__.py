@@ -40,6 +40,7 @@ from leaderboards.store import (
     board_keys,
     default_db_path,
     find_overlap,
+    write_lock,
 )
 from leaderboards.verify import (
     MAX_BUNDLE_BYTES,
@@ -160,21 +161,38 @@ def rebuild(
 
     An entry that no longer verifies (e.g. an env changed) is reported; the rebuild then refuses
     and changes nothing, unless ``drop_unverified`` is set, which drops exactly the entries the
-    refusal named. The new database replaces ``db`` in one rename.
+    refusal named. The new database replaces ``db`` in one rename. The rebuild holds ``db``'s
+    write lock (:func:`leaderboards.store.write_lock`) throughout: a submission meanwhile waits
+    for it and is refused if it waited too long, never stored in the file about to be replaced.
 
     ``progress``, if given, is called with one line before each bundle is replayed
     (``[3/21] baseline oracle.json ('oracle', 1,000 episodes)``).
 
     Raises:
-        SubmissionError: a baseline is refused, or entries would be dropped without
-            ``drop_unverified`` (``db`` is left as it was).
+        SubmissionError: a baseline is refused, entries would be dropped without
+            ``drop_unverified``, or another writer held the lock too long (``db`` is left as it
+            was).
     """
     paths = sorted(Path(folder).glob("*.json"))
     if not paths:
         raise SubmissionError(f"no *.json bundles in {folder}")
     db = Path(db)
-    report = RebuildReport(baselines=len(paths))
     baselines = [(path, load_bundle(path, MAX_BUNDLE_BYTES)) for path in paths]
+    # Held from before the stored entries are read until the new database replaces the old:
+    # an entry submitted meanwhile would be lost with the old file (issue 25).
+    with write_lock(db):
+        return _rebuild(db, baselines, drop_unverified, config, progress)
+
+
+def _rebuild(
+    db: Path,
+    baselines: list[tuple[Path, dict]],
+    drop_unverified: bool,
+    config: VerifierConfig | None,
+    progress: Callable[[str], None] | None,
+) -> RebuildReport:
+    """:func:`rebuild`'s work, under the database's write lock."""
+    report = RebuildReport(baselines=len(baselines))
     baseline_digests = {_digest_or_none(bundle) for _, bundle in baselines} - {None}
     stored = list(Store(db).submissions())
     stored_digests = [_digest_or_none(entry[3]) for entry in stored]
@@ -223,7 +241,7 @@ def rebuild(
     os.unlink(tmp)  # SQLite creates it
     try:
         for sid, item, name, submitted in numbered:
-            Store(tmp).add(item, name, submitted, submission_id=sid)
+            Store(tmp, lock=False).add(item, name, submitted, submission_id=sid)
         os.replace(tmp, db)
     finally:
         Path(tmp).unlink(missing_ok=True)

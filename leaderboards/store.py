@@ -27,7 +27,12 @@ whose episodes on every seed it shares with a stored entry's run on the same boa
 entry's episodes (the same actions): two overlapping windows of one run are one entry.
 
 A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
-point rolls it back, and the database is left as it was. Reads never create the file.
+point rolls it back, and the database is left as it was. Reads never create the file. Every
+writer holds :func:`write_lock` (an exclusive ``flock`` on ``<db>.lock`` beside the database): a
+submission for its transaction, a rebuild from before it reads the stored entries until its new
+database has replaced the old one, so that no entry is accepted into a file a rebuild is about to
+replace. A writer that cannot take the lock within :data:`LOCK_TIMEOUT_S` is refused, nothing
+stored.
 
 The database path: the ``--db`` option, else ``$AGENTGYM_LEADERBOARD``, else
 ``./leaderboard.sqlite`` (:func:`default_db_path`).
@@ -36,12 +41,14 @@ The database path: the ``--db`` option, else ``$AGENTGYM_LEADERBOARD``, else
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import closing
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +66,8 @@ __all__ = [
     "overlap_message",
     "find_overlap",
     "board_keys",
+    "write_lock",
+    "LOCK_TIMEOUT_S",
 ]
 
 #: 2: the ``episodes`` table (issue 25). A database of an earlier version is read as it is; a
@@ -106,6 +115,46 @@ CREATE TABLE IF NOT EXISTS episodes (
 );
 CREATE INDEX IF NOT EXISTS episodes_by_board ON episodes (env_id, env_kwargs, seed);
 """
+
+
+#: Seconds a writer waits for :func:`write_lock` before it is refused.
+LOCK_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def write_lock(db: str | os.PathLike[str], timeout: float | None = None) -> Iterator[None]:
+    """Hold the exclusive write lock of the database at ``db``: ``flock`` on ``<db>.lock``, a
+    file that stays (removing it would let two writers lock two files). The kernel releases the
+    lock when its holder exits, however it exits.
+
+    Args:
+        db: the database path.
+        timeout: seconds to wait for another writer (default :data:`LOCK_TIMEOUT_S`).
+
+    Raises:
+        SubmissionError: another writer held it for ``timeout`` seconds.
+    """
+    db = Path(db)
+    lock = db.with_name(db.name + ".lock")
+    wait = LOCK_TIMEOUT_S if timeout is None else timeout
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SubmissionError(
+                        f"{db} is being written by another command (a rebuild or a submission "
+                        f"holds {lock.name}) and was still busy after {wait:g} s; nothing was "
+                        "stored: try again when it has finished"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def default_db_path() -> Path:
@@ -159,10 +208,13 @@ class Store:
 
     Args:
         path: the SQLite file; its folder must exist.
+        lock: whether :meth:`add` takes :func:`write_lock` (False: the caller holds the lock that
+            guards this file, as a rebuild does for the new database it fills).
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, lock: bool = True):
         self.path = Path(path)
+        self.lock = lock
 
     def _connect(self, *, write: bool) -> sqlite3.Connection:
         if write:
@@ -208,7 +260,9 @@ class Store:
         agent = bundle["agent"]
         blob = zlib.compress(json.dumps(bundle, separators=(",", ":")).encode("utf-8"), 6)
         now = submitted or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with closing(self._connect(write=True)) as conn:
+        # The lock before the connection: a rebuild that replaced the file meanwhile is seen.
+        guard = write_lock(self.path) if self.lock else nullcontext()
+        with guard, closing(self._connect(write=True)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 others = conn.execute(

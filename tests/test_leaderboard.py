@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -843,3 +844,43 @@ def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT value FROM meta").fetchone() == ("2",)
         assert conn.execute("SELECT COUNT(*) FROM episodes").fetchone() == (32,)
+
+
+def test_an_entry_submitted_during_a_rebuild_is_never_lost(
+    tmp_path: Path,
+    bundles: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 25: a submission accepted while a rebuild ran went into the old file, which the
+    rebuild then replaced. The rebuild now holds the database's write lock from before it reads
+    the entries until the rename: a submission from another thread, made while the rebuild is
+    held inside its replay (ordered by joining that thread, no sleeps), is refused with a clear
+    message, and submitted again afterwards it is stored."""
+    folder = _baseline_folder(tmp_path, bundles)
+    db = tmp_path / "lb.sqlite"
+    rebuild(db, folder)
+    third = tmp_path / "third.json"
+    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    # Refuse at once, not after 30 s (raising=False: the name is new with the lock).
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.0, raising=False)
+    results: list[int] = []
+
+    def submit_from_another_thread() -> None:
+        results.append(main(["submit", str(third), "--name", "meanwhile", "--db", str(db)]))
+
+    def progress(line: str) -> None:
+        if not results:  # the first bundle: the rebuild has read the stored entries
+            other = threading.Thread(target=submit_from_another_thread)
+            other.start()
+            other.join()
+
+    report = rebuild(db, folder, progress=progress)
+    assert report.baselines == 2 and results == [1]
+    err = capsys.readouterr().err
+    assert err.startswith(f"refused: {db} is being written by another command (a rebuild")
+    assert "nothing was stored: try again when it has finished" in err
+    assert sorted(name for _, name, _, _ in Store(db).submissions()) == ["oracle", "random"]
+    # Once the rebuild is over, the same submission goes in.
+    assert main(["submit", str(third), "--name", "meanwhile", "--db", str(db)]) == 0
+    assert "meanwhile" in {name for _, name, _, _ in Store(db).submissions()}
