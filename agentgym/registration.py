@@ -291,6 +291,11 @@ class EnvEntry:
             :func:`worst_return` adds the worst format penalties.
         min_ranked_episodes: the fewest episodes a leaderboard entry on this id needs to be
             ranked (fewer are listed, unranked).
+        check_bundle: a check of a result bundle's task parameters together (resolved: the
+            defaults, then the bundle's, then the id's fixed ones), run by the gate with
+            ``source="bundle"`` after each has passed its own :class:`TaskParam`, before anything
+            is built; raises :class:`EnvKwargsError`. For bounds that depend on another
+            parameter (a reasoning-gym ``task_config``'s, on the ``task``).
     """
 
     id: str
@@ -302,6 +307,7 @@ class EnvEntry:
     task_params: Mapping[str, TaskParam] = field(default_factory=dict)
     step_worst: Callable[[Mapping[str, Any]], float] = _no_extra_penalty
     min_ranked_episodes: int = 8
+    check_bundle: Callable[[Mapping[str, Any]], None] | None = None
 
 
 #: Top-level package -> the agentgym extra that installs it (named when an import fails).
@@ -468,7 +474,7 @@ def check_env_kwargs(
     Raises:
         EnvKwargsError: an unknown id or argument, a value different from one the id fixes, a
             task parameter outside its stated type or bounds, or (``source="bundle"``) an
-            execution setting.
+            execution setting or parameters the id's ``check_bundle`` refuses.
 
     Example:
         >>> check_env_kwargs("agentgym/Sokoban-v0", {"max_turns": 3})
@@ -507,6 +513,8 @@ def check_env_kwargs(
                 "remove it from env_kwargs",
                 key,
             )
+    if source == "bundle" and entry.check_bundle is not None:
+        entry.check_bundle({**task_defaults(env_id), **kwargs, **entry.task_kwargs})
     return dict(kwargs)
 
 

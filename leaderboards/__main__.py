@@ -398,6 +398,13 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         help="most resident memory (MiB) of the replay and what it starts (default "
         f"{b.max_memory_mb})",
     )
+    p.add_argument(
+        "--replay-step-seconds",
+        type=float,
+        default=b.max_step_seconds,
+        help="wall-time limit of building one env, one reset or one step in a replay (default "
+        f"{b.max_step_seconds:g})",
+    )
 
 
 def _jsonschema_missing() -> bool:
@@ -478,7 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = None
     if args.command in ("submit", "rebuild"):
         try:
-            budget = ReplayBudget(args.replay_seconds, args.replay_steps, args.replay_mb)
+            budget = ReplayBudget(
+                args.replay_seconds, args.replay_steps, args.replay_mb, args.replay_step_seconds
+            )
         except ValueError as err:
             return _usage(args.command, f"bad replay budget: {err}")
         config = VerifierConfig(budget=budget)

@@ -41,7 +41,10 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -60,7 +63,7 @@ from agentgym.bundle import (
     normalise_task_kwargs,
     parse_bundle,
     registered_envs,
-    replay_episode,
+    step_record,
     summarize,
     worst_return,
 )
@@ -118,11 +121,15 @@ class ReplayBudget:
         max_steps: env steps plus resets over all episodes, counted before the replay, >= 1.
         max_memory_mb: resident memory (MiB) of the replay process and every process it
             starts (browsers, sandboxes), sampled every 0.1 s, >= 64.
+        max_step_seconds: wall-clock seconds for building one env, one reset or one step, > 0:
+            a bundle whose task makes one of them slow (a reasoning-gym configuration that takes
+            minutes per problem) is refused then, not after the whole budget.
     """
 
     max_seconds: float = 1800.0
     max_steps: int = 200_000
     max_memory_mb: int = 4096
+    max_step_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_seconds, (int, float)) and 0 < self.max_seconds < math.inf):
@@ -133,6 +140,9 @@ class ReplayBudget:
             raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
         if not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 64:
             raise ValueError(f"max_memory_mb must be an int >= 64, got {self.max_memory_mb!r}")
+        step = self.max_step_seconds
+        if not (isinstance(step, (int, float)) and 0 < step < math.inf):
+            raise ValueError(f"max_step_seconds must be a number > 0, got {step!r}")
 
 
 @dataclass(frozen=True)
@@ -413,25 +423,74 @@ def _scored_episode(env_id: str, kwargs: Mapping[str, Any], episode: Mapping[str
     }
 
 
+class _StepTimeout(BaseException):
+    """Raised by ``SIGALRM`` in a replay call that ran past the per-step limit (a
+    ``BaseException``, so that no environment's ``except Exception`` swallows it)."""
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`_StepTimeout` if the block runs longer than ``seconds`` (``SIGALRM``).
+
+    Signals reach only the main thread: elsewhere (and with ``seconds=None``) the block is not
+    bounded here, and the replay's whole budget (:func:`run_within_budget`) is the bound. The
+    replay's child process runs it in its main thread.
+    """
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise _StepTimeout
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _compare_step(want: Mapping[str, Any], got: Mapping[str, Any], where: str, cause: str) -> None:
+    """Refuse unless a replayed step (``got``) has the recorded reward and flags."""
+    if abs(float(want["reward"]) - got["reward"]) > _REWARD_TOL:
+        raise SubmissionError(
+            f"replay mismatch in {where}: the bundle says reward {want['reward']!r}, the replay "
+            f"gives {got['reward']!r}; {cause}"
+        )
+    for flag in _STEP_FLAGS:
+        if bool(want[flag]) != got[flag]:
+            raise SubmissionError(
+                f"replay mismatch in {where}: the bundle says {flag}={want[flag]}, the replay "
+                f"gives {got[flag]}; {cause}"
+            )
+
+
 def replay_run(
     run: Mapping[str, Any],
     *,
     bundle_version: str = "?",
     settings: Mapping[str, Any] | None = None,
+    step_seconds: float | None = None,
 ) -> VerifiedRun:
-    """Replay every episode of one run and compare it step by step.
+    """Replay every episode of one run, comparing each step as it is replayed: the first step
+    that differs from the bundle ends the replay.
 
     Args:
         run: a run of a bundle that passed :func:`check_consistency`.
         bundle_version: the bundle's agentgym version (for messages).
         settings: the verifier's execution settings for this env (never the bundle's).
+        step_seconds: the most wall time building the env, one reset or one step may take
+            (:attr:`ReplayBudget.max_step_seconds`; None: no limit per step).
 
     Returns:
         The :class:`VerifiedRun`; its summary comes from the replayed episodes (errored ones
         scored with :func:`agentgym.registration.worst_return`).
 
     Raises:
-        SubmissionError: the first mismatch, naming the episode, seed, step and values.
+        SubmissionError: the first mismatch, naming the episode, seed, step and values; or a
+            call over ``step_seconds``.
     """
     env_id = run["env_id"]
     cause = (
@@ -449,38 +508,50 @@ def replay_run(
             raise SubmissionError(_file_refusal(env_id, named[0])) from None
         return f"{type(err).__name__}: {err}"
 
-    try:
-        env = make_env(env_id, {**kwargs, **dict(settings or {})})
-    except Exception as err:
-        raise SubmissionError(
-            f"{env_id}: the environment cannot be built with these env_kwargs: {detail(err)}"
-        ) from None
+    def bounded(what: str, raised: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """``fn(*args, **kw)`` (``what``, for the refusal) within the per-step limit; an error
+        it raises is refused as ``raised`` and the error."""
+        try:
+            with _deadline(step_seconds):
+                return fn(*args, **kw)
+        except _StepTimeout:
+            raise SubmissionError(
+                f"over the replay budget (limit: step: {step_seconds:g} s for building the env, "
+                f"one reset or one step): {what} took longer; the replay was stopped and nothing "
+                "was stored"
+            ) from None
+        except Exception as err:
+            raise SubmissionError(f"{raised} {detail(err)}") from None
+
+    env = bounded(
+        f"building {env_id}",
+        f"{env_id}: the environment cannot be built with these env_kwargs:",
+        make_env,
+        env_id,
+        {**kwargs, **dict(settings or {})},
+    )
     scored = []
     try:
         for e, episode in enumerate(run["episodes"]):
             recorded = episode["steps"]
             where = f"{env_id}, episode {e} (seed {episode['seed']})"
-            try:
-                _, replayed = replay_episode(env, episode["seed"], [s["action"] for s in recorded])
-            except Exception as err:
-                raise SubmissionError(f"{where}: replay raised {detail(err)}") from None
-            for t, (want, got) in enumerate(zip(recorded, replayed, strict=False)):
-                if abs(float(want["reward"]) - got["reward"]) > _REWARD_TOL:
-                    raise SubmissionError(
-                        f"replay mismatch in {where}, step {t}: the bundle says reward "
-                        f"{want['reward']!r}, the replay gives {got['reward']!r}; {cause}"
-                    )
-                for flag in _STEP_FLAGS:
-                    if bool(want[flag]) != got[flag]:
-                        raise SubmissionError(
-                            f"replay mismatch in {where}, step {t}: the bundle says {flag}="
-                            f"{want[flag]}, the replay gives {got[flag]}; {cause}"
-                        )
-            if len(replayed) < len(recorded):
-                raise SubmissionError(
-                    f"replay mismatch in {where}: the environment ended the episode after "
-                    f"{len(replayed)} steps but the bundle has {len(recorded)}; {cause}"
+            raised = f"{where}: replay raised"
+            bounded(f"the reset of {where}", raised, env.reset, seed=episode["seed"])
+            # Each step is compared as it is replayed: the first wrong one ends the replay.
+            replayed: list[dict[str, Any]] = []
+            for t, want in enumerate(recorded):
+                action = want["action"]
+                _, reward, terminated, truncated, info = bounded(
+                    f"step {t} of {where}", raised, env.step, action
                 )
+                got = step_record(action, reward, terminated, truncated, info)
+                _compare_step(want, got, f"{where}, step {t}", cause)
+                replayed.append(got)
+                if (terminated or truncated) and t + 1 < len(recorded):
+                    raise SubmissionError(
+                        f"replay mismatch in {where}: the environment ended the episode after "
+                        f"{t + 1} steps but the bundle has {len(recorded)}; {cause}"
+                    )
             ended = bool(replayed) and (replayed[-1]["terminated"] or replayed[-1]["truncated"])
             if not episode["error"] and not ended:
                 raise SubmissionError(
@@ -552,6 +623,7 @@ def verify_bundle(bundle: dict[str, Any], config: VerifierConfig | None = None) 
                 run,
                 bundle_version=version,
                 settings=config.env_settings.get(run["env_id"], {}),
+                step_seconds=budget.max_step_seconds,
             )
             for run in bundle["runs"]
         )

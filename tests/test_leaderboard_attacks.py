@@ -10,6 +10,7 @@ import copy
 import hashlib
 import json
 import multiprocessing
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from agentgym.eval import evaluate, summarize
 from agentgym.registration import worst_return
+from leaderboards import verify as verify_module
 from leaderboards.__main__ import main
 from leaderboards.render import html_page, markdown_tables, text_tables
 from leaderboards.store import Store
@@ -25,6 +27,8 @@ from leaderboards.verify import (
     ReplayBudget,
     SubmissionError,
     VerifierConfig,
+    check_consistency,
+    replay_run,
     run_within_budget,
     verify_bundle,
 )
@@ -226,6 +230,127 @@ def test_the_budget_passes_results_and_refusals_through() -> None:
 
     with pytest.raises(SubmissionError, match=r"^replay mismatch \(test\)$"):
         run_within_budget(refuse, ReplayBudget())
+
+
+def test_the_replay_stops_at_the_first_wrong_step(
+    runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: an episode was replayed to its end before its steps were compared. Now each step
+    is compared as it is replayed: a bundle whose first step is wrong costs one env step."""
+    run = load(runs["random"])["runs"][0]
+    episode = run["episodes"][0]
+    assert len(episode["steps"]) == 5  # random never solves it: 5 turns
+    episode["steps"][0]["reward"] += 1.0
+    stepped: list[str] = []
+    real = verify_module.make_env
+
+    def counting(env_id: str, kwargs: dict[str, Any]) -> Any:
+        env = real(env_id, kwargs)
+        step = env.step
+
+        def counted(action: str) -> Any:
+            stepped.append(action)
+            return step(action)
+
+        env.step = counted
+        return env
+
+    monkeypatch.setattr(verify_module, "make_env", counting)
+    with pytest.raises(
+        SubmissionError, match=r"episode 0 \(seed 0\), step 0: the bundle says reward"
+    ):
+        replay_run(run)
+    assert stepped == [episode["steps"][0]["action"]]
+
+
+def test_a_slow_reset_is_refused_at_the_per_step_limit(
+    runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: one slow reset (a task that takes minutes to generate) held the verifier for the
+    whole replay budget. Building the env, each reset and each step now has a limit of its own
+    (``max_step_seconds``), enforced in the replay's process. The reset here sleeps 30 s; the
+    limit is 0.5 s."""
+    real = verify_module.make_env
+
+    def slow(env_id: str, kwargs: dict[str, Any]) -> Any:
+        env = real(env_id, kwargs)
+        reset = env.reset
+
+        def slow_reset(**kw: Any) -> Any:
+            time.sleep(30)
+            return reset(**kw)
+
+        env.reset = slow_reset
+        return env
+
+    monkeypatch.setattr(verify_module, "make_env", slow)
+    config = VerifierConfig(budget=ReplayBudget(max_step_seconds=0.5))
+    with pytest.raises(SubmissionError) as err:
+        verify_bundle(load(runs["oracle"]), config)
+    assert str(err.value) == (
+        "over the replay budget (limit: step: 0.5 s for building the env, one reset or one "
+        "step): the reset of agentgym/Sokoban-v0, episode 0 (seed 0) took longer; the replay "
+        "was stopped and nothing was stored"
+    )
+    assert multiprocessing.active_children() == []
+    with pytest.raises(ValueError, match="max_step_seconds must be a number > 0"):
+        ReplayBudget(max_step_seconds=0)
+
+
+def test_a_reasoning_gym_config_is_bounded_before_anything_is_built(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: `task_config={"max_digits": 1000000}` passed the gate (a mapping of scalars)
+    and one reset then took more than 15 minutes. A bundle's task_config is now held to the
+    bounds stated per task (agentgym.envs.MATH_TASK_CONFIG_BOUNDS), before anything is built."""
+    bundle = evaluate(
+        ["agentgym/MathChainSum-v0"], "random", episodes=1, out=tmp_path / "m.json", progress=False
+    )
+    run = bundle["runs"][0]
+    cases = [
+        (
+            "agentgym/MathChainSum-v0",
+            {"max_digits": 10**6},
+            "task_config['max_digits'] must be an int <= 20",
+        ),
+        (
+            "agentgym/MathArithmetic-v0",
+            {"max_terms": 7},
+            "task_config['max_terms'] must be an int <= 6",
+        ),
+        (
+            "agentgym/MathArithmetic-v0",
+            {"operators": "*"},
+            "'operators' is not a field of basic_arithmetic a result bundle may set",
+        ),
+        (
+            "agentgym/Math-v0",
+            {"difficulty": 2.0},
+            "task_config['difficulty'] must be a number <= 1",
+        ),
+    ]
+    for env_id, config, message in cases:
+        run["env_id"], run["env_kwargs"] = env_id, {"task_config": config}
+        with pytest.raises(SubmissionError, match=re.escape(message)):
+            check_consistency(bundle)
+    # Another reasoning-gym task runs with its defaults only.
+    run["env_id"], run["env_kwargs"] = "agentgym/Math-v0", {"task": "products"}
+    check_consistency(bundle)
+    run["env_kwargs"] = {"task": "products", "task_config": {"min_terms": 2}}
+    with pytest.raises(SubmissionError, match="may configure only the tasks basic_arithmetic"):
+        check_consistency(bundle)
+    # Within the bounds: accepted by the gate.
+    run["env_id"], run["env_kwargs"] = (
+        "agentgym/MathChainSum-v0",
+        {"task_config": {"max_digits": 20}},
+    )
+    check_consistency(bundle)
+    # Submitted, the refusal is one clean line and nothing is built or stored.
+    run["env_kwargs"] = {"task_config": {"max_digits": 10**6}}
+    before = sha(db)
+    code, out, err = submit(bundle, db, tmp_path, capsys)
+    assert_refused_cleanly(code, out, err, 1, "env_kwargs refused: task_config['max_digits']")
+    assert sha(db) == before
 
 
 # ----------------------------------------------------------------------------- ranking
