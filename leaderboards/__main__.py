@@ -28,6 +28,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ def submit(
     problem = name_problem(name)
     if problem:
         raise SubmissionError(problem)
+    name = normalise_name(name)
     bundle = load_bundle(path, max_bytes)
     store = Store(db)
     t0 = time.perf_counter()
@@ -89,19 +91,62 @@ def submit(
     return sid, store, replay_s, verified.episodes_replayed
 
 
-#: The longest entry name (characters).
+#: The longest entry name (characters, after NFKC normalisation).
 MAX_NAME_CHARS = 200
+
+#: Scripts whose letters look alike ("а" is Cyrillic, "a" Latin): a name mixes none of them.
+LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "CHEROKEE", "COPTIC")
+
+# Categories a name never holds: controls, format characters (zero-width, bidi marks, soft
+# hyphen), surrogates, private use, unassigned, line and paragraph separators.
+_REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def normalise_name(name: str) -> str:
+    """An entry name as stored: NFKC-normalised (full-width and other compatibility forms
+    become their plain letters: "ｏｒａｃｌｅ" is "oracle") and stripped. Check it with
+    :func:`name_problem`."""
+    return unicodedata.normalize("NFKC", name).strip()
 
 
 def name_problem(name: object) -> str | None:
-    """What is wrong with an entry name, or None: 1 to :data:`MAX_NAME_CHARS` characters of
-    valid Unicode (no lone surrogates, which SQLite cannot store as text)."""
-    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS:
+    """What is wrong with an entry name, or None. After :func:`normalise_name` it must be 1 to
+    :data:`MAX_NAME_CHARS` characters of valid Unicode, none of them a control or format
+    character (invisible ones such as U+200B ZERO WIDTH SPACE or U+202E RIGHT-TO-LEFT OVERRIDE
+    make a name look like another's), and its letters from at most one of
+    :data:`LOOKALIKE_SCRIPTS`.
+
+    Example:
+        >>> name_problem("my agent"), name_problem("ｍｙ agent")
+        (None, None)
+        >>> print(name_problem("or\u0430cle"))  # doctest: +ELLIPSIS
+        --name mixes letters of look-alike scripts (CYRILLIC, LATIN), which can make a name ...
+    """
+    if not isinstance(name, str):
         return f"--name must be 1 to {MAX_NAME_CHARS} characters"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return "--name is not valid Unicode text (it holds bytes that are not UTF-8)"
+    name = normalise_name(name)
+    if not 0 < len(name) <= MAX_NAME_CHARS:
+        return f"--name must be 1 to {MAX_NAME_CHARS} characters"
+    for ch in name:
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            label = unicodedata.name(ch, "")
+            return (
+                f"--name holds U+{ord(ch):04X}{' ' + label if label else ''}, a control or "
+                "invisible character (it can make a name look like another's, or act on a "
+                "terminal); use visible characters only"
+            )
+    scripts = {
+        unicodedata.name(ch, "").split(" ")[0] for ch in name if unicodedata.category(ch)[0] == "L"
+    } & set(LOOKALIKE_SCRIPTS)
+    if len(scripts) > 1:
+        return (
+            f"--name mixes letters of look-alike scripts ({', '.join(sorted(scripts))}), which "
+            "can make a name look like another's; write it in one of them"
+        )
     return None
 
 
@@ -497,8 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bundle, args.name, db, int(args.max_mb * 2**20), config
             )
             print(
-                f"accepted {args.bundle} as entry #{sid} ('{inert(args.name)}') in {db}: "
-                f"{count} episodes replayed in {replay_s:.2f} s"
+                f"accepted {args.bundle} as entry #{sid} ('{inert(normalise_name(args.name))}') "
+                f"in {db}: {count} episodes replayed in {replay_s:.2f} s"
             )
             return 0
         if args.command in ("show", "render"):
@@ -568,7 +613,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except sqlite3.DatabaseError as err:
         print(
-            f"leaderboards {args.command}: {db} is not a usable leaderboard database ({err}); "
+            f"leaderboards {args.command}: {db} is not a usable leaderboard database "
+            f"({inert(str(err))}); "
             "pass another --db, or `python -m leaderboards rebuild --db NEW.sqlite`",
             file=sys.stderr,
         )

@@ -43,6 +43,7 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import json
+import math
 import os
 import sqlite3
 import time
@@ -68,6 +69,7 @@ __all__ = [
     "board_keys",
     "write_lock",
     "LOCK_TIMEOUT_S",
+    "MalformedDatabase",
 ]
 
 #: 2: the ``episodes`` table (issue 25). A database of an earlier version is read as it is; a
@@ -349,6 +351,7 @@ class Store:
             rows = conn.execute(query, params).fetchall()
         boards: dict[tuple[str, str], list[Entry]] = {}
         for row in rows:
+            _check_row(row)
             least = min_ranked_episodes(row[6])
             entry = Entry(*row, min_episodes=least, ranked=row[9] >= least)
             boards.setdefault((entry.env_id, entry.env_kwargs), []).append(entry)
@@ -390,11 +393,65 @@ class Store:
                 "SELECT id, name, submitted, bundle FROM submissions ORDER BY id"
             ).fetchall()
         for sid, name, submitted, blob in rows:
-            yield (
-                int(sid),
-                str(name),
-                str(submitted),
-                json.loads(zlib.decompress(blob).decode("utf-8")),
+            try:
+                bundle = json.loads(zlib.decompress(blob).decode("utf-8"))
+            except (zlib.error, TypeError, ValueError):
+                raise MalformedDatabase(
+                    f"the stored bundle of entry #{inert_id(sid)} cannot be read"
+                ) from None
+            yield int(sid), str(name), str(submitted), bundle
+
+
+class MalformedDatabase(sqlite3.DatabaseError):
+    """A leaderboard database whose rows are not what this module writes (another program's, or
+    edited): ``python -m leaderboards`` says so, exit status 2, instead of a traceback."""
+
+
+# The columns Store.entries reads, and what each must hold.
+_ENTRY_COLUMNS = (
+    ("id", "int"),
+    ("name", "str"),
+    ("agent_name", "str"),
+    ("agent_description", "str"),
+    ("agentgym_version", "str"),
+    ("submitted", "str"),
+    ("env_id", "str"),
+    ("env_kwargs", "json"),
+    ("seed", "int"),
+    ("episodes", "int"),
+    ("errors", "int"),
+    ("successes", "int"),
+    *((column, "number") for column in ("success_rate", "ci_low", "ci_high", "mean_return")),
+    ("mean_turns", "number"),
+    ("valid_action_rate", "number"),
+)
+
+
+def inert_id(value: object) -> str:
+    """A stored id for a message: the integer, or ``?`` for anything else."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+
+def _check_row(row: tuple[Any, ...]) -> None:
+    """Raise :class:`MalformedDatabase` unless every column of a ``results`` row (joined with its
+    submission) holds the type this module writes (naming the column, never quoting it)."""
+    for value, (column, kind) in zip(row, _ENTRY_COLUMNS, strict=True):
+        if kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "number":
+            ok = isinstance(value, (int, float)) and math.isfinite(value)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:  # a JSON object of task parameters
+            try:
+                ok = isinstance(value, str) and isinstance(json.loads(value), dict)
+            except ValueError:
+                ok = False
+        if not ok:
+            shown = {"json": "a JSON object", "int": "an integer", "number": "a finite number"}
+            raise MalformedDatabase(
+                f"the {column} of entry #{inert_id(row[0])} is not "
+                f"{shown.get(kind, 'text')} (found: {type(value).__name__})"
             )
 
 

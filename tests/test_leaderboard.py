@@ -482,9 +482,9 @@ def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
 
 
 def test_markdown_cells_make_markup_inert() -> None:
-    # By hand: & < > become entities, | is escaped, a newline becomes a space.
+    # By hand: & < > become entities, ( ) | are backslash-escaped, a newline becomes a space.
     assert _md("<img src=x onerror=alert(1)>|a\nb & c") == (
-        "&lt;img src=x onerror=alert(1)&gt;\\|a b &amp; c"
+        "&lt;img src=x onerror=alert\\(1\\)&gt;\\|a b &amp; c"
     )
 
 

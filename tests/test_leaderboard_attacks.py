@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import html
 import json
 import multiprocessing
 import re
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -583,21 +586,147 @@ def test_a_limit_that_changes_no_episode_opens_no_board(
 def test_names_are_printed_inert(
     tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The agent's name (the bundle's, self-reported) may hold anything: it is printed inert.
+    An entry name with control characters is refused (below, and issue 25)."""
     db = tmp_path / "lb.sqlite"
     bundle = load(runs["oracle"])
-    bundle["agent"]["name"] = "agent\x1b]0;owned\x07"
-    evil = "\x1b[2J\x1b[31mwin\rner\u202e"
+    bundle["agent"]["name"] = "agent\x1b]0;owned\x07\u200b\u202e"
     path = tmp_path / "b.json"
     path.write_text(json.dumps(bundle))
-    assert main(["submit", str(path), "--name", evil, "--db", str(db)]) == 0
+    evil = "\x1b[2J\x1b[31mwin\rner\u202e"
+    assert main(["submit", str(path), "--name", evil, "--db", str(db)]) == 2
+    assert "--name holds U+001B, a control or invisible character" in capsys.readouterr().err
+    assert main(["submit", str(path), "--name", "mine", "--db", str(db)]) == 0
     accepted = capsys.readouterr().out
     assert main(["show", "--db", str(db)]) == 0
     shown = capsys.readouterr().out
     boards = Store(db).entries()
     for text in (accepted, shown, markdown_tables(boards), html_page(boards)):
-        assert not any(ch in text for ch in "\x1b\x07\r\u202e"), repr(text)
-    assert "\\x1b[2J\\x1b[31mwin\\rner\\u202e" in shown
-    assert "agent\\x1b]0;owned\\x07" in shown
+        assert not any(ch in text for ch in "\x1b\x07\r\u202e\u200b"), repr(text)
+    assert "agent\\x1b]0;owned\\x07\\u200b\\u202e" in shown
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("oracle\u200b", "U+200B ZERO WIDTH SPACE"),  # looks like "oracle"
+        ("\u202eelcaro", "U+202E RIGHT-TO-LEFT OVERRIDE"),  # displays as "oracle"
+        ("ora\u00adcle", "U+00AD SOFT HYPHEN"),
+        ("orac\u200dle", "U+200D ZERO WIDTH JOINER"),
+        ("or\u0430cle", "mixes letters of look-alike scripts (CYRILLIC, LATIN)"),  # Cyrillic a
+        ("\u03bfracle", "mixes letters of look-alike scripts (GREEK, LATIN)"),  # Greek omicron
+        ("line\u2028break", "U+2028 LINE SEPARATOR"),
+    ],
+    ids=["zero-width", "bidi", "soft-hyphen", "joiner", "cyrillic", "greek", "separator"],
+)
+def test_a_name_that_would_pass_for_another_is_refused(
+    name: str,
+    problem: str,
+    tmp_path: Path,
+    runs: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 25: a name with a zero-width, bidi or look-alike character was stored and shown as
+    another's name. Such names are refused (usage error, nothing created)."""
+    db = tmp_path / "lb.sqlite"
+    assert main(["submit", str(runs["oracle"]), "--name", name, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("leaderboards submit: --name ") and problem in err, err
+    assert err.count("\n") == 1 and not db.exists()
+
+
+def test_names_are_stored_nfkc_normalised(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Full-width letters and ligatures are their plain forms (NFKC): "ｏｒａｃｌｅ" is stored as
+    "oracle"; letters of one script, accents and non-look-alike scripts are names like any."""
+    assert main(["submit", str(runs["oracle"]), "--name", "ｏｒａｃｌｅ ﬁne", "--db", str(db)]) == 0
+    assert "as entry #2 ('oracle fine')" in capsys.readouterr().out
+    other = tmp_path / "other.sqlite"
+    name = "Ünïcödé エージェント"
+    assert main(["submit", str(runs["lucky"]), "--name", name, "--db", str(other)]) == 0
+    assert [name for _, name, _, _ in Store(db).submissions()] == ["random", "oracle fine"]
+    assert [name for _, name, _, _ in Store(other).submissions()] == [name]
+
+
+def test_markdown_fields_are_never_markup() -> None:
+    """Issue 25: a name `[click](http://...)` or `![x](...)` became a live link or image in
+    `render --markdown`. Every field is escaped; rendered by markdown-it (CommonMark with GFM
+    tables), no link, image, emphasis, code or HTML comes out, and the text reads as typed."""
+    markdown_it = pytest.importorskip("markdown_it")
+    from leaderboards.store import Entry
+
+    name = "[click](http://evil.example) ![x](http://evil.example/i.png) <b>b</b> **s** `c` ~~d~~"
+    agent = "www.evil.example user@evil.example $x$ | # _e_ \\"
+    figures = (0, 8, 0, 8, 1.0, 0.6756, 1.0, 0.5, 2.0, 1.0)
+    entry = Entry(1, name, agent, "", "0.1.0", "2026-01-01T00:00:00Z", SOKOBAN, "{}", *figures)
+    text = markdown_tables({(SOKOBAN, '{"task":"[a](http://x)"}'): [entry]})
+    page = markdown_it.MarkdownIt("commonmark").enable("table").render(text)
+    heading, note, table = page.split("\n", 2)
+    assert heading == "<h3>agentgym/Sokoban-v0 (task='[a](http://x)')</h3>"
+    assert note.startswith("<p><em>ranked entries need")  # the one markup of the page's own
+    for tag in ("<a ", "<img", "<b>", "<strong>", "<em>", "<code>", "<del>", "<s>"):
+        assert tag not in table, (tag, table)
+    # Hand-worked escapes of the agent field (GitHub's bare autolinks need `:`, `.` or `@`).
+    assert "www\\.evil\\.example user\\@evil\\.example \\$x\\$ \\| \\# \\_e\\_ \\\\" in text
+    cells = table.split("<tbody>")[1]
+    assert html.escape(name, quote=False) in cells
+    assert html.escape(agent, quote=False) in cells
+
+
+def test_a_database_from_elsewhere_is_shown_inert_or_refused_clearly(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: `show` printed some columns of the database as they were (a date holding
+    `ESC [ 2 J` cleared the terminal), and a column of the wrong type crashed it with a
+    traceback. Every column is printed inert now, and a row of the wrong shape is one clear
+    error line, exit status 2."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(
+            "UPDATE submissions SET submitted = ?, agentgym_version = ?, name = ?",
+            ("\x1b[2J2026-01-01T00:00:00Z", "0.1\x1b[31m", "n\u200bame\x1b]0;t\x07"),
+        )
+        conn.commit()
+    assert main(["show", "--db", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert main(["render", "--markdown", "-", "--db", str(db)]) == 0
+    rendered = capsys.readouterr().out
+    for text in (shown, rendered):
+        assert not any(ch in text for ch in "\x1b\x07\u200b"), repr(text)
+    # The date is cut to 10 characters, then made inert.
+    assert "\\x1b[2J2026-0" in shown and "0.1\\x1b[31m" in shown
+    assert "n\\u200bame\\x1b]0;t\\x07" in shown
+    for column, value, message in (
+        ("mean_return", "high", "the mean_return of entry #1 is not a finite number (found: str)"),
+        ("env_kwargs", "{not json", "the env_kwargs of entry #1 is not a JSON object (found: str)"),
+        ("episodes", 2.5, "the episodes of entry #1 is not an integer (found: float)"),
+        ("env_id", b"\x1b", "the env_id of entry #1 is not text (found: bytes)"),
+    ):
+        bad = tmp_path / f"bad-{column}.sqlite"
+        bad.write_bytes(db.read_bytes())
+        with closing(sqlite3.connect(bad)) as conn:
+            conn.execute(f"UPDATE results SET {column} = ?", (value,))
+            conn.commit()
+        for command in (["show"], ["render", "--markdown", "-"]):
+            assert main([*command, "--db", str(bad)]) == 2
+            err = capsys.readouterr().err
+            last = err.splitlines()[-1]  # after the note on the baselines not stored
+            assert last.startswith(f"leaderboards {command[0]}: {bad} is not a usable leaderboard")
+            assert f"database ({message}); pass another --db" in last, err
+    # A stored bundle that is not zlib-compressed JSON: the rebuild says so, changes nothing.
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("UPDATE submissions SET bundle = ?", (b"not zlib",))
+        conn.commit()
+    before = sha(db)
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    (folder / "oracle.json").write_bytes(runs["oracle"].read_bytes())
+    assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is not a usable leaderboard database (the stored bundle of entry #1 cannot be read)" in err
+    )
+    assert sha(db) == before
 
 
 def test_deep_json_is_one_refusal_line(
