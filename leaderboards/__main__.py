@@ -1,4 +1,7 @@
-"""``python -m leaderboards``: submit replay-verified results, show and render the leaderboard.
+"""``python -m leaderboards``: submit results checked by replay, show and render the leaderboard.
+
+The replay checks the episodes (seeds, actions, rewards); who or what chose the actions, the
+entry's name and its agent, are self-reported.
 
 Examples::
 

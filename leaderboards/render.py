@@ -21,7 +21,14 @@ from collections.abc import Mapping, Sequence
 
 from leaderboards.store import Entry
 
-__all__ = ["board_title", "inert", "text_tables", "markdown_tables", "html_page"]
+__all__ = [
+    "SELF_REPORTED",
+    "board_title",
+    "inert",
+    "text_tables",
+    "markdown_tables",
+    "html_page",
+]
 
 # Unicode categories printed as escapes: controls (C0, C1, DEL), format characters (zero-width
 # spaces and joiners, bidirectional marks, overrides and isolates, soft hyphen), surrogates,
@@ -59,6 +66,13 @@ def inert(text: object) -> str:
 
 
 Boards = Mapping[tuple[str, str], Sequence[Entry]]
+
+#: What the replay does not attest, said under every rendering: it proves which episodes were
+#: played (seeds, actions, rewards), not who or what chose the actions.
+SELF_REPORTED = (
+    "names and agents are self-reported: the replay checks the episodes (seeds, actions and "
+    "rewards), not who or what played them"
+)
 
 
 def board_title(env_id: str, env_kwargs: str) -> str:
@@ -141,6 +155,7 @@ def text_tables(boards: Boards) -> str:
             lines.append("  ".join(cells).rstrip())
         lines.append(f"({_minimum_note(entries)})")  # every board states it (issue 14)
         parts.append("\n".join(lines))
+    parts.append(f"({SELF_REPORTED})")
     return "\n\n".join(parts) + "\n"
 
 
@@ -197,6 +212,7 @@ def markdown_tables(boards: Boards) -> str:
             ]
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
+    parts.append(f"_{SELF_REPORTED[0].upper()}{SELF_REPORTED[1:]}._")
     return "\n\n".join(parts) + "\n"
 
 
@@ -259,8 +275,10 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
         f"<title>{e(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{e(title)}</h1>",
-        "<p>Every entry was replayed from its seeds and actions before it was accepted. "
-        "Success intervals are 95% Wilson intervals. Click a column header to sort.</p>",
+        "<p>Every entry's episodes were replayed from their seeds and actions before it was "
+        f"accepted; {e(SELF_REPORTED)}. Entries rank by the lower bound of the 95% Wilson "
+        "interval of their success rate, on the first seeds of the official sequence 0, 1, "
+        "2, .... Click a column header to sort.</p>",
     ]
     if not boards:
         out.append("<p>The leaderboard is empty.</p>")

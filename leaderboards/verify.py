@@ -12,7 +12,8 @@
    setting such as a sandbox back end or a daemon address); the seeds are the board's official
    seeds' first ``n`` (:data:`OFFICIAL_FIRST_SEED`, ``+ 1``, ...: the verifier chooses them, so a
    submitter cannot pick a lucky window) and each episode carries its seed, in order; each
-   episode's ``return``, ``turns`` and ``success`` agree with its steps; no board appears twice.
+   episode's ``return``, ``turns`` and ``success`` agree with its steps; not every episode
+   errored; no board appears twice.
 5. Budget: the replay's steps are counted before it starts, and the replay runs in a child
    process under the verifier's :class:`ReplayBudget` (wall time, steps, resident memory of the
    child and everything it starts; :func:`sandboxes.limits.run_bounded`); a bundle over a limit
@@ -329,6 +330,12 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
         if len(run["episodes"]) != len(seeds):
             raise SubmissionError(
                 f"runs/{r} ({env_id}): {len(run['episodes'])} episodes for {len(seeds)} seeds"
+            )
+        if all(episode["error"] for episode in run["episodes"]):
+            raise SubmissionError(
+                f"runs/{r} ({env_id}): every one of its {len(seeds)} episodes ended in an error, "
+                "so no episode was played to score: fix what raised (each episode's `error` says "
+                "it) and rerun agentgym eval, or leave this env out of the bundle"
             )
         for e, (episode, seed) in enumerate(zip(run["episodes"], seeds, strict=True)):
             where = f"runs/{r}/episodes/{e} ({env_id})"

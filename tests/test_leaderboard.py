@@ -140,7 +140,12 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     assert lines[2].split()[7] == f"{s['mean_return']:.3f}"
     assert lines[3].split()[:4] == ["2", "random", "baseline", "random"]
     assert lines[4] == "(ranked entries need at least 8 episodes; '-': fewer, listed unranked)"
-    assert len(lines) == 5
+    # Issue 25: the replay attests the episodes, not who played them.
+    assert lines[5:] == [
+        "",
+        "(names and agents are self-reported: the replay checks the episodes (seeds, actions "
+        "and rewards), not who or what played them)",
+    ]
     result = run("-m", "leaderboards", "show")
     assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
 
@@ -427,6 +432,27 @@ def test_markdown_table(three_entries: Path) -> None:
         f"| 1 | oracle | oracle | 100.0% [67.6%, 100.0%] | {e.mean_return:.3f} | 1.00 | 100.0% "
         "| 8 | 0-7 |"
     )
+
+
+def test_every_rendering_says_names_and_agents_are_self_reported(three_entries: Path) -> None:
+    """Issue 25: the page called entries verified, though a replay cannot attest who played.
+    Text, Markdown and HTML each say that names and agents are self-reported."""
+    from leaderboards.render import SELF_REPORTED, html_page, text_tables
+
+    boards = Store(three_entries).entries()
+    assert SELF_REPORTED == (
+        "names and agents are self-reported: the replay checks the episodes (seeds, actions and "
+        "rewards), not who or what played them"
+    )
+    assert text_tables(boards).endswith(f"\n\n({SELF_REPORTED})\n")
+    assert markdown_tables(boards).endswith(
+        "\n\n_Names and agents are self-reported: the replay "
+        "checks the episodes (seeds, actions and rewards), not who or what played them._\n"
+    )
+    page = html_page(boards)
+    assert f"accepted; {SELF_REPORTED}." in page
+    for text in (text_tables(boards), markdown_tables(boards), page):
+        assert "verified" not in text.lower()
 
 
 def test_cli_db_before_or_after_the_command_and_clear_usage_errors(

@@ -359,12 +359,13 @@ def test_a_reasoning_gym_config_is_bounded_before_anything_is_built(
 # ----------------------------------------------------------------------------- ranking
 
 
-def _errored(bundle: dict[str, Any], error_return: float | None) -> dict[str, Any]:
-    """Every episode errored before its first step (record return 0, which beats random's -0.5),
-    summarised with ``error_return`` as :func:`agentgym.eval.summarize` takes it."""
+def _errored(bundle: dict[str, Any], error_return: float | None, played: int) -> dict[str, Any]:
+    """Every episode but the first ``played`` errored before its first step (record return 0,
+    which beats random's -0.5), summarised with ``error_return`` as
+    :func:`agentgym.eval.summarize` takes it."""
     bundle = copy.deepcopy(bundle)
     run = bundle["runs"][0]
-    for episode in run["episodes"]:
+    for episode in run["episodes"][played:]:
         episode.update(steps=[], turns=0, error="agent raised", success=False, terminated=False)
         episode.update(truncated=False, **{"return": 0.0})
     run["summary"] = summarize(run["episodes"], error_return)
@@ -377,21 +378,42 @@ def test_errored_episodes_score_the_envs_worst_return(
 ) -> None:
     # By hand: 5 turns x format penalty -0.1, 10 actions x -0.1, 1 box pushed off -1 = -2.5.
     assert worst_return(SOKOBAN) == pytest.approx(-2.5)
+    first = load(runs["random"])["runs"][0]["episodes"][0]["return"]  # played, kept
     # A summary that counts the errors at their recorded 0.0 is refused: it is not what eval writes.
-    claimed = _errored(load(runs["random"]), None)
-    assert claimed["runs"][0]["summary"]["mean_return"] == 0.0
+    claimed = _errored(load(runs["random"]), None, played=1)
+    assert claimed["runs"][0]["summary"]["mean_return"] == pytest.approx(first / 8)
     code, _, err = submit(claimed, db, tmp_path, capsys)
     assert code == 1
-    assert "summary mean_return is 0.0 but the episodes give -2.5" in err
+    mean = (first + 7 * -2.5) / 8
+    assert f"summary mean_return is {first / 8!r} but the episodes give {mean!r}" in err
     # The summary eval writes (errors at the worst return) is stored, and ranks below playing.
-    bundle = _errored(load(runs["random"]), worst_return(SOKOBAN))
-    assert bundle["runs"][0]["summary"]["mean_return"] == pytest.approx(-2.5)
+    bundle = _errored(load(runs["random"]), worst_return(SOKOBAN), played=1)
+    assert bundle["runs"][0]["summary"]["mean_return"] == pytest.approx(mean)
     code, out, err = submit(bundle, db, tmp_path, capsys)
     assert code == 0, err
     (board,) = Store(db).entries(SOKOBAN).values()
     assert [e.name for e in board] == ["random", "attacker"]  # errors rank last
-    assert board[1].mean_return == pytest.approx(-2.5) and board[1].errors == 8
-    assert board[0].mean_return > -2.5
+    assert board[1].mean_return == pytest.approx(mean) and board[1].errors == 7
+    assert board[0].mean_return > mean
+
+
+def test_a_run_whose_every_episode_errored_is_refused(
+    tmp_path: Path, db: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: a bundle whose every episode errored (the agent never played) was accepted as
+    an entry. A run with no episode played is refused, before any replay, naming the fix."""
+    bundle = _errored(load(runs["random"]), worst_return(SOKOBAN), played=0)
+    before = sha(db)
+    code, out, err = submit(bundle, db, tmp_path, capsys)
+    assert_refused_cleanly(
+        code,
+        out,
+        err,
+        1,
+        "runs/0 (agentgym/Sokoban-v0): every one of its 8 episodes ended in an error, so no "
+        "episode was played to score",
+    )
+    assert sha(db) == before
 
 
 def test_stored_return_is_the_replays_not_the_bundles_claim(
@@ -662,9 +684,12 @@ def test_markdown_fields_are_never_markup() -> None:
     entry = Entry(1, name, agent, "", "0.1.0", "2026-01-01T00:00:00Z", SOKOBAN, "{}", *figures)
     text = markdown_tables({(SOKOBAN, '{"task":"[a](http://x)"}'): [entry]})
     page = markdown_it.MarkdownIt("commonmark").enable("table").render(text)
-    heading, note, table = page.split("\n", 2)
+    heading, note, rest = page.split("\n", 2)
+    table, after = rest.split("</table>\n")
     assert heading == "<h3>agentgym/Sokoban-v0 (task='[a](http://x)')</h3>"
-    assert note.startswith("<p><em>ranked entries need")  # the one markup of the page's own
+    # The page's own markup: the notes above and below the table, in italics.
+    assert note.startswith("<p><em>ranked entries need")
+    assert after.startswith("<p><em>Names and agents are self-reported: the replay checks")
     for tag in ("<a ", "<img", "<b>", "<strong>", "<em>", "<code>", "<del>", "<s>"):
         assert tag not in table, (tag, table)
     # Hand-worked escapes of the agent field (GitHub's bare autolinks need `:`, `.` or `@`).
