@@ -827,10 +827,7 @@ def test_show_says_how_to_get_the_baselines(
 
 
 def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
-    tmp_path: Path,
-    bundles: dict[str, Path],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A database written before issue 25 may hold two windows of one run as two entries, and
     has no episodes table: a submission to it is refused until a rebuild rewrites it, and the
@@ -844,9 +841,9 @@ def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
     run["seeds"], run["episodes"] = run["seeds"][:4], run["episodes"][:4]
     run["summary"] = summarize(run["episodes"])
     # As the old store did: no check of the episodes, so the window is a second entry.
-    monkeypatch.setattr(store_module, "_stored_overlap", lambda conn, verified: None)
-    assert submit(save(tmp_path, prefix, "window.json"), db, "my window", capsys)[0] == 0
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_module, "_stored_overlap", lambda conn, verified: None)
+        assert submit(save(tmp_path, prefix, "window.json"), db, "my window", capsys)[0] == 0
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("DROP TABLE episodes")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
