@@ -16,7 +16,8 @@ through) tells them apart:
   every text env in :data:`COMMON_TASK_PARAMS`): they change what the episodes are (a level file,
   a dataset file, a room size, the turn budget). Each has a type and stated bounds; a value
   outside them is refused everywhere. They are what a result bundle records and what keys a
-  leaderboard, after :func:`normalise_task_kwargs` (a value equal to its default is the default).
+  leaderboard, after :func:`normalise_task_kwargs` (a value equal to its default is the default)
+  and :func:`board_kwargs` (a space's size limit changes no episode and keys no board).
 * *execution settings*: every other argument the class takes (back ends, sandbox options, daemon
   addresses, browser paths, timeouts, ``render_mode``). A user sets them freely on their own
   machine; a result bundle never does (``source="bundle"`` refuses them): the verifier replays
@@ -53,6 +54,7 @@ __all__ = [
     "check_env_kwargs",
     "split_env_kwargs",
     "normalise_task_kwargs",
+    "board_kwargs",
     "task_defaults",
     "worst_return",
     "NAMESPACE",
@@ -108,6 +110,11 @@ class TaskParam:
         low, high: inclusive bounds (numbers; sizes for ``str``/``file``/``rows``/``mapping``).
         choices: allowed values of a ``choice``.
         nullable: ``None`` is also allowed (it means "the env's default behaviour").
+        changes_episodes: False for a parameter no episode can differ by, only whether the env
+            can be built at all (the size of the observation or action space: observations are
+            never cut to it, and a longer action is handled like any other text). A bundle may
+            carry it and the replay uses it, but it keys no leaderboard of its own
+            (:func:`board_kwargs`).
     """
 
     kind: str
@@ -115,6 +122,7 @@ class TaskParam:
     high: float | None = None
     choices: tuple[Any, ...] = ()
     nullable: bool = False
+    changes_episodes: bool = True
 
     def describe(self) -> str:
         """A short human-readable type and bounds, as ``agentgym list`` prints them.
@@ -254,8 +262,9 @@ COMMON_TASK_PARAMS: Mapping[str, TaskParam] = MappingProxyType(
         "action_format": TaskParam("choice", choices=("think_answer", "answer", "raw")),
         "invalid_action": TaskParam("choice", choices=("penalize", "terminate", "noop")),
         "format_penalty": TaskParam("float", -10.0, 0.0),
-        "max_observation_length": TaskParam("int", 256, 1_000_000),
-        "max_action_length": TaskParam("int", 1, 1_000_000),
+        # Space sizes: a run with a longer limit plays the same task (issue 25).
+        "max_observation_length": TaskParam("int", 256, 1_000_000, changes_episodes=False),
+        "max_action_length": TaskParam("int", 1, 1_000_000, changes_episodes=False),
     }
 )
 
@@ -283,6 +292,11 @@ class EnvEntry:
             :func:`worst_return` adds the worst format penalties.
         min_ranked_episodes: the fewest episodes a leaderboard entry on this id needs to be
             ranked (fewer are listed, unranked).
+        check_bundle: a check of a result bundle's task parameters together (resolved: the
+            defaults, then the bundle's, then the id's fixed ones), run by the gate with
+            ``source="bundle"`` after each has passed its own :class:`TaskParam`, before anything
+            is built; raises :class:`EnvKwargsError`. For bounds that depend on another
+            parameter (a reasoning-gym ``task_config``'s, on the ``task``).
     """
 
     id: str
@@ -294,6 +308,7 @@ class EnvEntry:
     task_params: Mapping[str, TaskParam] = field(default_factory=dict)
     step_worst: Callable[[Mapping[str, Any]], float] = _no_extra_penalty
     min_ranked_episodes: int = 8
+    check_bundle: Callable[[Mapping[str, Any]], None] | None = None
 
 
 #: Top-level package -> the agentgym extra that installs it (named when an import fails).
@@ -491,7 +506,7 @@ def check_env_kwargs(
     Raises:
         EnvKwargsError: an unknown id or argument, a value different from one the id fixes, a
             task parameter outside its stated type or bounds, or (``source="bundle"``) an
-            execution setting.
+            execution setting or parameters the id's ``check_bundle`` refuses.
 
     Example:
         >>> check_env_kwargs("agentgym/Sokoban-v0", {"max_turns": 3})
@@ -530,6 +545,8 @@ def check_env_kwargs(
                 "remove it from env_kwargs",
                 key,
             )
+    if source == "bundle" and entry.check_bundle is not None:
+        entry.check_bundle({**task_defaults(env_id), **kwargs, **entry.task_kwargs})
     return dict(kwargs)
 
 
@@ -594,6 +611,19 @@ def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, A
             continue
         out[key] = value
     return out
+
+
+def board_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The task parameters (from :func:`normalise_task_kwargs`) that name the task a leaderboard
+    ranks: those declared ``changes_episodes=False`` (:class:`TaskParam`) left out, so that a
+    run with a longer action limit lands on the board of the run without one.
+
+    Example:
+        >>> board_kwargs("agentgym/Sokoban-v0", {"max_action_length": 20000, "num_boxes": 2})
+        {'num_boxes': 2}
+    """
+    params = _params(_entry(env_id))
+    return {k: v for k, v in kwargs.items() if k not in params or params[k].changes_episodes}
 
 
 def worst_return(env_id: str, kwargs: Mapping[str, Any] | None = None) -> float:

@@ -1,4 +1,7 @@
-"""``python -m leaderboards``: submit replay-verified results, show and render the leaderboard.
+"""``python -m leaderboards``: submit results checked by replay, show and render the leaderboard.
+
+The replay checks the episodes (seeds, actions, rewards); who or what chose the actions, the
+entry's name and its agent, are self-reported.
 
 Examples::
 
@@ -28,13 +31,21 @@ import sqlite3
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.fileio import write_text_atomic
 from leaderboards.render import html_page, inert, markdown_tables, text_tables
-from leaderboards.store import Store, _duplicate_message, default_db_path
+from leaderboards.store import (
+    Store,
+    _duplicate_message,
+    board_keys,
+    default_db_path,
+    find_overlap,
+    write_lock,
+)
 from leaderboards.verify import (
     MAX_BUNDLE_BYTES,
     MalformedBundle,
@@ -70,6 +81,7 @@ def submit(
     problem = name_problem(name)
     if problem:
         raise SubmissionError(problem)
+    name = normalise_name(name)
     bundle = load_bundle(path, max_bytes)
     store = Store(db)
     t0 = time.perf_counter()
@@ -82,19 +94,62 @@ def submit(
     return sid, store, replay_s, verified.episodes_replayed
 
 
-#: The longest entry name (characters).
+#: The longest entry name (characters, after NFKC normalisation).
 MAX_NAME_CHARS = 200
+
+#: Scripts whose letters look alike ("а" is Cyrillic, "a" Latin): a name mixes none of them.
+LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "CHEROKEE", "COPTIC")
+
+# Categories a name never holds: controls, format characters (zero-width, bidi marks, soft
+# hyphen), surrogates, private use, unassigned, line and paragraph separators.
+_REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def normalise_name(name: str) -> str:
+    """An entry name as stored: NFKC-normalised (full-width and other compatibility forms
+    become their plain letters: "ｏｒａｃｌｅ" is "oracle") and stripped. Check it with
+    :func:`name_problem`."""
+    return unicodedata.normalize("NFKC", name).strip()
 
 
 def name_problem(name: object) -> str | None:
-    """What is wrong with an entry name, or None: 1 to :data:`MAX_NAME_CHARS` characters of
-    valid Unicode (no lone surrogates, which SQLite cannot store as text)."""
-    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS:
+    """What is wrong with an entry name, or None. After :func:`normalise_name` it must be 1 to
+    :data:`MAX_NAME_CHARS` characters of valid Unicode, none of them a control or format
+    character (invisible ones such as U+200B ZERO WIDTH SPACE or U+202E RIGHT-TO-LEFT OVERRIDE
+    make a name look like another's), and its letters from at most one of
+    :data:`LOOKALIKE_SCRIPTS`.
+
+    Example:
+        >>> name_problem("my agent"), name_problem("ｍｙ agent")
+        (None, None)
+        >>> print(name_problem("or\u0430cle"))  # doctest: +ELLIPSIS
+        --name mixes letters of look-alike scripts (CYRILLIC, LATIN), which can make a name ...
+    """
+    if not isinstance(name, str):
         return f"--name must be 1 to {MAX_NAME_CHARS} characters"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return "--name is not valid Unicode text (it holds bytes that are not UTF-8)"
+    name = normalise_name(name)
+    if not 0 < len(name) <= MAX_NAME_CHARS:
+        return f"--name must be 1 to {MAX_NAME_CHARS} characters"
+    for ch in name:
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            label = unicodedata.name(ch, "")
+            return (
+                f"--name holds U+{ord(ch):04X}{' ' + label if label else ''}, a control or "
+                "invisible character (it can make a name look like another's, or act on a "
+                "terminal); use visible characters only"
+            )
+    scripts = {
+        unicodedata.name(ch, "").split(" ")[0] for ch in name if unicodedata.category(ch)[0] == "L"
+    } & set(LOOKALIKE_SCRIPTS)
+    if len(scripts) > 1:
+        return (
+            f"--name mixes letters of look-alike scripts ({', '.join(sorted(scripts))}), which "
+            "can make a name look like another's; write it in one of them"
+        )
     return None
 
 
@@ -154,21 +209,38 @@ def rebuild(
 
     An entry that no longer verifies (e.g. an env changed) is reported; the rebuild then refuses
     and changes nothing, unless ``drop_unverified`` is set, which drops exactly the entries the
-    refusal named. The new database replaces ``db`` in one rename.
+    refusal named. The new database replaces ``db`` in one rename. The rebuild holds ``db``'s
+    write lock (:func:`leaderboards.store.write_lock`) throughout: a submission meanwhile waits
+    for it and is refused if it waited too long, never stored in the file about to be replaced.
 
     ``progress``, if given, is called with one line before each bundle is replayed
     (``[3/21] baseline oracle.json ('oracle', 1,000 episodes)``).
 
     Raises:
-        SubmissionError: a baseline is refused, or entries would be dropped without
-            ``drop_unverified`` (``db`` is left as it was).
+        SubmissionError: a baseline is refused, entries would be dropped without
+            ``drop_unverified``, or another writer held the lock too long (``db`` is left as it
+            was).
     """
     paths = sorted(Path(folder).glob("*.json"))
     if not paths:
         raise SubmissionError(f"no *.json bundles in {folder}")
     db = Path(db)
-    report = RebuildReport(baselines=len(paths))
     baselines = [(path, load_bundle(path, MAX_BUNDLE_BYTES)) for path in paths]
+    # Held from before the stored entries are read until the new database replaces the old:
+    # an entry submitted meanwhile would be lost with the old file (issue 25).
+    with write_lock(db):
+        return _rebuild(db, baselines, drop_unverified, config, progress)
+
+
+def _rebuild(
+    db: Path,
+    baselines: list[tuple[Path, dict]],
+    drop_unverified: bool,
+    config: VerifierConfig | None,
+    progress: Callable[[str], None] | None,
+) -> RebuildReport:
+    """:func:`rebuild`'s work, under the database's write lock."""
+    report = RebuildReport(baselines=len(baselines))
     baseline_digests = {_digest_or_none(bundle) for _, bundle in baselines} - {None}
     stored = list(Store(db).submissions())
     stored_digests = [_digest_or_none(entry[3]) for entry in stored]
@@ -195,14 +267,6 @@ def rebuild(
             report.kept.append((sid, name))
         except SubmissionError as err:
             report.dropped.append((sid, name, str(err)))
-    if report.dropped and not drop_unverified:
-        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
-        raise SubmissionError(
-            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
-            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
-            "was changed. Rerun with --drop-unverified to rebuild without "
-            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
-        )
     # New baselines after every id ever stored (a dropped entry's id is not reused).
     next_id = max((entry[0] for entry in stored), default=0) + 1
     numbered = []
@@ -211,16 +275,56 @@ def rebuild(
             sid, next_id = next_id, next_id + 1
         numbered.append((sid, item, name, submitted))
     numbered.sort(key=lambda row: row[0])
+    numbered = _one_entry_per_run(numbered, baseline_digests, report)
+    if report.dropped and not drop_unverified:
+        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
+        raise SubmissionError(
+            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
+            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
+            "was changed. Rerun with --drop-unverified to rebuild without "
+            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent or ".")
     os.close(fd)
     os.unlink(tmp)  # SQLite creates it
     try:
         for sid, item, name, submitted in numbered:
-            Store(tmp).add(item, name, submitted, submission_id=sid)
+            Store(tmp, lock=False).add(item, name, submitted, submission_id=sid)
         os.replace(tmp, db)
     finally:
         Path(tmp).unlink(missing_ok=True)
     return report
+
+
+def _one_entry_per_run(
+    numbered: list[tuple[int, VerifiedBundle, str, str]],
+    baseline_digests: set[str | None],
+    report: RebuildReport,
+) -> list[tuple[int, VerifiedBundle, str, str]]:
+    """``numbered`` (in id order) without the stored entries that repeat the episodes of a
+    baseline or of an earlier entry (:func:`leaderboards.store.find_overlap`; accepted before
+    that check existed): each goes to ``report.dropped`` with the reason. A baseline that repeats
+    another is refused."""
+    seen: dict[tuple[str, str], dict[tuple[int, str], dict[int, str]]] = {}
+
+    def lookup(key: tuple[str, str], low: int, high: int) -> dict[tuple[int, str], dict[int, str]]:
+        return seen.get(key, {})
+
+    kept = []
+    # The baselines first: a stored entry that repeats one is the one to go.
+    for row in sorted(numbered, key=lambda row: (row[1].digest not in baseline_digests, row[0])):
+        sid, item, name, _ = row
+        repeated = find_overlap(item, lookup)
+        if repeated is None:
+            kept.append(row)
+            for run, key in zip(item.runs, board_keys(item), strict=True):
+                seen.setdefault(key, {})[(sid, name)] = dict(run.episodes)
+        elif item.digest in baseline_digests:
+            raise SubmissionError(f"baseline '{inert(name)}': {repeated}")
+        else:
+            report.kept.remove((sid, name))
+            report.dropped.append((sid, name, repeated))
+    return sorted(kept, key=lambda row: row[0])
 
 
 def _digest_or_none(bundle: dict) -> str | None:
@@ -342,6 +446,13 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         help="most resident memory (MiB) of the replay and what it starts (default "
         f"{b.max_memory_mb})",
     )
+    p.add_argument(
+        "--replay-step-seconds",
+        type=float,
+        default=b.max_step_seconds,
+        help="wall-time limit of building one env, one reset or one step in a replay (default "
+        f"{b.max_step_seconds:g})",
+    )
 
 
 def _jsonschema_missing() -> bool:
@@ -422,7 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = None
     if args.command in ("submit", "rebuild"):
         try:
-            budget = ReplayBudget(args.replay_seconds, args.replay_steps, args.replay_mb)
+            budget = ReplayBudget(
+                args.replay_seconds, args.replay_steps, args.replay_mb, args.replay_step_seconds
+            )
         except ValueError as err:
             return _usage(args.command, f"bad replay budget: {err}")
         config = VerifierConfig(budget=budget)
@@ -432,8 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bundle, args.name, db, int(args.max_mb * 2**20), config
             )
             print(
-                f"accepted {args.bundle} as entry #{sid} ('{inert(args.name)}') in {db}: "
-                f"{count} episodes replayed in {replay_s:.2f} s"
+                f"accepted {args.bundle} as entry #{sid} ('{inert(normalise_name(args.name))}') "
+                f"in {db}: {count} episodes replayed in {replay_s:.2f} s"
             )
             return 0
         if args.command in ("show", "render"):
@@ -503,7 +616,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except sqlite3.DatabaseError as err:
         print(
-            f"leaderboards {args.command}: {db} is not a usable leaderboard database ({err}); "
+            f"leaderboards {args.command}: {db} is not a usable leaderboard database "
+            f"({inert(str(err))}); "
             "pass another --db, or `python -m leaderboards rebuild --db NEW.sqlite`",
             file=sys.stderr,
         )

@@ -5,46 +5,74 @@ The HTML page is one file: a sortable table per leaderboard, its style and a sma
 ``data-value`` of each cell); clicking again reverses; the header's ``aria-sort`` says the order.
 Intervals, seeds and dates never wrap; the page fits a 1280-pixel window.
 
-Every text a submitter chose (names, descriptions, string arguments) is printed inert
-(:func:`inert`): control characters, which a terminal would obey (``ESC [ 2 J`` clears it), and
-bidirectional overrides are shown as ``\\x1b``-style escapes.
+Every text column is printed inert (:func:`inert`), whoever wrote the database: control
+characters, which a terminal would obey (``ESC [ 2 J`` clears it), and invisible format
+characters (zero-width spaces, bidirectional overrides) are shown as ``\\x1b``-style escapes. In
+Markdown every field is also escaped (:func:`_md`), so that no name becomes a link, an image,
+emphasis or HTML.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from leaderboards.store import Entry
 
-__all__ = ["board_title", "inert", "text_tables", "markdown_tables", "html_page"]
+__all__ = [
+    "SELF_REPORTED",
+    "board_title",
+    "inert",
+    "text_tables",
+    "markdown_tables",
+    "html_page",
+]
 
-# C0 and C1 control characters, DEL, and the bidirectional embedding/override/isolate marks.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Unicode categories printed as escapes: controls (C0, C1, DEL), format characters (zero-width
+# spaces and joiners, bidirectional marks, overrides and isolates, soft hyphen), surrogates,
+# private use, unassigned code points, line and paragraph separators.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_SPECIAL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def inert(text: str) -> str:
-    r"""``text`` with every control character escaped (``\x1b``, ``\n``, ``\u202e``), so that
-    printing it cannot move the cursor, recolour or clear a terminal, or reorder a line.
+def _escape(ch: str) -> str:
+    if ch in _SPECIAL:
+        return _SPECIAL[ch]
+    code = ord(ch)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def inert(text: object) -> str:
+    r"""``text`` (made a string) with every control, format or other invisible character escaped
+    (``\x1b``, ``\n``, ``\u202e``, ``\u200b``), so that printing it cannot move the cursor,
+    recolour or clear a terminal, reorder a line, or hide a character.
 
     Example:
-        >>> inert("ok\x1b[2Jx\n")
-        'ok\\x1b[2Jx\\n'
+        >>> inert("ok\x1b[2Jx\n"), inert("a\u200bb")
+        ('ok\\x1b[2Jx\\n', 'a\\u200bb')
     """
-
-    def escape(match: re.Match[str]) -> str:
-        ch = match.group()
-        special = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-        if ch in special:
-            return special[ch]
-        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-
-    return _CONTROL.sub(escape, text)
+    text = str(text)
+    if text.isprintable() and text.isascii():
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _INVISIBLE else ch for ch in text)
 
 
 Boards = Mapping[tuple[str, str], Sequence[Entry]]
+
+#: What the replay does not attest, said under every rendering: it proves which episodes were
+#: played (seeds, actions, rewards), not who or what chose the actions.
+SELF_REPORTED = (
+    "names and agents are self-reported: the replay checks the episodes (seeds, actions and "
+    "rewards), not who or what played them"
+)
 
 
 def board_title(env_id: str, env_kwargs: str) -> str:
@@ -84,7 +112,7 @@ def _row(rank: int, e: Entry) -> list[str]:
         str(e.episodes),
         _seeds(e),
         inert(e.agentgym_version),
-        e.submitted[:10],
+        inert(e.submitted[:10]),
     ]
 
 
@@ -127,14 +155,34 @@ def text_tables(boards: Boards) -> str:
             lines.append("  ".join(cells).rstrip())
         lines.append(f"({_minimum_note(entries)})")  # every board states it (issue 14)
         parts.append("\n".join(lines))
+    parts.append(f"({SELF_REPORTED})")
     return "\n\n".join(parts) + "\n"
 
 
-def _md(text: str) -> str:
-    """A table cell: ``|`` escaped, one line, and HTML markup made inert (Markdown renderers
-    pass raw HTML through)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return inert(text.replace("|", "\\|").replace("\n", " "))
+# What Markdown (CommonMark and GitHub's) could read as markup in a field: `&`, `<` and `>` as
+# entities (raw HTML, entities); the rest backslash-escaped: links and images (`[`, `]`, `(`,
+# `)`, `!`), emphasis and strikethrough (`*`, `_`, `~`), code (`` ` ``), math (`$`), table cells
+# (`|`), headings and lists (`#`, `+`), and the bare autolinks GitHub makes of `http:`, `www.`
+# and `a@b` (`:`, `.`, `@`). A newline ends a table row: a space.
+_MD_ESCAPES = {
+    **{ch: "\\" + ch for ch in "\\`*_{}[]()#+!|~:@.$"},
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "\n": " ",
+    "\r": " ",
+}
+
+
+def _md(text: object) -> str:
+    r"""A field in Markdown: every character Markdown could read as markup escaped
+    (:data:`_MD_ESCAPES`), on one line, and :func:`inert`.
+
+    Example:
+        >>> _md("[x](http://a.b) <b>")
+        '\\[x\\]\\(http\\://a\\.b\\) &lt;b&gt;'
+    """
+    return inert("".join(_MD_ESCAPES.get(ch, ch) for ch in str(text)))
 
 
 def markdown_tables(boards: Boards) -> str:
@@ -164,6 +212,7 @@ def markdown_tables(boards: Boards) -> str:
             ]
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
+    parts.append(f"_{SELF_REPORTED[0].upper()}{SELF_REPORTED[1:]}._")
     return "\n\n".join(parts) + "\n"
 
 
@@ -226,8 +275,10 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
         f"<title>{e(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{e(title)}</h1>",
-        "<p>Every entry was replayed from its seeds and actions before it was accepted. "
-        "Success intervals are 95% Wilson intervals. Click a column header to sort.</p>",
+        "<p>Every entry's episodes were replayed from their seeds and actions before it was "
+        f"accepted; {e(SELF_REPORTED)}. Entries rank by the lower bound of the 95% Wilson "
+        "interval of their success rate, on the first seeds of the official sequence 0, 1, "
+        "2, .... Click a column header to sort.</p>",
     ]
     if not boards:
         out.append("<p>The leaderboard is empty.</p>")
@@ -253,7 +304,9 @@ def html_page(boards: Boards, title: str = "agentgym leaderboard") -> str:
         ("submitted", "nowrap"),
     ]
     for (env_id, kwargs), entries in boards.items():
-        out.append(f'<table class="board" data-env="{e(env_id)}" data-kwargs="{e(kwargs)}">')
+        out.append(
+            f'<table class="board" data-env="{e(inert(env_id))}" data-kwargs="{e(inert(kwargs))}">'
+        )
         out.append(f"<caption>{e(board_title(env_id, kwargs))}</caption>")
         out.append("<thead><tr>")
         for name, kind in columns:

@@ -11,13 +11,28 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
   recomputed by the replay: episodes, errors, successes, success rate and its 95% Wilson
   interval, mean return (errored episodes at the env's worst return), mean turns and
   valid-action rate.
+* ``episodes``: one row per (submission, board, seed) with the SHA-256 of the episode's actions
+  (:func:`leaderboards.verify.actions_digest`).
 
-A board ranks only entries with at least the env's ``min_ranked_episodes`` episodes (declared in
-the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are listed after the
-ranked ones, unranked.
+A board ranks entries by the lower bound of their success rate's 95% Wilson interval, then the
+success rate, then the mean return, then submission order: every run covers the first ``n`` of
+the board's official seeds (:data:`leaderboards.verify.OFFICIAL_FIRST_SEED`), and the lower bound
+weighs a short run's luck against a long run's evidence (8 successes in 8 episodes, 67.6%, rank
+below 18 in 20, 69.9%). It ranks only entries with at least the env's ``min_ranked_episodes``
+episodes (declared in the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are
+listed after the ranked ones, unranked.
+
+A duplicate is refused: the same bundle (:func:`leaderboards.verify.bundle_digest`), or a run
+whose episodes on every seed it shares with a stored entry's run on the same board are that
+entry's episodes (the same actions): two overlapping windows of one run are one entry.
 
 A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
-point rolls it back, and the database is left as it was. Reads never create the file.
+point rolls it back, and the database is left as it was. Reads never create the file. Every
+writer holds :func:`write_lock` (an exclusive ``flock`` on ``<db>.lock`` beside the database): a
+submission for its transaction, a rebuild from before it reads the stored entries until its new
+database has replaced the old one, so that no entry is accepted into a file a rebuild is about to
+replace. A writer that cannot take the lock within :data:`LOCK_TIMEOUT_S` is refused, nothing
+stored.
 
 The database path: the ``--db`` option, else ``$AGENTGYM_LEADERBOARD``, else
 ``./leaderboard.sqlite`` (:func:`default_db_path`).
@@ -26,12 +41,15 @@ The database path: the ``--db`` option, else ``$AGENTGYM_LEADERBOARD``, else
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
+import math
 import os
 import sqlite3
+import time
 import zlib
-from collections.abc import Iterator
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +57,24 @@ from typing import Any
 from agentgym.registration import registered_envs
 from leaderboards.verify import SubmissionError, VerifiedBundle, board_key
 
-__all__ = ["default_db_path", "Entry", "Store", "SCHEMA_VERSION", "min_ranked_episodes"]
+__all__ = [
+    "default_db_path",
+    "Entry",
+    "Store",
+    "SCHEMA_VERSION",
+    "min_ranked_episodes",
+    "same_episodes",
+    "overlap_message",
+    "find_overlap",
+    "board_keys",
+    "write_lock",
+    "LOCK_TIMEOUT_S",
+    "MalformedDatabase",
+]
 
-SCHEMA_VERSION = 1
+#: 2: the ``episodes`` table (issue 25). A database of an earlier version is read as it is; a
+#: submission to it is refused until ``python -m leaderboards rebuild`` rewrites it.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,7 +107,56 @@ CREATE TABLE IF NOT EXISTS results (
     valid_action_rate REAL NOT NULL,
     PRIMARY KEY (submission_id, env_id, env_kwargs)
 );
+CREATE TABLE IF NOT EXISTS episodes (
+    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+    env_id TEXT NOT NULL,
+    env_kwargs TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    actions TEXT NOT NULL,
+    PRIMARY KEY (submission_id, env_id, env_kwargs, seed)
+);
+CREATE INDEX IF NOT EXISTS episodes_by_board ON episodes (env_id, env_kwargs, seed);
 """
+
+
+#: Seconds a writer waits for :func:`write_lock` before it is refused.
+LOCK_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def write_lock(db: str | os.PathLike[str], timeout: float | None = None) -> Iterator[None]:
+    """Hold the exclusive write lock of the database at ``db``: ``flock`` on ``<db>.lock``, a
+    file that stays (removing it would let two writers lock two files). The kernel releases the
+    lock when its holder exits, however it exits.
+
+    Args:
+        db: the database path.
+        timeout: seconds to wait for another writer (default :data:`LOCK_TIMEOUT_S`).
+
+    Raises:
+        SubmissionError: another writer held it for ``timeout`` seconds.
+    """
+    db = Path(db)
+    lock = db.with_name(db.name + ".lock")
+    wait = LOCK_TIMEOUT_S if timeout is None else timeout
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SubmissionError(
+                        f"{db} is being written by another command (a rebuild or a submission "
+                        f"holds {lock.name}) and was still busy after {wait:g} s; nothing was "
+                        "stored: try again when it has finished"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def default_db_path() -> Path:
@@ -128,10 +210,13 @@ class Store:
 
     Args:
         path: the SQLite file; its folder must exist.
+        lock: whether :meth:`add` takes :func:`write_lock` (False: the caller holds the lock that
+            guards this file, as a rebuild does for the new database it fills).
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, lock: bool = True):
         self.path = Path(path)
+        self.lock = lock
 
     def _connect(self, *, write: bool) -> sqlite3.Connection:
         if write:
@@ -166,7 +251,9 @@ class Store:
         past the largest stored id. A rebuild passes the entry's original time and id.
 
         Raises:
-            SubmissionError: the same submission (digest) is already stored, or ``name`` is empty.
+            SubmissionError: the same submission (digest) is already stored, a run repeats a
+                stored entry's episodes (:func:`same_episodes`), ``name`` is empty, or the
+                database predates :data:`SCHEMA_VERSION` and holds entries (rebuild it first).
         """
         name = name.strip()
         if not name:
@@ -175,7 +262,9 @@ class Store:
         agent = bundle["agent"]
         blob = zlib.compress(json.dumps(bundle, separators=(",", ":")).encode("utf-8"), 6)
         now = submitted or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with closing(self._connect(write=True)) as conn:
+        # The lock before the connection: a rebuild that replaced the file meanwhile is seen.
+        guard = write_lock(self.path) if self.lock else nullcontext()
+        with guard, closing(self._connect(write=True)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 others = conn.execute(
@@ -189,15 +278,15 @@ class Store:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                _check_version(conn, self.path)
                 row = conn.execute(
                     "SELECT id, name FROM submissions WHERE digest = ?", (verified.digest,)
                 ).fetchone()
                 if row:
                     raise SubmissionError(_duplicate_message(int(row[0]), str(row[1])))
+                overlap = _stored_overlap(conn, verified)
+                if overlap:
+                    raise SubmissionError(overlap)
                 cursor = conn.execute(
                     "INSERT INTO submissions (id, name, agent_name, agent_spec, agent_description, "
                     "agentgym_version, created, submitted, digest, bundle) "
@@ -221,6 +310,10 @@ class Store:
                         "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         values,
                     )
+                conn.executemany(
+                    "INSERT INTO episodes VALUES (?, ?, ?, ?, ?)",
+                    _episode_rows(submission_id, verified),
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -231,8 +324,9 @@ class Store:
         """Ranked entries per leaderboard ``(env_id, env_kwargs JSON)``.
 
         Within a board: the ranked entries (at least :func:`min_ranked_episodes` episodes) by
-        success rate, then mean return (both descending), then submission order; then the
-        unranked ones in the same order. Boards are ordered by env id, then arguments (``{}``
+        the lower bound of the success rate's 95% Wilson interval, then success rate, then mean
+        return (all descending), then submission order; then the unranked ones in the same
+        order. Boards are ordered by env id, then arguments (``{}``
         first).
         """
         if not self.path.exists():
@@ -252,11 +346,12 @@ class Store:
                 params = (env_id,)
             query += (
                 " ORDER BY r.env_id, r.env_kwargs = '{}' DESC, r.env_kwargs, "
-                "r.success_rate DESC, r.mean_return DESC, s.id"
+                "r.ci_low DESC, r.success_rate DESC, r.mean_return DESC, s.id"
             )
             rows = conn.execute(query, params).fetchall()
         boards: dict[tuple[str, str], list[Entry]] = {}
         for row in rows:
+            _check_row(row)
             least = min_ranked_episodes(row[6])
             entry = Entry(*row, min_episodes=least, ranked=row[9] >= least)
             boards.setdefault((entry.env_id, entry.env_kwargs), []).append(entry)
@@ -298,11 +393,65 @@ class Store:
                 "SELECT id, name, submitted, bundle FROM submissions ORDER BY id"
             ).fetchall()
         for sid, name, submitted, blob in rows:
-            yield (
-                int(sid),
-                str(name),
-                str(submitted),
-                json.loads(zlib.decompress(blob).decode("utf-8")),
+            try:
+                bundle = json.loads(zlib.decompress(blob).decode("utf-8"))
+            except (zlib.error, TypeError, ValueError):
+                raise MalformedDatabase(
+                    f"the stored bundle of entry #{inert_id(sid)} cannot be read"
+                ) from None
+            yield int(sid), str(name), str(submitted), bundle
+
+
+class MalformedDatabase(sqlite3.DatabaseError):
+    """A leaderboard database whose rows are not what this module writes (another program's, or
+    edited): ``python -m leaderboards`` says so, exit status 2, instead of a traceback."""
+
+
+# The columns Store.entries reads, and what each must hold.
+_ENTRY_COLUMNS = (
+    ("id", "int"),
+    ("name", "str"),
+    ("agent_name", "str"),
+    ("agent_description", "str"),
+    ("agentgym_version", "str"),
+    ("submitted", "str"),
+    ("env_id", "str"),
+    ("env_kwargs", "json"),
+    ("seed", "int"),
+    ("episodes", "int"),
+    ("errors", "int"),
+    ("successes", "int"),
+    *((column, "number") for column in ("success_rate", "ci_low", "ci_high", "mean_return")),
+    ("mean_turns", "number"),
+    ("valid_action_rate", "number"),
+)
+
+
+def inert_id(value: object) -> str:
+    """A stored id for a message: the integer, or ``?`` for anything else."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+
+def _check_row(row: tuple[Any, ...]) -> None:
+    """Raise :class:`MalformedDatabase` unless every column of a ``results`` row (joined with its
+    submission) holds the type this module writes (naming the column, never quoting it)."""
+    for value, (column, kind) in zip(row, _ENTRY_COLUMNS, strict=True):
+        if kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "number":
+            ok = isinstance(value, (int, float)) and math.isfinite(value)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:  # a JSON object of task parameters
+            try:
+                ok = isinstance(value, str) and isinstance(json.loads(value), dict)
+            except ValueError:
+                ok = False
+        if not ok:
+            shown = {"json": "a JSON object", "int": "an integer", "number": "a finite number"}
+            raise MalformedDatabase(
+                f"the {column} of entry #{inert_id(row[0])} is not "
+                f"{shown.get(kind, 'text')} (found: {type(value).__name__})"
             )
 
 
@@ -311,6 +460,102 @@ def _has_tables(conn: sqlite3.Connection) -> bool:
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'submissions'"
     ).fetchone()
     return bool(row[0])
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    """Record :data:`SCHEMA_VERSION` in a new database; refuse to write to an older one that
+    holds entries (its entries have no ``episodes`` rows, so duplicates could not be told)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    stored = int(row[0]) if row and str(row[0]).isdigit() else None
+    if stored == SCHEMA_VERSION:
+        return
+    if stored is not None and stored > SCHEMA_VERSION:
+        raise SubmissionError(
+            f"{path} was written by a newer agentgym (leaderboard schema {stored}, this one "
+            f"writes {SCHEMA_VERSION}): upgrade agentgym to submit to it"
+        )
+    if conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]:
+        raise SubmissionError(
+            f"{path} is a leaderboard of an earlier format (schema {stored}); rewrite it with "
+            f"`python -m leaderboards rebuild --db {path}` (it replays every entry and keeps "
+            "them), then submit again"
+        )
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def same_episodes(new: Mapping[int, str], old: Mapping[int, str]) -> bool:
+    """Whether two runs on one board are one run: they share a seed, and on every seed both
+    cover they played the same actions (``{seed: actions digest}`` each).
+
+    Example:
+        >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "b", 2: "c"})  # a prefix of the other
+        True
+        >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "x"})
+        False
+    """
+    common = new.keys() & old.keys()
+    return bool(common) and all(new[s] == old[s] for s in common)
+
+
+def overlap_message(sid: int, name: str, env_id: str, seeds: Iterable[int]) -> str:
+    """The refusal of a run that repeats entry ``sid``'s episodes on ``seeds``."""
+    shared = sorted(seeds)
+    return (
+        f"duplicate submission: its {env_id} episodes on seeds {shared[0]}-{shared[-1]} are "
+        f"those of entry #{sid} ({name!r}), action for action; overlapping windows of one run "
+        "are one entry"
+    )
+
+
+#: ``(board key, lowest seed, highest seed) -> {(id, name): {seed: actions digest}}``: the stored
+#: runs' episodes on a board within a seed range.
+EpisodeLookup = Callable[[tuple[str, str], int, int], Mapping[tuple[int, str], Mapping[int, str]]]
+
+
+def find_overlap(verified: VerifiedBundle, lookup: EpisodeLookup) -> str | None:
+    """The refusal of ``verified``'s first run that repeats an entry's episodes
+    (:func:`same_episodes`) among those ``lookup`` returns, or None."""
+    for run, key in zip(verified.runs, board_keys(verified), strict=True):
+        new = dict(run.episodes)
+        if not new:
+            continue
+        for (sid, name), old in sorted(lookup(key, min(new), max(new)).items()):
+            if same_episodes(new, old):
+                return overlap_message(sid, name, run.env_id, new.keys() & old.keys())
+    return None
+
+
+def _stored_overlap(conn: sqlite3.Connection, verified: VerifiedBundle) -> str | None:
+    """:func:`find_overlap` against the entries stored in ``conn``."""
+
+    def lookup(key: tuple[str, str], low: int, high: int) -> dict[tuple[int, str], dict[int, str]]:
+        rows = conn.execute(
+            "SELECT e.submission_id, s.name, e.seed, e.actions FROM episodes e "
+            "JOIN submissions s ON s.id = e.submission_id "
+            "WHERE e.env_id = ? AND e.env_kwargs = ? AND e.seed BETWEEN ? AND ?",
+            (*key, low, high),
+        ).fetchall()
+        stored: dict[tuple[int, str], dict[int, str]] = {}
+        for sid, name, seed, actions in rows:
+            stored.setdefault((int(sid), str(name)), {})[int(seed)] = str(actions)
+        return stored
+
+    return find_overlap(verified, lookup)
+
+
+def board_keys(verified: VerifiedBundle) -> list[tuple[str, str]]:
+    """The board of each of ``verified``'s runs (:func:`leaderboards.verify.board_key`)."""
+    return [board_key(run.env_id, run.env_kwargs, run.env_files) for run in verified.runs]
+
+
+def _episode_rows(submission_id: int, verified: VerifiedBundle) -> Iterator[tuple[Any, ...]]:
+    """The ``episodes`` rows of a verified bundle."""
+    for run, (env_id, kwargs_json) in zip(verified.runs, board_keys(verified), strict=True):
+        for seed, actions in run.episodes:
+            yield (submission_id, env_id, kwargs_json, seed, actions)
 
 
 def _duplicate_message(sid: int, name: str) -> str:

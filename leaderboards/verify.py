@@ -9,9 +9,11 @@
 4. Consistency: each env id is registered in the installed agentgym at the bundle's version; its
    ``env_kwargs`` pass the kwargs gate as a bundle (:func:`agentgym.registration.check_env_kwargs`
    with ``source="bundle"``: task parameters within their bounds only, never an execution
-   setting such as a sandbox back end or a daemon address); the seeds are ``seed, seed + 1, ...``
-   and each episode carries its seed, in order; each episode's ``return``, ``turns`` and
-   ``success`` agree with its steps; no board appears twice.
+   setting such as a sandbox back end or a daemon address); the seeds are the board's official
+   seeds' first ``n`` (:data:`OFFICIAL_FIRST_SEED`, ``+ 1``, ...: the verifier chooses them, so a
+   submitter cannot pick a lucky window) and each episode carries its seed, in order; each
+   episode's ``return``, ``turns`` and ``success`` agree with its steps; not every episode
+   errored; no board appears twice.
 5. Budget: the replay's steps are counted before it starts, and the replay runs in a child
    process under the verifier's :class:`ReplayBudget` (wall time, steps, resident memory of the
    child and everything it starts; :func:`sandboxes.limits.run_bounded`); a bundle over a limit
@@ -36,10 +38,14 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -58,16 +64,18 @@ from agentgym.bundle import (
     normalise_task_kwargs,
     parse_bundle,
     registered_envs,
-    replay_episode,
+    step_record,
     summarize,
     worst_return,
 )
+from agentgym.registration import board_kwargs
 from sandboxes.limits import run_bounded
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "SCHEMA_PATH",
     "MAX_DEPTH",
+    "OFFICIAL_FIRST_SEED",
     "SubmissionError",
     "MalformedBundle",
     "ReplayBudget",
@@ -81,12 +89,18 @@ __all__ = [
     "verify_bundle",
     "verify_file",
     "bundle_digest",
+    "actions_digest",
     "board_key",
 ]
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 SCHEMA_PATH = Path(__file__).with_name("schema") / "bundle-v1.json"
 _REWARD_TOL = 1e-9
+
+#: The first of every board's official seeds: a run covers the official seeds' first ``n``
+#: (``0, 1, ..., n - 1``), never a window its submitter chose (issue 25: an agent was ranked on
+#: its luckiest window). ``agentgym eval`` starts there by default (``--seed 0``).
+OFFICIAL_FIRST_SEED = 0
 _STEP_FLAGS = ("terminated", "truncated", "success", "valid")
 
 
@@ -108,11 +122,15 @@ class ReplayBudget:
         max_steps: env steps plus resets over all episodes, counted before the replay, >= 1.
         max_memory_mb: resident memory (MiB) of the replay process and every process it
             starts (browsers, sandboxes), sampled every 0.1 s, >= 64.
+        max_step_seconds: wall-clock seconds for building one env, one reset or one step, > 0:
+            a bundle whose task makes one of them slow (a reasoning-gym configuration that takes
+            minutes per problem) is refused then, not after the whole budget.
     """
 
     max_seconds: float = 1800.0
     max_steps: int = 200_000
     max_memory_mb: int = 4096
+    max_step_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_seconds, (int, float)) and 0 < self.max_seconds < math.inf):
@@ -123,6 +141,9 @@ class ReplayBudget:
             raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
         if not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 64:
             raise ValueError(f"max_memory_mb must be an int >= 64, got {self.max_memory_mb!r}")
+        step = self.max_step_seconds
+        if not (isinstance(step, (int, float)) and 0 < step < math.inf):
+            raise ValueError(f"max_step_seconds must be a number > 0, got {step!r}")
 
 
 @dataclass(frozen=True)
@@ -152,6 +173,8 @@ class VerifiedRun:
         seed: the first seed.
         summary: :func:`agentgym.bundle.summarize` of the replayed episodes.
         env_files: SHA-256 of each file the overrides name (checked against the files).
+        episodes: ``(seed, SHA-256 of its actions)`` per episode (:func:`actions_digest`): what
+            tells one run's episodes from another's on a board.
     """
 
     env_id: str
@@ -160,6 +183,7 @@ class VerifiedRun:
     seed: int
     summary: dict[str, Any]
     env_files: dict[str, str] = field(default_factory=dict)
+    episodes: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -289,6 +313,13 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
         if key in seen:
             raise SubmissionError(f"runs/{r}: {env_id} appears twice with the same arguments")
         seen.add(key)
+        if run["seed"] != OFFICIAL_FIRST_SEED:
+            raise SubmissionError(
+                f"runs/{r} ({env_id}): the run starts at seed {run['seed']}, but a leaderboard's "
+                f"official seeds are {OFFICIAL_FIRST_SEED}, {OFFICIAL_FIRST_SEED + 1}, ... and a "
+                "run covers their first n (the verifier chooses the seeds, so that no run is a "
+                f"lucky window): rerun agentgym eval with --seed {OFFICIAL_FIRST_SEED}"
+            )
         seeds = run["seeds"]
         expected = [run["seed"] + i for i in range(len(seeds))]
         if seeds != expected:
@@ -299,6 +330,12 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
         if len(run["episodes"]) != len(seeds):
             raise SubmissionError(
                 f"runs/{r} ({env_id}): {len(run['episodes'])} episodes for {len(seeds)} seeds"
+            )
+        if all(episode["error"] for episode in run["episodes"]):
+            raise SubmissionError(
+                f"runs/{r} ({env_id}): every one of its {len(seeds)} episodes ended in an error, "
+                "so no episode was played to score: fix what raised (each episode's `error` says "
+                "it) and rerun agentgym eval, or leave this env out of the bundle"
             )
         for e, (episode, seed) in enumerate(zip(run["episodes"], seeds, strict=True)):
             where = f"runs/{r}/episodes/{e} ({env_id})"
@@ -326,13 +363,21 @@ def board_key(
     env_id: str, env_kwargs: Mapping[str, Any], env_files: Mapping[str, str] | None = None
 ) -> tuple[str, str]:
     """The leaderboard a run belongs to: its env id and its canonical constructor overrides
-    (pass them normalised: :func:`agentgym.registration.normalise_task_kwargs`), with
-    ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file named in them (two level
-    files at one path are two leaderboards)."""
-    key = dict(env_kwargs)
+    (pass them normalised: :func:`agentgym.registration.normalise_task_kwargs`) without those
+    that change no episode (:func:`agentgym.registration.board_kwargs`: the observation and
+    action space sizes), with ``"<kwarg>#sha256": <first 16 hex digits>`` added for each file
+    named in them (two level files at one path are two leaderboards)."""
+    key = board_kwargs(env_id, env_kwargs)
     for name, digest in sorted((env_files or {}).items()):
         key[f"{name}#sha256"] = digest[:16]
     return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def actions_digest(steps: Sequence[Mapping[str, Any]]) -> str:
+    """SHA-256 (hex) of an episode's actions, in order: with the board and the seed, what makes
+    the episode (its rewards follow from them)."""
+    text = json.dumps([s["action"] for s in steps], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_files(run: Mapping[str, Any]) -> dict[str, str]:
@@ -385,25 +430,74 @@ def _scored_episode(env_id: str, kwargs: Mapping[str, Any], episode: Mapping[str
     }
 
 
+class _StepTimeout(BaseException):
+    """Raised by ``SIGALRM`` in a replay call that ran past the per-step limit (a
+    ``BaseException``, so that no environment's ``except Exception`` swallows it)."""
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`_StepTimeout` if the block runs longer than ``seconds`` (``SIGALRM``).
+
+    Signals reach only the main thread: elsewhere (and with ``seconds=None``) the block is not
+    bounded here, and the replay's whole budget (:func:`run_within_budget`) is the bound. The
+    replay's child process runs it in its main thread.
+    """
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise _StepTimeout
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _compare_step(want: Mapping[str, Any], got: Mapping[str, Any], where: str, cause: str) -> None:
+    """Refuse unless a replayed step (``got``) has the recorded reward and flags."""
+    if abs(float(want["reward"]) - got["reward"]) > _REWARD_TOL:
+        raise SubmissionError(
+            f"replay mismatch in {where}: the bundle says reward {want['reward']!r}, the replay "
+            f"gives {got['reward']!r}; {cause}"
+        )
+    for flag in _STEP_FLAGS:
+        if bool(want[flag]) != got[flag]:
+            raise SubmissionError(
+                f"replay mismatch in {where}: the bundle says {flag}={want[flag]}, the replay "
+                f"gives {got[flag]}; {cause}"
+            )
+
+
 def replay_run(
     run: Mapping[str, Any],
     *,
     bundle_version: str = "?",
     settings: Mapping[str, Any] | None = None,
+    step_seconds: float | None = None,
 ) -> VerifiedRun:
-    """Replay every episode of one run and compare it step by step.
+    """Replay every episode of one run, comparing each step as it is replayed: the first step
+    that differs from the bundle ends the replay.
 
     Args:
         run: a run of a bundle that passed :func:`check_consistency`.
         bundle_version: the bundle's agentgym version (for messages).
         settings: the verifier's execution settings for this env (never the bundle's).
+        step_seconds: the most wall time building the env, one reset or one step may take
+            (:attr:`ReplayBudget.max_step_seconds`; None: no limit per step).
 
     Returns:
         The :class:`VerifiedRun`; its summary comes from the replayed episodes (errored ones
         scored with :func:`agentgym.registration.worst_return`).
 
     Raises:
-        SubmissionError: the first mismatch, naming the episode, seed, step and values.
+        SubmissionError: the first mismatch, naming the episode, seed, step and values; or a
+            call over ``step_seconds``.
     """
     env_id = run["env_id"]
     cause = (
@@ -421,38 +515,50 @@ def replay_run(
             raise SubmissionError(_file_refusal(env_id, named[0])) from None
         return f"{type(err).__name__}: {err}"
 
-    try:
-        env = make_env(env_id, {**kwargs, **dict(settings or {})})
-    except Exception as err:
-        raise SubmissionError(
-            f"{env_id}: the environment cannot be built with these env_kwargs: {detail(err)}"
-        ) from None
+    def bounded(what: str, raised: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """``fn(*args, **kw)`` (``what``, for the refusal) within the per-step limit; an error
+        it raises is refused as ``raised`` and the error."""
+        try:
+            with _deadline(step_seconds):
+                return fn(*args, **kw)
+        except _StepTimeout:
+            raise SubmissionError(
+                f"over the replay budget (limit: step: {step_seconds:g} s for building the env, "
+                f"one reset or one step): {what} took longer; the replay was stopped and nothing "
+                "was stored"
+            ) from None
+        except Exception as err:
+            raise SubmissionError(f"{raised} {detail(err)}") from None
+
+    env = bounded(
+        f"building {env_id}",
+        f"{env_id}: the environment cannot be built with these env_kwargs:",
+        make_env,
+        env_id,
+        {**kwargs, **dict(settings or {})},
+    )
     scored = []
     try:
         for e, episode in enumerate(run["episodes"]):
             recorded = episode["steps"]
             where = f"{env_id}, episode {e} (seed {episode['seed']})"
-            try:
-                _, replayed = replay_episode(env, episode["seed"], [s["action"] for s in recorded])
-            except Exception as err:
-                raise SubmissionError(f"{where}: replay raised {detail(err)}") from None
-            for t, (want, got) in enumerate(zip(recorded, replayed, strict=False)):
-                if abs(float(want["reward"]) - got["reward"]) > _REWARD_TOL:
-                    raise SubmissionError(
-                        f"replay mismatch in {where}, step {t}: the bundle says reward "
-                        f"{want['reward']!r}, the replay gives {got['reward']!r}; {cause}"
-                    )
-                for flag in _STEP_FLAGS:
-                    if bool(want[flag]) != got[flag]:
-                        raise SubmissionError(
-                            f"replay mismatch in {where}, step {t}: the bundle says {flag}="
-                            f"{want[flag]}, the replay gives {got[flag]}; {cause}"
-                        )
-            if len(replayed) < len(recorded):
-                raise SubmissionError(
-                    f"replay mismatch in {where}: the environment ended the episode after "
-                    f"{len(replayed)} steps but the bundle has {len(recorded)}; {cause}"
+            raised = f"{where}: replay raised"
+            bounded(f"the reset of {where}", raised, env.reset, seed=episode["seed"])
+            # Each step is compared as it is replayed: the first wrong one ends the replay.
+            replayed: list[dict[str, Any]] = []
+            for t, want in enumerate(recorded):
+                action = want["action"]
+                _, reward, terminated, truncated, info = bounded(
+                    f"step {t} of {where}", raised, env.step, action
                 )
+                got = step_record(action, reward, terminated, truncated, info)
+                _compare_step(want, got, f"{where}, step {t}", cause)
+                replayed.append(got)
+                if (terminated or truncated) and t + 1 < len(recorded):
+                    raise SubmissionError(
+                        f"replay mismatch in {where}: the environment ended the episode after "
+                        f"{t + 1} steps but the bundle has {len(recorded)}; {cause}"
+                    )
             ended = bool(replayed) and (replayed[-1]["terminated"] or replayed[-1]["truncated"])
             if not episode["error"] and not ended:
                 raise SubmissionError(
@@ -486,6 +592,7 @@ def replay_run(
         run["seed"],
         summarize(scored),
         dict(run.get("env_files") or {}),
+        tuple((e["seed"], actions_digest(e["steps"])) for e in run["episodes"]),
     )
 
 
@@ -523,6 +630,7 @@ def verify_bundle(bundle: dict[str, Any], config: VerifierConfig | None = None) 
                 run,
                 bundle_version=version,
                 settings=config.env_settings.get(run["env_id"], {}),
+                step_seconds=budget.max_step_seconds,
             )
             for run in bundle["runs"]
         )

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,12 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     assert lines[2].split()[7] == f"{s['mean_return']:.3f}"
     assert lines[3].split()[:4] == ["2", "random", "baseline", "random"]
     assert lines[4] == "(ranked entries need at least 8 episodes; '-': fewer, listed unranked)"
-    assert len(lines) == 5
+    # Issue 25: the replay attests the episodes, not who played them.
+    assert lines[5:] == [
+        "",
+        "(names and agents are self-reported: the replay checks the episodes (seeds, actions "
+        "and rewards), not who or what played them)",
+    ]
     result = run("-m", "leaderboards", "show")
     assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
 
@@ -239,6 +245,16 @@ def _edit(bundle: dict[str, Any], how: str) -> Any:
         run["seeds"] = [s + 1 for s in run["seeds"]]
         for e in run["episodes"]:
             e["seed"] += 1
+    elif how == "actions moved to the next seed":
+        episodes = b["runs"][1]["episodes"]
+        for episode, later in zip(episodes, episodes[1:] + episodes[:1], strict=True):
+            episode["moved"] = later["steps"]
+        for episode in episodes:
+            episode["steps"] = episode.pop("moved")
+            episode["success"] = episode["steps"][-1]["success"]
+            episode["terminated"] = episode["steps"][-1]["terminated"]
+            episode["truncated"] = episode["steps"][-1]["truncated"]
+        resum(b["runs"][1])
     elif how == "summary inflated":
         bandit["summary"]["mean_return"] += 0.5
     elif how == "success claimed":
@@ -265,7 +281,9 @@ REFUSALS = {
     "unknown env id": "runs/0: unknown environment id 'agentgym/Chess-v0'; `agentgym list` shows the ids",
     "reward changed by one step": "replay mismatch in agentgym/Sokoban-v0, episode 2 (seed 2), step 0: the bundle says reward",
     "seed swapped between episodes": "runs/1/episodes/0 (agentgym/Sokoban-v0): the episode has seed 1 but seeds[0] is 0",
-    "seeds shifted with the same actions": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 1)",
+    # Issue 25: the verifier chooses the seeds (the official ones from 0), never the submitter.
+    "seeds shifted with the same actions": "runs/1 (agentgym/Sokoban-v0): the run starts at seed 1, but a leaderboard's official seeds are 0, 1, ... and a run covers their first n",
+    "actions moved to the next seed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0)",
     "summary inflated": "agentgym/Bandit-v0: summary mean_return is",
     "success claimed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0), step",
     "episode cut short": "the episode stops after",
@@ -416,6 +434,27 @@ def test_markdown_table(three_entries: Path) -> None:
     )
 
 
+def test_every_rendering_says_names_and_agents_are_self_reported(three_entries: Path) -> None:
+    """Issue 25: the page called entries verified, though a replay cannot attest who played.
+    Text, Markdown and HTML each say that names and agents are self-reported."""
+    from leaderboards.render import SELF_REPORTED, html_page, text_tables
+
+    boards = Store(three_entries).entries()
+    assert SELF_REPORTED == (
+        "names and agents are self-reported: the replay checks the episodes (seeds, actions and "
+        "rewards), not who or what played them"
+    )
+    assert text_tables(boards).endswith(f"\n\n({SELF_REPORTED})\n")
+    assert markdown_tables(boards).endswith(
+        "\n\n_Names and agents are self-reported: the replay "
+        "checks the episodes (seeds, actions and rewards), not who or what played them._\n"
+    )
+    page = html_page(boards)
+    assert f"accepted; {SELF_REPORTED}." in page
+    for text in (text_tables(boards), markdown_tables(boards), page):
+        assert "verified" not in text.lower()
+
+
 def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
     three_entries: Path,
     bundles: dict[str, Path],
@@ -469,9 +508,9 @@ def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
 
 
 def test_markdown_cells_make_markup_inert() -> None:
-    # By hand: & < > become entities, | is escaped, a newline becomes a space.
+    # By hand: & < > become entities, ( ) | are backslash-escaped, a newline becomes a space.
     assert _md("<img src=x onerror=alert(1)>|a\nb & c") == (
-        "&lt;img src=x onerror=alert(1)&gt;\\|a b &amp; c"
+        "&lt;img src=x onerror=alert\\(1\\)&gt;\\|a b &amp; c"
     )
 
 
@@ -785,3 +824,86 @@ def test_show_says_how_to_get_the_baselines(
     assert missing_baselines(db, folder) == 1
     rebuild(db, folder)
     assert missing_baselines(db, folder) == 0
+
+
+def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
+    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database written before issue 25 may hold two windows of one run as two entries, and
+    has no episodes table: a submission to it is refused until a rebuild rewrites it, and the
+    rebuild names the repeated window as an entry to drop."""
+    folder = _baseline_folder(tmp_path, bundles)
+    db = tmp_path / "lb.sqlite"
+    assert submit(bundles["random"], db, "mine", capsys)[0] == 0
+    prefix = load(bundles["random"])
+    prefix["runs"] = prefix["runs"][:1]
+    run = prefix["runs"][0]
+    run["seeds"], run["episodes"] = run["seeds"][:4], run["episodes"][:4]
+    run["summary"] = summarize(run["episodes"])
+    # As the old store did: no check of the episodes, so the window is a second entry.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_module, "_stored_overlap", lambda conn, verified: None)
+        assert submit(save(tmp_path, prefix, "window.json"), db, "my window", capsys)[0] == 0
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TABLE episodes")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        conn.commit()
+    code, said = submit(bundles["oracle"], db, "oracle", capsys)
+    assert code == 1 and "is a leaderboard of an earlier format (schema 1)" in said
+    assert f"python -m leaderboards rebuild --db {db}" in said
+    # The baselines hold the same random run: "mine" is that baseline's entry (same digest),
+    # and the window of it is the one to drop.
+    assert main(["rebuild", "--db", str(db), "--from", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "#2 'my window': duplicate submission: its agentgym/Bandit-v0 episodes on seeds 0-3 "
+        "are those of entry #1 ('mine'), action for action"
+    ) in err
+    assert main(["rebuild", "--db", str(db), "--from", str(folder), "--drop-unverified"]) == 0
+    assert [(sid, name) for sid, name, _, _ in Store(db).submissions()] == [
+        (1, "mine"),
+        (3, "oracle"),
+    ]
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("2",)
+        assert conn.execute("SELECT COUNT(*) FROM episodes").fetchone() == (32,)
+
+
+def test_an_entry_submitted_during_a_rebuild_is_never_lost(
+    tmp_path: Path,
+    bundles: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 25: a submission accepted while a rebuild ran went into the old file, which the
+    rebuild then replaced. The rebuild now holds the database's write lock from before it reads
+    the entries until the rename: a submission from another thread, made while the rebuild is
+    held inside its replay (ordered by joining that thread, no sleeps), is refused with a clear
+    message, and submitted again afterwards it is stored."""
+    folder = _baseline_folder(tmp_path, bundles)
+    db = tmp_path / "lb.sqlite"
+    rebuild(db, folder)
+    third = tmp_path / "third.json"
+    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    # Refuse at once, not after 30 s (raising=False: the name is new with the lock).
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.0, raising=False)
+    results: list[int] = []
+
+    def submit_from_another_thread() -> None:
+        results.append(main(["submit", str(third), "--name", "meanwhile", "--db", str(db)]))
+
+    def progress(line: str) -> None:
+        if not results:  # the first bundle: the rebuild has read the stored entries
+            other = threading.Thread(target=submit_from_another_thread)
+            other.start()
+            other.join()
+
+    report = rebuild(db, folder, progress=progress)
+    assert report.baselines == 2 and results == [1]
+    err = capsys.readouterr().err
+    assert err.startswith(f"refused: {db} is being written by another command (a rebuild")
+    assert "nothing was stored: try again when it has finished" in err
+    assert sorted(name for _, name, _, _ in Store(db).submissions()) == ["oracle", "random"]
+    # Once the rebuild is over, the same submission goes in.
+    assert main(["submit", str(third), "--name", "meanwhile", "--db", str(db)]) == 0
+    assert "meanwhile" in {name for _, name, _, _ in Store(db).submissions()}

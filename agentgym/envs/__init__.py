@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentgym.registration import EnvEntry, TaskParam, register_env
+from agentgym.registration import EnvEntry, EnvKwargsError, TaskParam, register_env
 
 # Task parameters per family (the common ones of every text env are in COMMON_TASK_PARAMS). The
 # bounds keep a replay's cost small: the leaderboard replays whatever a bundle names within them.
@@ -40,6 +40,66 @@ _MATH = {
     "task_config": TaskParam("mapping", high=32, nullable=True),
     "reward_decay": TaskParam("float", 1e-6, 1.0),
 }
+#: The reasoning-gym configuration fields a result bundle may set (``task_config``), per task,
+#: with their bounds; with any other task a bundle's ``task_config`` must be empty (reasoning-gym's
+#: defaults). The bounds keep one problem's generation short: ``basic_arithmetic`` looks for
+#: divisors by trial division up to the square root of a product of terms, so its cost grows
+#: exponentially with terms and digits (reasoning-gym's defaults, 6 terms of 4 digits, are its
+#: bounds); ``chain_sum`` only adds; ``gsm_symbolic`` supports difficulty 1.0 only.
+MATH_TASK_CONFIG_BOUNDS: Mapping[str, Mapping[str, TaskParam]] = {
+    "basic_arithmetic": {
+        "min_terms": TaskParam("int", 1, 6),
+        "max_terms": TaskParam("int", 1, 6),
+        "min_digits": TaskParam("int", 1, 4),
+        "max_digits": TaskParam("int", 1, 4),
+        "allow_parentheses": TaskParam("bool"),
+        "allow_negation": TaskParam("bool"),
+        "format_style": TaskParam("choice", choices=("simple", "natural")),
+        "whitespace": TaskParam("choice", choices=("no_space", "single", "random")),
+    },
+    "chain_sum": {
+        "min_terms": TaskParam("int", 1, 20),
+        "max_terms": TaskParam("int", 1, 20),
+        "min_digits": TaskParam("int", 1, 20),
+        "max_digits": TaskParam("int", 1, 20),
+        "allow_negation": TaskParam("bool"),
+    },
+    "gsm_symbolic": {"difficulty": TaskParam("float", 1.0, 1.0)},
+}
+
+
+def _check_math_task_config(kw: Mapping[str, Any]) -> None:
+    """A bundle's ``task_config`` within :data:`MATH_TASK_CONFIG_BOUNDS` for its task (checked
+    before anything is built: a config out of them can take minutes per problem)."""
+    config = kw.get("task_config") or {}
+    if not config:
+        return
+    task = kw.get("task")
+    bounds = MATH_TASK_CONFIG_BOUNDS.get(task)  # type: ignore[arg-type]
+    if bounds is None:
+        raise EnvKwargsError(
+            f"task_config: a result bundle may configure only the tasks "
+            f"{', '.join(sorted(MATH_TASK_CONFIG_BOUNDS))} (each within stated bounds); task "
+            f"{task!r} is replayed with reasoning-gym's defaults: remove task_config",
+            "task_config",
+        )
+    for name, value in config.items():
+        param = bounds.get(name)
+        if param is None:
+            raise EnvKwargsError(
+                f"task_config: {name!r} is not a field of {task} a result bundle may set; "
+                f"those are {', '.join(sorted(bounds))}",
+                "task_config",
+            )
+        try:
+            param.check(f"task_config[{name!r}]", value)
+        except EnvKwargsError as err:
+            raise EnvKwargsError(
+                f"{err} (the bounds of {task} in a result bundle, which keep the replay short)",
+                "task_config",
+            ) from None
+
+
 _MATH_FILE = {
     "dataset_file": TaskParam("file", high=16 * 2**20, nullable=True),
     "reward_decay": TaskParam("float", 1e-6, 1.0),
@@ -151,6 +211,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_actions_per_turn": 1,
         },
         task_params=_MATH,
+        check_bundle=_check_math_task_config,
     ),
     EnvEntry(
         id="agentgym/MathArithmetic-v0",
@@ -159,6 +220,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         task_kwargs={"task": "basic_arithmetic"},
         default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
         task_params=_MATH,
+        check_bundle=_check_math_task_config,
     ),
     EnvEntry(
         id="agentgym/MathChainSum-v0",
@@ -167,6 +229,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         task_kwargs={"task": "chain_sum"},
         default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
         task_params=_MATH,
+        check_bundle=_check_math_task_config,
     ),
     EnvEntry(
         id="agentgym/MathFile-v0",
