@@ -417,7 +417,67 @@ class PrefixCache:
 def _supports_prefix_cache(cache: Any) -> bool:
     """Only plain full-attention dynamic layers can be sliced and re-padded per row."""
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+    plain = ("DynamicLayer", "ReservedLayer")
+    return bool(layers) and all(type(layer).__name__ in plain for layer in layers)
+
+
+def _reserved_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """A full-attention cache layer whose keys and values are written in place into a buffer
+        reserved for the whole decoding batch (``capacity`` positions: prefix + prompt + reply
+        budget), where transformers' ``DynamicLayer`` concatenates a new tensor at every
+        decoding step. Per step that concatenation allocated and copied the whole cache of every
+        layer: a decoding batch of 16,384 slots turned over about 1 GB a token for SmolLM2, and
+        the freed blocks stayed in the heap (README, Memory). ``keys``/``values`` are views of
+        the filled part, ``[batch, heads, filled, head_dim]``; the buffer doubles if a call ever
+        writes past it."""
+
+        def __init__(self, capacity: int) -> None:
+            super().__init__()
+            self.capacity = int(capacity)
+            self.filled = 0
+            self._keys: torch.Tensor | None = None
+            self._values: torch.Tensor | None = None
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = key_states.shape[-2]
+            if self._keys is None or self.filled + n > self._keys.shape[-2]:
+                size = max(self.capacity, 2 * (self.filled + n))
+                keys = key_states.new_empty((*key_states.shape[:2], size, key_states.shape[-1]))
+                values = value_states.new_empty(
+                    (*value_states.shape[:2], size, value_states.shape[-1])
+                )
+                if self.filled:
+                    keys[:, :, : self.filled] = self._keys[:, :, : self.filled]
+                    values[:, :, : self.filled] = self._values[:, :, : self.filled]
+                self._keys, self._values = keys, values
+            end = self.filled + n
+            self._keys[:, :, self.filled : end] = key_states
+            self._values[:, :, self.filled : end] = value_states
+            self.filled = end
+            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+            return self.keys, self.values
+
+    return ReservedLayer
+
+
+def _decoding_cache(model: Any, capacity: int) -> Any:
+    """The KV cache of one decoding batch: transformers' ``DynamicCache`` for the model's config,
+    its plain full-attention layers replaced by in-place :func:`_reserved_layer_class` layers of
+    ``capacity`` positions (other layer kinds, e.g. sliding windows, are kept as they are)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache(config=model.config)
+    layers = getattr(cache, "layers", None)
+    if layers and all(type(layer) is DynamicLayer for layer in layers):
+        reserved = _reserved_layer_class()
+        cache.layers = [reserved(capacity) for _ in layers]
+    return cache
 
 
 def _top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -470,8 +530,6 @@ def generate_cached(
     for row, p in enumerate(prompt_ids):
         if not p:
             raise ValueError(f"prompt {row} is empty; a prompt needs at least one token")
-    from transformers import DynamicCache
-
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ends = end_token_ids(model, tokenizer)
@@ -516,7 +574,12 @@ def generate_cached(
         # for another chunk of the same turn, stay).
         used = {h for h in hits if h >= 0}
         store.entries = [e for i, e in enumerate(store.entries) if i not in used]
-        kwargs[cache_kw] = DynamicCache(ddp_cache_data=layers)
+    cache = _decoding_cache(model, past + width + sampling.max_new_tokens)
+    if past:
+        for layer, (keys, values) in zip(cache.layers, layers, strict=True):
+            layer.update(keys, values)
+        del layers, keys, values
+    kwargs[cache_kw] = cache
     if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = 1
     out = model(

@@ -371,3 +371,27 @@ def test_decoding_in_token_bounded_batches_gives_the_same_greedy_episodes(tiny) 
     rule = HFEngine(model, tokenizer, max_batch_tokens=30)
     assert rule.chunks([[0] * 10, [0] * 12], 5) == [[0], [1]]
     assert rule.chunks([[0] * 3, [0] * 4, [0] * 20], 5) == [[0, 1], [2]]
+
+
+def test_reserved_cache_layer_equals_concatenation_and_grows_past_its_capacity(tiny) -> None:
+    """The decoding cache's in-place layer: chunks of 3, 1 and 2 positions (capacity 4, so the
+    last write doubles the buffer) read back as torch.cat of the chunks, as DynamicLayer's."""
+    from baselines.engines import _decoding_cache
+
+    model, _ = tiny
+    cache = _decoding_cache(model, 4)
+    layer = cache.layers[0]
+    assert (
+        type(layer).__name__ == "ReservedLayer"
+        and len(cache.layers) == model.config.num_hidden_layers
+    )
+    g = torch.Generator().manual_seed(0)
+    chunks = [
+        (torch.randn(2, 3, n, 8, generator=g), torch.randn(2, 3, n, 8, generator=g))
+        for n in (3, 1, 2)
+    ]
+    for k, v in chunks:
+        keys, values = layer.update(k, v)
+    assert torch.equal(keys, torch.cat([k for k, _ in chunks], dim=2))
+    assert torch.equal(values, torch.cat([v for _, v in chunks], dim=2))
+    assert layer.get_seq_length() == 6 and layer.filled == 6

@@ -1,0 +1,87 @@
+"""The HF engine's decoding loop, side by side: transformers' ``DynamicCache`` (a ``torch.cat`` of
+every layer's keys and values at each step, the engine before) against the in-place reserved
+buffer (:func:`baselines.engines._decoding_cache`).
+
+Usage::
+
+    python benchmarks/bench_decoding.py [--rows 16] [--prompt 600] [--new 64] [--threads 1]
+
+Each variant runs in its own child process (so peak RSS is its own: ``ru_maxrss``) on the
+embedded SmolLM2 under bf16 autocast where the CPU has it: ``--rows`` prompts of ``--prompt``
+random token ids, greedy, ``--new`` tokens each (no stop). Printed: seconds, tokens/s, peak RSS
+and its rise over the loaded model, and whether both variants sampled the same ids. Never run
+by tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from agentgym.threads import set_omp_wait_policy
+set_omp_wait_policy()
+import torch
+from baselines import engines
+from baselines.engines import SamplingSettings, generate_cached
+from baselines.policy import load_policy
+from baselines.scoring import autocast, resolve_autocast
+
+variant, rows, prompt, new, threads = sys.argv[2], *map(int, sys.argv[3:7])
+torch.set_num_threads(threads)
+if variant == "concatenating":
+    from transformers import DynamicCache
+    engines._decoding_cache = lambda model, capacity: DynamicCache(config=model.config)
+model, tok = load_policy("embedded", device="cpu", dtype="float32")
+model.eval()
+g = torch.Generator().manual_seed(0)
+prompts = [torch.randint(100, 40000, (prompt,), generator=g).tolist() for _ in range(rows)]
+sampling = SamplingSettings(max_new_tokens=new, temperature=0.0, stop_strings=())
+amp = resolve_autocast("auto", "cpu")
+loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+with autocast("cpu", amp):
+    out = generate_cached(model, tok, prompts, sampling)
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "tokens": sum(len(o.token_ids) for o in out),
+    "peak_gb": peak * 1024 / 1e9, "rise_gb": (peak - loaded) * 1024 / 1e9,
+    "ids": [o.token_ids for o in out]}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--prompt", type=int, default=600)
+    parser.add_argument("--new", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    results = {}
+    for variant in ("concatenating", "reserved"):
+        cmd = [sys.executable, "-c", CHILD, str(REPO), variant]
+        cmd += [str(args.rows), str(args.prompt), str(args.new), str(args.threads)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"{args.rows} rows x {args.prompt} prompt tokens, {args.new} new, {args.threads} thread(s)"
+    )
+    print(f"{'variant':<14} {'seconds':>8} {'tokens/s':>9} {'peak GB':>8} {'rise GB':>8}")
+    for variant, r in results.items():
+        print(
+            f"{variant:<14} {r['seconds']:>8.1f} {r['tokens'] / r['seconds']:>9.1f} "
+            f"{r['peak_gb']:>8.2f} {r['rise_gb']:>8.2f}"
+        )
+    same = results["concatenating"]["ids"] == results["reserved"]["ids"]
+    print(f"same sampled ids: {same}")
+
+
+if __name__ == "__main__":
+    main()
