@@ -17,10 +17,12 @@ Agent specs (:func:`make_agent`):
 * ``oracle``: the environment's own ``oracle_answer()`` (privileged: it reads the state). An env
   without an oracle records an error for each episode.
 * ``hf:PATH``: a local transformers causal LM (``PATH`` a checkpoint folder or ``embedded``, the
-  SmolLM2-135M-Instruct that :func:`agentgym.models.embedded_model_path` converts), played through
-  the trainer's own generation path and token-level prompts (:class:`HFAgent`); greedy by
-  default. Needs torch, transformers and the ``baselines`` package of this repository
-  (``pip install 'agentgym[train]'``), imported lazily: the one place agentgym uses baselines.
+  SmolLM2-135M-Instruct that :func:`baselines.policy.embedded_model_path` converts), played through
+  the trainer's own generation path and token-level prompts (:class:`baselines.hf_agent.HFAgent`);
+  greedy by default. Needs torch and transformers (``pip install 'agentgym[train]'``). The class
+  lives in ``baselines`` (the LLM layer) and is found through the string entry point
+  ``AGENT_ENTRY_POINTS["hf"]``, imported only when a spec names ``hf:`` (as Gymnasium imports an
+  env's ``entry_point``): ``agentgym`` imports neither torch nor ``baselines``.
 * ``cmd:COMMAND``: any program, in any language. It is started once (``shlex.split(COMMAND)``, no
   shell) and, for each turn, reads one JSON object on a line on stdin (see :func:`request_json`)
   and writes one line on stdout: the action text, or a JSON string literal (a line starting with
@@ -68,12 +70,20 @@ __all__ = [
     "Agent",
     "RandomAgent",
     "OracleAgent",
-    "HFAgent",
     "CommandAgent",
     "CallableAgent",
     "make_agent",
     "request_json",
+    "AGENT_ENTRY_POINTS",
+    "load_entry_point",
 ]
+
+#: Agent-spec prefixes whose agent lives outside ``agentgym``: prefix -> string entry point
+#: ``"module:attribute"``, imported by :func:`load_entry_point` only when a spec uses the prefix
+#: (as Gymnasium imports an environment's ``entry_point``). The class is called as
+#: ``cls(rest_of_spec, seed=seed, **agent_kwargs)``. A static import here would make ``agentgym``
+#: depend on ``baselines`` and torch (the import-linter contracts in pyproject.toml forbid it).
+AGENT_ENTRY_POINTS: dict[str, str] = {"hf": "baselines.hf_agent:HFAgent"}
 
 
 class AgentError(Exception):
@@ -461,157 +471,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-class HFAgent(Agent):
-    """A local transformers causal LM, played exactly as the trainer plays it.
-
-    Generation and prompt building are the trainer's own (imported lazily from ``baselines``, so
-    ``agentgym`` itself never needs torch): :class:`baselines.engines.HFEngine` generates, and one
-    :class:`baselines.episodes.TokenContext` per episode builds each turn's prompt as token ids
-    (the chat template's text tokenised once, earlier replies kept as the ids sampled, the
-    ``<think>`` prefix in the ``think_answer`` format). A checkpoint is therefore scored on
-    exactly the prompts it was trained on (the same stop rules, end tokens and dtype as
-    ``python -m baselines.train``). Each turn of every live episode in a batch is one
-    ``generate`` call; a reply stops at an end token, at ``</answer>`` or at ``max_new_tokens``.
-
-    Args:
-        path: a local checkpoint folder, ``"embedded"`` (SmolLM2-135M-Instruct) or ``"tiny"`` (the
-            trainer's random-init word-level test policy, :func:`baselines.policy.load_policy`).
-        max_new_tokens: tokens generated per turn.
-        temperature: 0 for greedy decoding (default), else sampling with ``top_p``.
-        top_p: nucleus mass when sampling.
-        batch_size: episodes per ``generate`` call.
-        think_prefix: start every reply with ``<think>`` (``think_answer`` format only).
-        max_context_tokens: a prompt longer than this minus ``max_new_tokens`` fails its episode.
-        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
-        dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU, as the trainer), ``"float32"`` or
-            ``"bfloat16"``.
-        seed: torch seed for sampling.
-
-    Attributes:
-        prompt_ids: per episode index, the prompt ids given to the engine on each turn so far
-            (the latest run of that index).
-
-    Raises:
-        FileNotFoundError: ``path`` is not a checkpoint folder.
-        ModuleNotFoundError: torch or transformers missing.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        *,
-        max_new_tokens: int = 128,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        batch_size: int = 16,
-        think_prefix: bool = True,
-        max_context_tokens: int = 4096,
-        device: str = "auto",
-        dtype: str = "auto",
-        seed: int = 0,
-    ):
-        super().__init__()
-        # Before torch loads: OpenMP reads its wait policy once (agentgym.threads).
-        from agentgym.threads import set_omp_wait_policy
-
-        set_omp_wait_policy()
-        try:
-            import torch
-
-            # The trainer's generation path (a documented lazy import: agentgym -> baselines).
-            from baselines.engines import HFEngine, SamplingSettings
-            from baselines.policy import load_policy
-        except ModuleNotFoundError as err:
-            raise ModuleNotFoundError(
-                f"the hf: agent needs torch and transformers ({err}); "
-                "pip install torch==2.13.0 'agentgym[train]'"
-            ) from err
-        from agentgym.models import EMBEDDED_MODEL_NAME, resolve_model_path
-
-        # "tiny": the trainer's random-init test policy (baselines.policy), no files.
-        folder = Path("tiny") if path == "tiny" else resolve_model_path(path)
-        source = path if path in ("embedded", "tiny") else str(folder)
-        self.model, self.tokenizer = load_policy(source, device=device, dtype=dtype, seed=seed)
-        self.model.eval()
-        self.device = next(self.model.parameters()).device
-        self.engine = HFEngine(self.model, self.tokenizer)
-        self.sampling = SamplingSettings(
-            max_new_tokens=int(max_new_tokens),
-            temperature=float(temperature),
-            top_p=float(top_p),
-            think_prefix=bool(think_prefix),
-            max_context_tokens=int(max_context_tokens),
-        )
-        self.max_new_tokens = int(max_new_tokens)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.batch_size = int(batch_size)
-        self.think_prefix = bool(think_prefix)
-        self.max_context_tokens = int(max_context_tokens)
-        self.seed = int(seed)
-        self._contexts: dict[int, Any] = {}
-        self.prompt_ids: dict[int, list[list[int]]] = {}
-        torch.manual_seed(self.seed)
-        model_name = EMBEDDED_MODEL_NAME if path == "embedded" else Path(folder).name
-        if path != "embedded" and model_name.startswith("checkpoint"):
-            # A trainer's run folder holds checkpoint/ (and checkpoint-<step>/): name the run,
-            # or every trained model is "hf:checkpoint" on the leaderboard.
-            model_name = f"{Path(folder).resolve().parent.name}/{model_name}"
-        self.name = f"hf:{model_name}"
-        decoding = "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top_p={top_p}"
-        self.description = (
-            f"{model_name} zero-shot through the chat layer ({decoding}, "
-            f"{self.max_new_tokens} new tokens per turn"
-            f"{', reply starts with <think>' if self.think_prefix else ''})"
-        )
-        self.settings = {
-            "path": path,
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "batch_size": self.batch_size,
-            "think_prefix": self.think_prefix,
-            "max_context_tokens": self.max_context_tokens,
-            "seed": self.seed,
-            "device": self.device.type,
-            "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
-        }
-
-    def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
-        from baselines.episodes import TokenContext, think_prefix_for
-
-        out: list[str | AgentError] = [AgentError("not generated")] * len(requests)
-        prefixes, prompts, fits = [], [], []
-        for i, r in enumerate(requests):
-            prefix = think_prefix_for(self.sampling, r.action_format)
-            if r.turn == 1 or r.episode not in self._contexts:
-                self._contexts[r.episode] = TokenContext(self.tokenizer, prefix)
-                self.prompt_ids[r.episode] = []
-            ids = self._contexts[r.episode].prompt(r.messages)
-            prefixes.append(prefix)
-            prompts.append(ids)
-            self.prompt_ids[r.episode].append(ids)
-            if len(ids) + self.max_new_tokens > self.max_context_tokens:
-                out[i] = AgentError(
-                    f"prompt of {len(ids)} tokens + {self.max_new_tokens} new tokens exceeds "
-                    f"max_context_tokens={self.max_context_tokens}"
-                )
-            else:
-                fits.append(i)
-        if not fits:
-            return out
-        generations = self.engine.generate([prompts[i] for i in fits], self.sampling)
-        for i, gen in zip(fits, generations, strict=True):
-            self._contexts[requests[i].episode].add(gen)
-            out[i] = prefixes[i] + gen.text
-        return out
-
-    def close(self) -> None:
-        self.model = None
-        self.engine = None
-        self._contexts.clear()
-
-
 def _put_cwd_on_path() -> None:
     """Let ``module:callable`` name a module in the current directory, as ``python -m agentgym``
     allows (``-m`` puts the cwd first on ``sys.path``) but the ``agentgym`` console script would
@@ -619,6 +478,32 @@ def _put_cwd_on_path() -> None:
     cwd = os.getcwd()
     if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
         sys.path.insert(0, cwd)
+
+
+def _attribute(obj: Any, attr: str, target: str) -> Any:
+    """``obj.a.b`` for ``attr == "a.b"``.
+
+    Raises:
+        ValueError: a missing attribute (the message names ``target`` and ``attr``).
+    """
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{target!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_entry_point(entry_point: str) -> Any:
+    """The object a string entry point ``"module:attribute"`` names, its module imported now.
+
+    Raises:
+        ModuleNotFoundError: the module, or one it imports, is not installed.
+        ValueError: not of the form ``module:attribute``, or no such attribute.
+    """
+    module, sep, attr = entry_point.partition(":")
+    if not (sep and module and attr):
+        raise ValueError(f"entry point {entry_point!r} is not of the form 'module:attribute'")
+    return _attribute(importlib.import_module(module), attr, module)
 
 
 def _load_object(target: str, attr: str) -> Any:
@@ -640,12 +525,7 @@ def _load_object(target: str, attr: str) -> Any:
                 f"agent module {target!r} cannot be imported ({err}); give an importable "
                 "module:callable or path/to/file.py:callable"
             ) from err
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"{target!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
+    return _attribute(module, attr, target)
 
 
 def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None) -> Agent:
@@ -655,8 +535,8 @@ def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None
         spec: ``random``, ``oracle``, ``hf:PATH``, ``cmd:COMMAND``, ``module:callable`` or
             ``file.py:callable``.
         seed: the agent's own seed (random agent, sampling).
-        kwargs: agent settings (``--agent-kw``): ``hf:`` takes :class:`HFAgent`'s keyword
-            arguments, ``cmd:`` takes ``timeout``, ``cwd`` and ``max_line_bytes``; a Python class gets them as constructor arguments.
+        kwargs: agent settings (``--agent-kw``): ``hf:`` takes
+            :class:`baselines.hf_agent.HFAgent`'s keyword arguments, ``cmd:`` takes ``timeout``, ``cwd`` and ``max_line_bytes``; a Python class gets them as constructor arguments.
 
     Raises:
         ValueError: an unknown spec or a setting the agent does not take; the message lists the
@@ -675,13 +555,14 @@ def make_agent(spec: str, *, seed: int = 0, kwargs: dict[str, Any] | None = None
         no_kwargs("oracle")
         return OracleAgent()
     kind, sep, rest = spec.partition(":")
-    if sep and kind == "hf":
-        if not rest:
-            raise ValueError("hf: needs a checkpoint folder or 'embedded', e.g. hf:embedded")
+    if sep and kind == "hf" and not rest:
+        raise ValueError("hf: needs a checkpoint folder or 'embedded', e.g. hf:embedded")
+    if sep and kind in AGENT_ENTRY_POINTS:
+        cls = load_entry_point(AGENT_ENTRY_POINTS[kind])
         try:
-            return HFAgent(rest, seed=seed, **kwargs)
+            return cls(rest, seed=seed, **kwargs)
         except TypeError as err:
-            raise ValueError(f"bad --agent-kw for hf: {err}") from err
+            raise ValueError(f"bad --agent-kw for {kind}: {err}") from err
     if sep and kind == "cmd":
         unknown = set(kwargs) - {"timeout", "cwd", "max_line_bytes"}
         if unknown:

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "build_parser", "parse_kwargs", "resolve_env_id", "CLIError"]
 
+#: What ``agentgym eval --threads`` (and ``--agent hf:...``) calls to set torch's CPU thread count,
+#: as a string entry point imported at run time: torch threads belong to the LLM layer
+#: (:mod:`baselines.threads`), and ``agentgym`` imports neither torch nor ``baselines``.
+TORCH_THREADS_ENTRY_POINT = "baselines.threads:set_torch_threads"
+
 
 class CLIError(Exception):
     """A user error: printed as ``agentgym: error: ...`` with exit status ``status``."""
@@ -310,6 +315,7 @@ def _add_solve(subparsers: Any) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from agentgym.agents import load_entry_point
     from agentgym.eval import EvalError, evaluate
     from agentgym.threads import set_omp_wait_policy
 
@@ -321,10 +327,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"--threads must be >= 0 (0: half the CPUs), got {args.threads}")
     if args.agent.startswith("hf:") or args.threads:
         # Before the model loads; torch's one-thread-per-core default stalls under contention.
-        from agentgym.threads import set_torch_threads
-
+        # A string entry point: agentgym imports neither torch nor baselines.
         try:
-            set_torch_threads(args.threads)
+            load_entry_point(TORCH_THREADS_ENTRY_POINT)(args.threads)
         except ModuleNotFoundError as err:
             raise CLIError(
                 f"--threads needs torch ({err}); pip install 'agentgym[train]'", status=1

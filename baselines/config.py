@@ -287,7 +287,7 @@ class TrainSettings:
         out_dir: where metrics.jsonl, plots and checkpoints go.
         save_every: checkpoint every this many steps, and at the end; 0: at the end only.
         threads: torch CPU threads; 0 picks half the CPUs this process may use, at least 1
-            (:func:`agentgym.threads.resolve_threads`: torch's default of one thread per core
+            (:func:`baselines.threads.resolve_threads`: torch's default of one thread per core
             made a decode step 40x slower when another process held a core).
         keep_checkpoints: checkpoints kept in all: ``checkpoint/`` (the newest) plus
             ``keep_checkpoints - 1`` older ones as ``checkpoint-<step>/``. A SmolLM2-135M

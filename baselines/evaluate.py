@@ -1,7 +1,7 @@
 """``python -m baselines.evaluate --checkpoint runs/quick/checkpoint --out runs/quick/eval.json``.
 
 Scores a training checkpoint: an alias of ``agentgym eval --agent hf:CHECKPOINT`` (the same
-episode prompts and generation path as training, :class:`agentgym.agents.HFAgent`) that writes a
+episode prompts and generation path as training, :class:`baselines.hf_agent.HFAgent`) that writes a
 result bundle the leaderboard accepts (``python -m leaderboards submit OUT``) and prints each
 environment's summary as JSON.
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--episodes must be >= 1")
     from agentgym.cli import CLIError, resolve_env_id
     from agentgym.eval import EvalError, evaluate
-    from agentgym.threads import set_torch_threads
+    from baselines.threads import set_torch_threads
 
     defaults = run_defaults(args.checkpoint)
     env_id = args.env or defaults.get("env") or "agentgym/Bandit-v0"

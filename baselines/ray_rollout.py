@@ -279,7 +279,7 @@ class RayEnvPool:
         """Close every actor's environments (their sandboxes and browsers), then kill the actors
         (and shut Ray down if this pool started it). An actor that is dead or does not answer
         within ``timeout`` seconds is killed anyway, and then what it owned on this node is
-        removed here (owner-pid labels, see :func:`_reap_local`); on another node, by the next
+        removed here (owner-pid labels, see :func:`agentgym.cleanup.reap_orphans`); on another node, by the next
         sandbox or browser started there."""
         refs = []
         for worker in self.workers:
@@ -303,7 +303,9 @@ class RayEnvPool:
                 pass
         self.workers = []
         if left_behind:  # a killed actor could not close its sandboxes or browser
-            _reap_local()
+            from agentgym.cleanup import reap_orphans
+
+            reap_orphans()
         if self.owns_ray:
             self._ray.shutdown()
             self.owns_ray = False
@@ -313,24 +315,3 @@ class RayEnvPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _reap_local() -> None:
-    """Remove, on this node, the Docker sandboxes and browsers of processes that died without
-    closing them (each carries its owner's pid: :func:`sandboxes.code.docker_backend.reap_orphans`,
-    :func:`sandboxes.web.browser.reap_orphaned_browsers`). Best effort: a missing Docker daemon,
-    SDK or Selenium is skipped."""
-    with contextlib.suppress(Exception):
-        from sandboxes.web.browser import reap_orphaned_browsers
-
-        reap_orphaned_browsers()
-    with contextlib.suppress(Exception):
-        import docker
-
-        from sandboxes.code.docker_backend import reap_orphans
-
-        client = docker.from_env(timeout=10)
-        try:
-            reap_orphans(client)
-        finally:
-            client.close()

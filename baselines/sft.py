@@ -68,7 +68,6 @@ from typing import Any
 import torch
 import yaml
 
-from agentgym.threads import set_torch_threads
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
@@ -99,6 +98,7 @@ from baselines.scoring import (
     score_targets,
     set_checkpointing,
 )
+from baselines.threads import set_torch_threads
 
 __all__ = [
     "SFTSettings",
@@ -141,7 +141,7 @@ class SFTSettings:
         grad_clip: max global gradient norm.
         seed: seed of the example order and of the ``tiny`` model's init.
         threads: torch CPU threads (0: half the usable CPUs, at least one, as the trainer;
-            :mod:`agentgym.threads`).
+            :mod:`baselines.threads`).
         save_every: write ``checkpoint/`` (weights, tokenizer, optimizer state, data position)
             every this many optimizer steps, so that ``--resume`` loses at most that many;
             0: only at the end. The end of the run always saves.

@@ -66,7 +66,6 @@ import numpy as np
 import torch
 import yaml
 
-from agentgym.threads import set_torch_threads
 from baselines.batch import (
     RolloutBatch,
     build_batch,
@@ -102,6 +101,7 @@ from baselines.scoring import (
     score_targets,
     set_checkpointing,
 )
+from baselines.threads import set_torch_threads
 
 __all__ = ["Trainer", "vocabulary_texts"]
 

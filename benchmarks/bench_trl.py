@@ -8,7 +8,7 @@ Same work on both sides: SmolLM2-135M-Instruct (embedded, float32 master weights
 16 episodes per step (4 prompts x 4 samples), 48 new tokens, temperature 0.7, lr 1e-5, one
 optimizer step per batch.
 
-* TRL: ``GRPOTrainer`` with :class:`agentgym.integrations.trl.AgentgymRollout` as its
+* TRL: ``GRPOTrainer`` with :class:`baselines.integrations.trl.AgentgymRollout` as its
   ``rollout_func`` (the adapter's episode loop; no ``<think>`` prefill, which the agentgym trainer
   adds), ``use_cpu=True``, ``per_device_train_batch_size=16``, ``num_generations=4``. Variants:
   ``default`` is GRPOConfig's own defaults on CPU (``bf16=True``: accelerate's bf16 autocast;
@@ -46,7 +46,7 @@ import torch
 torch.set_num_threads(a["threads"])
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from agentgym.integrations.trl import AgentgymRollout, episode_return
+from baselines.integrations.trl import AgentgymRollout, episode_return
 from baselines.policy import load_policy
 
 torch.manual_seed(0)

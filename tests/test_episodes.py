@@ -457,8 +457,8 @@ def test_the_batch_by_hand_and_gae_across_rows_equals_gae_in_one_row():
 def test_hf_eval_of_a_checkpoint_sees_exactly_the_prompts_of_trainer_validation(tmp_path):
     """Greedy validation of the trainer and ``agentgym eval --agent hf:CHECKPOINT`` on the same
     seeds: the same prompt ids on every turn, and the same actions."""
-    from agentgym.agents import HFAgent
     from agentgym.eval import evaluate
+    from baselines.hf_agent import HFAgent
 
     config = _tiny_config(tmp_path, "rollout.val_episodes=3", "rollout.val_every=1")
     trainer = Trainer(config, progress=False)

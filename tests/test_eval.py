@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 import agentgym
-from agentgym.agents import AgentError, AgentRequest, make_agent, request_json
+from agentgym.agents import AgentError, AgentRequest, load_entry_point, make_agent, request_json
 from agentgym.eval import (
     EvalError,
     evaluate,
@@ -613,25 +613,69 @@ def test_eval_cli_errors_name_the_fix(tmp_path: Path) -> None:
     assert result.returncode == 2 and "bad --kw for agentgym/Bandit-v0" in result.stderr
 
 
-def test_agentgym_eval_imports_without_torch() -> None:
-    code = (
-        "import sys, agentgym.eval, agentgym.agents, agentgym.models; print('torch' in sys.modules)"
-    )
+_LOADED = "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers', 'baselines')}))"
+
+
+def _fresh(code: str, tmp_path: Path) -> list[dict[str, bool]]:
+    """Run ``code`` in a fresh interpreter; each ``_LOADED`` line it prints, parsed."""
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", f"import json, sys\n{code}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},
+            "PYTHONPATH": str(ROOT),
+        },
     )
-    assert result.stdout.strip() == "False"
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_agentgym_and_eval_of_random_never_load_torch_nor_baselines(tmp_path: Path) -> None:
+    """``import agentgym`` and a whole ``agentgym eval --agent random`` run (the CLI in-process)
+    load neither torch, transformers nor ``baselines`` (the layers: agentgym below baselines)."""
+    out = tmp_path / "r.json"
+    code = (
+        "import agentgym, agentgym.eval, agentgym.agents, agentgym.cli, agentgym.threads\n"
+        f"{_LOADED}\n"
+        "rc = agentgym.cli.main(['eval', '--env', 'Bandit-v0', '--agent', 'random',"
+        f" '--episodes', '2', '--no-progress', '--out', {str(out)!r}])\n"
+        "assert rc == 0, rc\n"
+        f"{_LOADED}\n"
+    )
+    none = {"torch": False, "transformers": False, "baselines": False}
+    assert _fresh(code, tmp_path) == [none, none]
+    assert json.loads(out.read_text())["agent"]["name"] == "random"
+
+
+def test_hf_agent_is_resolved_through_a_lazy_string_entry_point(tmp_path: Path) -> None:
+    """``hf:`` names ``baselines.hf_agent:HFAgent`` as a string: resolving it imports that module
+    (which sets the OpenMP wait policy) but not torch; only building the agent loads torch."""
+    code = (
+        "import os\n"
+        "from agentgym.agents import AGENT_ENTRY_POINTS, load_entry_point\n"
+        f"{_LOADED}\n"
+        "cls = load_entry_point(AGENT_ENTRY_POINTS['hf'])\n"
+        "assert cls.__module__ == 'baselines.hf_agent', cls\n"
+        "assert os.environ.get('OMP_WAIT_POLICY'), 'import baselines sets it'\n"
+        f"{_LOADED}\n"
+    )
+    before, after = _fresh(code, tmp_path)
+    assert before == {"torch": False, "transformers": False, "baselines": False}
+    assert after == {"torch": False, "transformers": False, "baselines": True}
+    with pytest.raises(ValueError, match="module:attribute"):
+        load_entry_point("baselines.hf_agent")
+    with pytest.raises(ValueError, match="has no attribute"):
+        load_entry_point("baselines.hf_agent:Nope")
 
 
 # ----------------------------------------------------------------------------- hf: agent
 
 
 def test_embedded_path_resolves_from_the_cache(tmp_path: Path, monkeypatch: Any) -> None:
-    import baselines.policy as baselines_policy
-    from agentgym import models
+    from baselines import policy as models
 
-    # One conversion function for both: baselines re-exports agentgym's.
-    assert baselines_policy.embedded_model_path is models.embedded_model_path
     folder = tmp_path / models.EMBEDDED_MODEL_NAME
     folder.mkdir()
     (folder / "config.json").write_text("{}")

@@ -208,7 +208,7 @@ def test_sft_prompts_match_the_episode_loop_with_smollm2s_tokenizer():
     merges across the prompt/reply boundary) on a three-turn Sokoban chat."""
     from transformers import AutoTokenizer
 
-    from agentgym.models import embedded_model_path
+    from baselines.policy import embedded_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     eot = tokenizer.convert_tokens_to_ids("<|im_end|>")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.integrations.trl import AgentgymRollout, episode_return
+from baselines.integrations.trl import AgentgymRollout, episode_return
 from baselines.policy import load_policy
 from baselines.trainer import vocabulary_texts
 

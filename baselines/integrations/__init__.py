@@ -1,5 +1,5 @@
 """Bridges from agentgym environments to other training libraries (each imported on demand).
 
-* :mod:`agentgym.integrations.trl`: Hugging Face TRL's ``GRPOTrainer`` (``pip install
+* :mod:`baselines.integrations.trl`: Hugging Face TRL's ``GRPOTrainer`` (``pip install
   'agentgym[trl]'``).
 """

@@ -26,7 +26,7 @@ eval``) and works with any chat template. Both interfaces are marked experimenta
 Example (the ten lines a TRL user writes)::
 
     from trl import GRPOConfig, GRPOTrainer
-    from agentgym.integrations.trl import AgentgymRollout, episode_return
+    from baselines.integrations.trl import AgentgymRollout, episode_return
 
     rollout = AgentgymRollout("Sokoban-v0", tokenizer, max_new_tokens=64)
     trainer = GRPOTrainer(
@@ -37,7 +37,8 @@ Example (the ten lines a TRL user writes)::
     trainer.train()
 
 Needs ``pip install 'agentgym[trl]'`` (TRL, datasets) and torch; this module imports them only
-when used, so ``import agentgym`` stays light.
+when used, so importing this module stays light. It lives in ``baselines`` (the LLM layer), not
+in ``agentgym``, which imports no torch (the import-linter contracts in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _require(module: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
-            f"agentgym.integrations.trl needs {err.name!r}: pip install 'agentgym[trl]' "
+            f"baselines.integrations.trl needs {err.name!r}: pip install 'agentgym[trl]' "
             "(and torch: pip install torch==2.13.0 on CPU)"
         ) from err
 
