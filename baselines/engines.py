@@ -446,7 +446,8 @@ def _reserved_layer_class() -> type:
                 self.lazy_initialization(key_states, value_states)
             n = key_states.shape[-2]
             if self._keys is None or self.filled + n > self._keys.shape[-2]:
-                size = max(self.capacity, 2 * (self.filled + n))
+                # The reserved capacity first; doubling only if a write ever goes past it.
+                size = max(self.capacity, n) if self._keys is None else 2 * (self.filled + n)
                 keys = key_states.new_empty((*key_states.shape[:2], size, key_states.shape[-1]))
                 values = value_states.new_empty(
                     (*value_states.shape[:2], size, value_states.shape[-1])
