@@ -38,6 +38,11 @@ of a signal ("misbehaved") never leaves its container in the pool: the container
 new one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode,
 which is removed when the lease ends (a fresh container for every episode).
 
+Containers are named ``agentgym-sbx-<pid>-<random>``, so that one whose creation failed half-way
+(the daemon made it, its answer was lost) is still found and removed: nothing that failed after
+the create request is left behind. One thread at a time creates a container and takes its attach
+connection out of the client's connection pool (sized for many threads at once).
+
 Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
 :class:`DockerSandbox` removes containers whose owner process on this host is gone (belt and
 braces: one whose owner died between creating it and attaching), and
@@ -78,6 +83,8 @@ from sandboxes.code.image import DEFAULT_IMAGE, KEEPER_UID, SANDBOX_UID
 __all__ = ["DockerSandbox", "DockerLease", "docker_available", "OWNER_LABEL"]
 
 OWNER_LABEL = "agentgym.sandbox.owner"
+#: Connections the Docker client keeps for reuse: one per thread that talks to the daemon at once.
+_MAX_POOL_SIZE = 64
 
 #: The program each run starts in its container (``programs/docker_bootstrap.py``): writes the
 #: files, runs main.py, then cleans the container for the next run and reports.
@@ -135,6 +142,7 @@ class DockerSandbox(CodeSandbox):
         base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
         allow_missing_limits: start even when the daemon reports that the kernel cannot enforce
             a memory, swap or process limit (``docker info``), instead of refusing.
+        labels: extra labels for every container (besides :data:`OWNER_LABEL`).
 
     Raises:
         SandboxError: no daemon answers, or the image is missing (the message says how to build it).
@@ -160,6 +168,7 @@ class DockerSandbox(CodeSandbox):
         output_kill_mb: int = 32,
         base_url: str | None = None,
         allow_missing_limits: bool = False,
+        labels: Mapping[str, str] | None = None,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
@@ -170,7 +179,14 @@ class DockerSandbox(CodeSandbox):
                 "the docker back end needs the Docker SDK: pip install 'agentgym[code]'"
             ) from err
         try:
-            self._client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            # One client for every thread: its connection pool holds a connection per thread
+            # that talks to the daemon at once (the default 10 made busy threads discard theirs).
+            pool = {"max_pool_size": _MAX_POOL_SIZE}
+            self._client = (
+                docker.DockerClient(base_url=base_url, **pool)
+                if base_url
+                else docker.from_env(**pool)
+            )
             self._client.ping()
         except Exception as err:  # noqa: BLE001
             raise SandboxError(
@@ -206,6 +222,8 @@ class DockerSandbox(CodeSandbox):
         self.output_limit = output_limit
         self.output_kill_bytes = output_kill_mb * 2**20
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._labels = dict(labels or {})
+        self._create_lock = threading.Lock()
         self._cond = threading.Condition()
         self._idle: list[_Box] = []
         self._all: dict[str, _Box] = {}
@@ -240,25 +258,38 @@ class DockerSandbox(CodeSandbox):
             ],
             auto_remove=True,  # once the keeper exits, the daemon removes the container
         )
-        container_id = api.create_container(
-            self.image,
-            # The keeper: reads its standard input until end of file. The daemon closes it when
-            # the one attached client (the owner's socket below) goes, so the container stops
-            # (docker-init kills every process in it) when the owner dies, however it dies.
-            command=["sh", "-c", "exec cat > /dev/null"],
-            user=f"{KEEPER_UID}:{KEEPER_UID}",
-            stdin_open=True,
-            detach=False,  # with stdin_open: StdinOnce, stdin closed when the client detaches
-            labels={OWNER_LABEL: self._owner},
-            hostname="sandbox",
-            working_dir="/work",
-            environment={},
-            host_config=host_config,
-        )["Id"]
+        # A name of our own: when the daemon created the container but its answer was lost (a
+        # broken connection), the name still finds it, and it is removed like any other failure.
+        name = f"agentgym-sbx-{os.getpid()}-{secrets.token_hex(8)}"
+        container_id, lifeline = name, None
         try:
-            lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+            # One thread at a time creates a container and takes its attach connection out of
+            # the client's connection pool (the pool is shared by every thread of the sandbox).
+            with self._create_lock:
+                container_id = api.create_container(
+                    self.image,
+                    # The keeper: reads its standard input until end of file. The daemon closes
+                    # it when the one attached client (the owner's socket below) goes, so the
+                    # container stops (docker-init kills every process in it) when the owner
+                    # dies, however it dies.
+                    command=["sh", "-c", "exec cat > /dev/null"],
+                    user=f"{KEEPER_UID}:{KEEPER_UID}",
+                    stdin_open=True,
+                    detach=False,  # with stdin_open: StdinOnce, closed when the client detaches
+                    labels={**self._labels, OWNER_LABEL: self._owner},
+                    name=name,
+                    hostname="sandbox",
+                    working_dir="/work",
+                    environment={},
+                    host_config=host_config,
+                )["Id"]
+                lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
             api.start(container_id)
         except BaseException:
+            # Created, maybe started: never left behind (``--rm`` only removes a stopped one).
+            if lifeline is not None:
+                with contextlib.suppress(Exception):
+                    lifeline.close()
             _remove_container(api, container_id)
             raise
         self.containers_started += 1
