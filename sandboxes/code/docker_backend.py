@@ -15,7 +15,8 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
   input open through an attached socket. When the owner process goes (exit, crash, SIGKILL), the
   kernel closes the socket, the daemon closes the keeper's input, the keeper exits, docker-init
   kills every process left and the daemon removes the container: running code dies with its
-  owner, as under the process back end.
+  owner, as under the process back end. A child the owner forks without ``exec`` lets go of its
+  copies of these sockets at once (``os.register_at_fork``), so it never keeps them open.
 
 A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
 length-prefixed JSON message on its standard input, writes them to ``/work``, runs
@@ -109,6 +110,42 @@ def docker_available(base_url: str | None = None, image: str = DEFAULT_IMAGE) ->
         return False
     finally:
         client.close()
+
+
+#: Descriptors of the open lifelines (attach sockets) of every sandbox of this process.
+_LIFELINES: set[int] = set()
+
+
+def _drop_lifelines_in_child() -> None:
+    """After ``fork``: the child lets go of its copies of the lifelines, so that a child living on
+    (without ``exec``, which closes them: they are close-on-exec) never keeps a container alive
+    after its owner dies. Each copy is replaced by ``/dev/null`` rather than closed, so that the
+    number stays taken: the child's socket objects may still close it later."""
+    if not _LIFELINES:
+        return
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    for fd in _LIFELINES:
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+    _LIFELINES.clear()
+
+
+os.register_at_fork(after_in_child=_drop_lifelines_in_child)
+
+
+def _hold_lifeline(lifeline: Any) -> None:
+    with contextlib.suppress(Exception):
+        _LIFELINES.add(lifeline.fileno())
+
+
+def _close_lifeline(lifeline: Any) -> None:
+    if lifeline is None:
+        return
+    with contextlib.suppress(Exception):
+        _LIFELINES.discard(lifeline.fileno())  # first: its number may be reused once closed
+    with contextlib.suppress(Exception):
+        lifeline.close()
 
 
 @dataclass
@@ -284,12 +321,11 @@ class DockerSandbox(CodeSandbox):
                     host_config=host_config,
                 )["Id"]
                 lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+                _hold_lifeline(lifeline)
             api.start(container_id)
         except BaseException:
             # Created, maybe started: never left behind (``--rm`` only removes a stopped one).
-            if lifeline is not None:
-                with contextlib.suppress(Exception):
-                    lifeline.close()
+            _close_lifeline(lifeline)
             _remove_container(api, container_id)
             raise
         self.containers_started += 1
@@ -301,8 +337,7 @@ class DockerSandbox(CodeSandbox):
 
         def remove() -> None:
             _remove_container(self._client.api, box.id)
-            with contextlib.suppress(Exception):
-                box.lifeline.close()
+            _close_lifeline(box.lifeline)
 
         if not box.dead:
             remove()
