@@ -8,6 +8,9 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
   ``nodev``) and Docker's own 64 MiB ``/dev/shm``;
 * ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
   ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
+* Docker's default seccomp profile, and on top of it, installed by each run's bootstrap before the
+  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings and io_uring refused:
+  Docker's profile refuses the first, not always the second);
 * the idle process (the keeper: ``cat`` reading its standard input) running as user ``keeper``
   (uid 1001), and every run as user ``sandbox`` (uid 1000): neither is root, and the code cannot
   signal the keeper;
@@ -66,6 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sandboxes.code import seccomp
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
@@ -90,6 +94,8 @@ _MAX_POOL_SIZE = 64
 #: The program each run starts in its container (``programs/docker_bootstrap.py``): writes the
 #: files, runs main.py, then cleans the container for the next run and reports.
 _BOOTSTRAP = program_text("docker_bootstrap.py")
+#: The seccomp filter the bootstrap installs before it runs the code (:mod:`sandboxes.code.seccomp`).
+_SECCOMP = base64.b64encode(seccomp.filter_bytes()).decode() if seccomp.supported() else ""
 
 
 def docker_available(base_url: str | None = None, image: str = DEFAULT_IMAGE) -> bool:
@@ -464,6 +470,7 @@ class DockerSandbox(CodeSandbox):
                 "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
                 "stdin": base64.b64encode(stdin.encode()).decode(),
                 "nonce": nonce,
+                "seccomp": _SECCOMP,
             }
         ).encode()
         start = time.monotonic()
