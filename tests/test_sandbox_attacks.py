@@ -8,6 +8,7 @@ Sizes are small for a shared 2-core machine (memory_mb=128, timeouts of 2-4 s).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import signal
@@ -353,22 +354,57 @@ def test_docker_output_flood_is_killed_at_the_timeout() -> None:
 
 
 _OWNER_SCRIPT = """
-import sys, threading
+import os, socket, sys, threading, time
 sys.path.insert(0, {root!r})
+# A host name of its own in the containers' owner label: another process's DockerSandbox (other
+# tests on this daemon) never reaps them once this owner is gone, only the owner's end does.
+socket.gethostname = lambda: {host!r}
 from sandboxes.code import make_sandbox
 box = make_sandbox({backend!r}, **{options!r})
+getattr(box, "warm", lambda: None)()  # docker: the container exists before the run starts
 threading.Thread(target=box.run, args=("import time\\ntime.sleep(600)",),
                  kwargs=dict(timeout_s=600, memory_mb=128)).start()
 print("started", flush=True)
+for line in sys.stdin:  # "fork": a child of the owner that outlives it, sleeping (no exec)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    print(pid, flush=True)
 threading.Event().wait()
 """
 
 
+#: The host name the owners above put in their containers' owner label.
+OWNER_HOST = f"agentgym-test-{os.getpid()}"
+
+
 def _owner(backend: str, options: dict[str, object]) -> subprocess.Popen[str]:
-    script = _OWNER_SCRIPT.format(root=ROOT, backend=backend, options=options)
+    script = _OWNER_SCRIPT.format(root=ROOT, backend=backend, options=options, host=OWNER_HOST)
     return subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
     )
+
+
+def _fork_owner(owner: subprocess.Popen[str]) -> int:
+    """Have ``owner`` fork a child that sleeps (it holds copies of the owner's descriptors)."""
+    assert owner.stdin is not None and owner.stdout is not None
+    owner.stdin.write("fork\n")
+    owner.stdin.flush()
+    return int(owner.stdout.readline())
+
+
+def _end(owner: subprocess.Popen[str], forked: int | None) -> None:
+    if owner.poll() is None:
+        owner.kill()
+        owner.wait()
+    if forked is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(forked, signal.SIGKILL)
 
 
 def _wait_for(predicate: object, what: str, timeout_s: float = 60) -> None:
@@ -378,10 +414,14 @@ def _wait_for(predicate: object, what: str, timeout_s: float = 60) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
-def test_owner_sigkill_leaves_nothing_running(isolation: str) -> None:
-    """The sandboxed code dies with its owner; the next sandbox removes its group and dirs."""
+@pytest.mark.parametrize(
+    ("isolation", "fork"), [("bwrap", False), ("unshare", False), ("bwrap", True)]
+)
+def test_owner_sigkill_leaves_nothing_running(isolation: str, fork: bool) -> None:
+    """The sandboxed code dies with its owner (that had forked a child, which lives on); the next
+    sandbox removes its group and dirs."""
     owner = _owner("process", {"isolation": isolation})
+    forked = None
     try:
         assert owner.stdout is not None and owner.stdout.readline() == "started\n"
         groups: list[str] = []
@@ -392,27 +432,31 @@ def test_owner_sigkill_leaves_nothing_running(isolation: str) -> None:
 
         _wait_for(running, "the run to start")
         victims = sorted({pid for g in groups for pid in _procs(g)})
+        if fork:
+            forked = _fork_owner(owner)
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
         _wait_for(
-            lambda: not [p for p in victims if _alive(p)], "the run to die with its owner", 10
+            lambda: not [p for p in victims if _alive(p)], "the run to die with its owner", 60
         )
+        assert forked is None or _alive(forked)  # the fork lives on: not what ended the run
     finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
+        _end(owner, forked)
     pb.ProcessSandbox(isolation=isolation).close()  # the next start reaps what is left
     assert _run_groups(owner.pid) == []
     assert _temp_dirs(owner.pid) == []
 
 
-def test_owner_sigkill_under_docker_leaves_no_container() -> None:
-    _docker().close()
+@pytest.mark.parametrize("fork", [False, True])
+def test_owner_sigkill_under_docker_leaves_no_container(fork: bool) -> None:
+    """The container goes with its owner, also when the owner had forked a child (which lives on
+    with copies of the owner's descriptors, the attach socket among them unless closed)."""
+    probe = _docker()
     owner = _owner("docker", {})
+    forked = None
     try:
         assert owner.stdout is not None and owner.stdout.readline() == "started\n"
-        probe = _docker()
-        label = f"{OWNER_LABEL}={probe._owner.rpartition(':')[0]}:{owner.pid}"  # type: ignore[attr-defined]
+        label = f"{OWNER_LABEL}={OWNER_HOST}:{owner.pid}"
 
         def left() -> list[dict]:
             return probe._client.api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
@@ -423,16 +467,19 @@ def test_owner_sigkill_under_docker_leaves_no_container() -> None:
             lambda: any("main.py" in c for c in _docker_top(probe, container).values()),
             "the run's code to start",
         )
+        if fork:
+            forked = _fork_owner(owner)
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
         # The owner's socket on the keeper's stdin closed: the container stops and is removed
         # without any other sandbox starting (nothing outlives its owner).
-        _wait_for(lambda: left() == [], "the container to go with its owner")
-        probe.close()
+        _wait_for(lambda: left() == [], "the container to go with its owner", 60)
+        assert forked is None or _alive(forked)
     finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
+        _end(owner, forked)
+        for container in left():  # after a failure: this test's container only
+            probe._client.api.remove_container(container["Id"], force=True)  # type: ignore[attr-defined]
+        probe.close()
 
 
 def _docker_top(probe: object, container_id: str) -> dict[str, str]:

@@ -8,6 +8,8 @@ them); elsewhere they are skipped with the reason. The attacks are the shared
 from __future__ import annotations
 
 import os
+import secrets
+import threading
 import time
 from collections.abc import Iterator
 
@@ -19,6 +21,9 @@ from sandboxes.code import SandboxError, resolve_backend
 from sandboxes.code.base import CodeSandbox
 from sandboxes.code.docker_backend import OWNER_LABEL, DockerSandbox, reap_orphans
 from tests.test_sandbox_process import SecuritySuite
+
+#: A label the tests put on the containers they make (beside the owner label), to find only theirs.
+TEST_LABEL = "agentgym.test"
 
 
 def _docker_or_fail(**kwargs: object) -> DockerSandbox:
@@ -118,6 +123,70 @@ def test_orphans_of_dead_processes_are_reaped() -> None:
         assert len(_containers(box, owner=owner)) == 1
         reap_orphans(box._client)  # type: ignore[attr-defined]
         assert _containers(box, owner=owner) == []
+    finally:
+        box.close()
+
+
+def _tagged() -> tuple[dict[str, str], str]:
+    """A label of this test's own (extra labels on its sandbox's containers) and its filter."""
+    tag = f"t{os.getpid()}-{secrets.token_hex(6)}"
+    return {TEST_LABEL: tag}, f"{TEST_LABEL}={tag}"
+
+
+def test_a_failure_after_create_leaves_no_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container is removed whatever fails after the daemon created it: the answer to the
+    create request lost (no id came back), or the start refused."""
+    labels, selector = _tagged()
+    box = _docker_or_fail(labels=labels)
+    api = box._client.api  # type: ignore[attr-defined]
+    create = api.create_container
+
+    def create_then_lose_the_answer(*args: object, **kwargs: object) -> dict:
+        create(*args, **kwargs)
+        raise ConnectionError("the answer was lost")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("start refused")
+
+    try:
+        for name, broken in (("create_container", create_then_lose_the_answer), ("start", refuse)):
+            with monkeypatch.context() as patch:
+                patch.setattr(api, name, broken)
+                with pytest.raises(SandboxError, match="cannot start a sandbox container"):
+                    box.run("pass", timeout_s=20)
+                lease = box.lease()
+                with pytest.raises(SandboxError, match="cannot start a sandbox container"):
+                    lease.run("pass", timeout_s=20)
+                lease.close()
+            assert api.containers(all=True, filters={"label": selector}) == [], name
+        assert box.run("print(1)", timeout_s=60).stdout == "1\n"  # the sandbox still works
+    finally:
+        box.close()
+    assert api.containers(all=True, filters={"label": selector}) == []
+
+
+def test_concurrent_episode_starts_all_succeed_and_leave_nothing() -> None:
+    labels, selector = _tagged()
+    box = _docker_or_fail(labels=labels)
+    outcomes: list[object] = []
+
+    def episode(i: int) -> None:
+        lease = box.lease()
+        try:
+            outcomes.append(lease.run(f"print({i})", timeout_s=120, memory_mb=128).stdout)
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            outcomes.append(err)
+        finally:
+            lease.close()
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(map(str, outcomes)) == sorted(f"{i}\n" for i in range(8))
+        assert box._client.api.containers(all=True, filters={"label": selector}) == []  # type: ignore[attr-defined]
     finally:
         box.close()
 

@@ -8,6 +8,7 @@ endless loop, 10 MB of output. Expected values are worked out by hand (e.g. 64 K
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import socket
@@ -23,6 +24,41 @@ from sandboxes.code import process_backend as pb
 from sandboxes.code.base import OUTPUT_LIMIT, CodeSandbox, ExecResult
 
 FAKE_SECRET = "agentgym-fake-secret-7f3a9c"
+
+
+#: Numbers of the system calls every back end refuses (from the kernel's tables, not the filter's).
+SYSCALL_NUMBERS = {
+    "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250}
+    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+    "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}
+    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+}
+
+#: Calls each refused system call with plausible arguments and prints "<name> <result> <errno>",
+#: then shows that ordinary calls and a child process still work.
+SYSCALL_PROBE = f"""
+import ctypes, platform, subprocess
+numbers = {SYSCALL_NUMBERS!r}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(256)  # struct io_uring_params, zeroed
+args = {{
+    "add_key": (ctypes.c_char_p(b"user"), ctypes.c_char_p(b"k"), ctypes.c_char_p(b"v"),
+                ctypes.c_long(1), ctypes.c_long(-3)),  # to the user session key ring
+    "request_key": (ctypes.c_char_p(b"user"), ctypes.c_char_p(b"k"), None, ctypes.c_long(0)),
+    "keyctl": (ctypes.c_long(0), ctypes.c_long(-3), ctypes.c_long(1)),  # KEYCTL_GET_KEYRING_ID
+    "io_uring_setup": (ctypes.c_long(1), params),
+    "io_uring_enter": (ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0)),
+    "io_uring_register": (ctypes.c_long(0), ctypes.c_long(0), None, ctypes.c_long(0)),
+}}
+for name, nr in numbers.items():
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(nr), *args[name])
+    print(name, result, ctypes.get_errno())
+import os
+print("getpid", "ok" if os.getpid() > 0 else "no")
+print("child", subprocess.run(["true"]).returncode)
+"""
 
 
 class SecuritySuite:
@@ -169,6 +205,15 @@ class SecuritySuite:
         )
         assert box.run(check, timeout_s=20).stdout == "False False\n"
 
+    def test_keyrings_and_io_uring_are_refused(self, box: CodeSandbox) -> None:
+        """Key rings (a channel between runs of one user) and io_uring: EPERM; other calls work."""
+        result = box.run(SYSCALL_PROBE, timeout_s=60)
+        assert result.stdout.splitlines() == [
+            *(f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]),
+            "getpid ok",
+            "child 0",
+        ], result
+
     def test_bad_arguments_name_the_fix(self, box: CodeSandbox) -> None:
         with pytest.raises(ValueError, match="timeout_s"):
             box.run("pass", timeout_s=0)
@@ -312,3 +357,22 @@ def test_capped_buffer_cut_tail_is_exact() -> None:
     flood.write(b"x" * 20 + b"END")
     flood.cut_tail(3)
     assert flood.text() == "xxxx" and flood.dropped == 16 and flood.truncated
+
+
+def test_unisolated_runs_refuse_keyrings_and_io_uring_too() -> None:
+    with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
+        result = box.run(SYSCALL_PROBE, timeout_s=60)
+    assert result.stdout.splitlines()[:6] == [
+        f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]
+    ], result
+    assert result.stdout.splitlines()[6:] == ["getpid ok", "child 0"]
+
+
+def test_the_seccomp_filter_is_well_formed() -> None:
+    from sandboxes.code import seccomp
+
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp.filter_bytes(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 < 4096
+    with pytest.raises(RuntimeError, match="no seccomp filter for the s390x architecture"):
+        seccomp.filter_bytes("s390x")

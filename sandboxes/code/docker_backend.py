@@ -8,6 +8,9 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
   ``nodev``) and Docker's own 64 MiB ``/dev/shm``;
 * ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
   ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
+* Docker's default seccomp profile, and on top of it, installed by each run's bootstrap before the
+  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings and io_uring refused:
+  Docker's profile refuses the first, not always the second);
 * the idle process (the keeper: ``cat`` reading its standard input) running as user ``keeper``
   (uid 1001), and every run as user ``sandbox`` (uid 1000): neither is root, and the code cannot
   signal the keeper;
@@ -15,7 +18,8 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
   input open through an attached socket. When the owner process goes (exit, crash, SIGKILL), the
   kernel closes the socket, the daemon closes the keeper's input, the keeper exits, docker-init
   kills every process left and the daemon removes the container: running code dies with its
-  owner, as under the process back end.
+  owner, as under the process back end. A child the owner forks without ``exec`` lets go of its
+  copies of these sockets at once (``os.register_at_fork``), so it never keeps them open.
 
 A run execs a small bootstrap (``python3 -I -c``) that receives the files and stdin as one
 length-prefixed JSON message on its standard input, writes them to ``/work``, runs
@@ -37,6 +41,11 @@ code can ignore), so a run that floods its output still returns within ``timeout
 of a signal ("misbehaved") never leaves its container in the pool: the container is removed and a
 new one started on demand. :meth:`DockerSandbox.lease` hands out one container for an episode,
 which is removed when the lease ends (a fresh container for every episode).
+
+Containers are named ``agentgym-sbx-<pid>-<random>``, so that one whose creation failed half-way
+(the daemon made it, its answer was lost) is still found and removed: nothing that failed after
+the create request is left behind. One thread at a time creates a container and takes its attach
+connection out of the client's connection pool (sized for many threads at once).
 
 Containers carry the label ``agentgym.sandbox.owner=<hostname>:<pid>``; a new
 :class:`DockerSandbox` removes containers whose owner process on this host is gone (belt and
@@ -60,6 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sandboxes.code import seccomp
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
@@ -78,10 +88,14 @@ from sandboxes.code.image import DEFAULT_IMAGE, KEEPER_UID, SANDBOX_UID
 __all__ = ["DockerSandbox", "DockerLease", "docker_available", "OWNER_LABEL"]
 
 OWNER_LABEL = "agentgym.sandbox.owner"
+#: Connections the Docker client keeps for reuse: one per thread that talks to the daemon at once.
+_MAX_POOL_SIZE = 64
 
 #: The program each run starts in its container (``programs/docker_bootstrap.py``): writes the
 #: files, runs main.py, then cleans the container for the next run and reports.
 _BOOTSTRAP = program_text("docker_bootstrap.py")
+#: The seccomp filter the bootstrap installs before it runs the code (:mod:`sandboxes.code.seccomp`).
+_SECCOMP = base64.b64encode(seccomp.filter_bytes()).decode() if seccomp.supported() else ""
 
 
 def docker_available(base_url: str | None = None, image: str = DEFAULT_IMAGE) -> bool:
@@ -102,6 +116,42 @@ def docker_available(base_url: str | None = None, image: str = DEFAULT_IMAGE) ->
         return False
     finally:
         client.close()
+
+
+#: Descriptors of the open lifelines (attach sockets) of every sandbox of this process.
+_LIFELINES: set[int] = set()
+
+
+def _drop_lifelines_in_child() -> None:
+    """After ``fork``: the child lets go of its copies of the lifelines, so that a child living on
+    (without ``exec``, which closes them: they are close-on-exec) never keeps a container alive
+    after its owner dies. Each copy is replaced by ``/dev/null`` rather than closed, so that the
+    number stays taken: the child's socket objects may still close it later."""
+    if not _LIFELINES:
+        return
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    for fd in _LIFELINES:
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+    _LIFELINES.clear()
+
+
+os.register_at_fork(after_in_child=_drop_lifelines_in_child)
+
+
+def _hold_lifeline(lifeline: Any) -> None:
+    with contextlib.suppress(Exception):
+        _LIFELINES.add(lifeline.fileno())
+
+
+def _close_lifeline(lifeline: Any) -> None:
+    if lifeline is None:
+        return
+    with contextlib.suppress(Exception):
+        _LIFELINES.discard(lifeline.fileno())  # first: its number may be reused once closed
+    with contextlib.suppress(Exception):
+        lifeline.close()
 
 
 @dataclass
@@ -135,6 +185,7 @@ class DockerSandbox(CodeSandbox):
         base_url: daemon address (default ``$DOCKER_HOST``, else the default socket).
         allow_missing_limits: start even when the daemon reports that the kernel cannot enforce
             a memory, swap or process limit (``docker info``), instead of refusing.
+        labels: extra labels for every container (besides :data:`OWNER_LABEL`).
 
     Raises:
         SandboxError: no daemon answers, or the image is missing (the message says how to build it).
@@ -160,6 +211,7 @@ class DockerSandbox(CodeSandbox):
         output_kill_mb: int = 32,
         base_url: str | None = None,
         allow_missing_limits: bool = False,
+        labels: Mapping[str, str] | None = None,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
@@ -170,7 +222,14 @@ class DockerSandbox(CodeSandbox):
                 "the docker back end needs the Docker SDK: pip install 'agentgym[code]'"
             ) from err
         try:
-            self._client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            # One client for every thread: its connection pool holds a connection per thread
+            # that talks to the daemon at once (the default 10 made busy threads discard theirs).
+            pool = {"max_pool_size": _MAX_POOL_SIZE}
+            self._client = (
+                docker.DockerClient(base_url=base_url, **pool)
+                if base_url
+                else docker.from_env(**pool)
+            )
             self._client.ping()
         except Exception as err:  # noqa: BLE001
             raise SandboxError(
@@ -206,6 +265,8 @@ class DockerSandbox(CodeSandbox):
         self.output_limit = output_limit
         self.output_kill_bytes = output_kill_mb * 2**20
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._labels = dict(labels or {})
+        self._create_lock = threading.Lock()
         self._cond = threading.Condition()
         self._idle: list[_Box] = []
         self._all: dict[str, _Box] = {}
@@ -240,25 +301,37 @@ class DockerSandbox(CodeSandbox):
             ],
             auto_remove=True,  # once the keeper exits, the daemon removes the container
         )
-        container_id = api.create_container(
-            self.image,
-            # The keeper: reads its standard input until end of file. The daemon closes it when
-            # the one attached client (the owner's socket below) goes, so the container stops
-            # (docker-init kills every process in it) when the owner dies, however it dies.
-            command=["sh", "-c", "exec cat > /dev/null"],
-            user=f"{KEEPER_UID}:{KEEPER_UID}",
-            stdin_open=True,
-            detach=False,  # with stdin_open: StdinOnce, stdin closed when the client detaches
-            labels={OWNER_LABEL: self._owner},
-            hostname="sandbox",
-            working_dir="/work",
-            environment={},
-            host_config=host_config,
-        )["Id"]
+        # A name of our own: when the daemon created the container but its answer was lost (a
+        # broken connection), the name still finds it, and it is removed like any other failure.
+        name = f"agentgym-sbx-{os.getpid()}-{secrets.token_hex(8)}"
+        container_id, lifeline = name, None
         try:
-            lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+            # One thread at a time creates a container and takes its attach connection out of
+            # the client's connection pool (the pool is shared by every thread of the sandbox).
+            with self._create_lock:
+                container_id = api.create_container(
+                    self.image,
+                    # The keeper: reads its standard input until end of file. The daemon closes
+                    # it when the one attached client (the owner's socket below) goes, so the
+                    # container stops (docker-init kills every process in it) when the owner
+                    # dies, however it dies.
+                    command=["sh", "-c", "exec cat > /dev/null"],
+                    user=f"{KEEPER_UID}:{KEEPER_UID}",
+                    stdin_open=True,
+                    detach=False,  # with stdin_open: StdinOnce, closed when the client detaches
+                    labels={**self._labels, OWNER_LABEL: self._owner},
+                    name=name,
+                    hostname="sandbox",
+                    working_dir="/work",
+                    environment={},
+                    host_config=host_config,
+                )["Id"]
+                lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+                _hold_lifeline(lifeline)
             api.start(container_id)
         except BaseException:
+            # Created, maybe started: never left behind (``--rm`` only removes a stopped one).
+            _close_lifeline(lifeline)
             _remove_container(api, container_id)
             raise
         self.containers_started += 1
@@ -270,8 +343,7 @@ class DockerSandbox(CodeSandbox):
 
         def remove() -> None:
             _remove_container(self._client.api, box.id)
-            with contextlib.suppress(Exception):
-                box.lifeline.close()
+            _close_lifeline(box.lifeline)
 
         if not box.dead:
             remove()
@@ -398,6 +470,7 @@ class DockerSandbox(CodeSandbox):
                 "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
                 "stdin": base64.b64encode(stdin.encode()).decode(),
                 "nonce": nonce,
+                "seccomp": _SECCOMP,
             }
         ).encode()
         start = time.monotonic()

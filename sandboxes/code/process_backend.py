@@ -17,6 +17,9 @@ One run is one isolation unit:
   ``memory_mb``, CPU time ``ceil(timeout_s) + 1`` s, file size ``max_file_mb``, 256 open files,
   no core dumps. When the caller is root, the child first drops to user ``nobody`` (uid/gid
   65534, no supplementary groups) so that no root file is writable.
+* **A seccomp filter** (:mod:`sandboxes.code.seccomp`): the kernel key ring calls (one user's key
+  rings would be a channel between runs) and io_uring are refused with ``EPERM``; bwrap loads it
+  (``--seccomp``), else it is installed before ``exec`` (``PR_SET_NO_NEW_PRIVS`` first).
 * **Nothing outlives its owner**: the sandbox gets the parent-death signal
   (:func:`sandboxes.limits.die_with_parent`: SIGKILL when the owner dies; bwrap's
   ``--die-with-parent``, unshare's ``--kill-child``), the PID namespace's processes
@@ -72,7 +75,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from sandboxes.code import cgroups
+from sandboxes.code import cgroups, seccomp
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
@@ -136,9 +139,15 @@ def _extra_ro_dirs(python: str) -> list[str]:
 
 
 def _bwrap_command(
-    python: str, sizes: _Sizes, file_fds: dict[str, int], report_fd: int, fsize: int
+    python: str,
+    sizes: _Sizes,
+    file_fds: dict[str, int],
+    report_fd: int,
+    fsize: int,
+    seccomp_fd: int,
 ) -> list[str]:
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+    cmd += ["--seccomp", str(seccomp_fd)]  # the filter (sandboxes.code.seccomp), from memory
     cmd += ["--new-session", "--hostname", "sandbox"]
     cmd += ["--ro-bind", "/usr", "/usr"]
     for d in _extra_ro_dirs(python):
@@ -484,7 +493,11 @@ class ProcessSandbox(CodeSandbox):
                 os.lseek(fd, 0, os.SEEK_SET)
                 file_fds[name] = fd
             fsize = self.max_file_mb * 2**20
-            cmd = _bwrap_command(self.python, self.sizes, file_fds, report_w, fsize)
+            filter_fd = os.memfd_create("sandbox-seccomp")
+            memfds.append(filter_fd)
+            _feed_fd(filter_fd, seccomp.filter_bytes(), close=False)
+            os.lseek(filter_fd, 0, os.SEEK_SET)
+            cmd = _bwrap_command(self.python, self.sizes, file_fds, report_w, fsize, filter_fd)
             fds = (*memfds, report_w)
             payload = b""
         elif self.isolation == "unshare":
@@ -502,7 +515,10 @@ class ProcessSandbox(CodeSandbox):
                 os.chown(cwd, NOBODY, NOBODY)
             cmd = [self.python, "-I", "-S", "-c", _LAUNCHER, str(fds[0]), str(fds[1])]
             cmd += [self.python, "."]
-        preexec = self._preexec(memory_mb, timeout_s, drop_to, nproc, group)
+        # bwrap installs the filter itself (--seccomp) just before the launcher; elsewhere it is
+        # installed before exec, on unshare (and everything it starts) or the unisolated launcher.
+        install = seccomp.installer() if self.isolation != "bwrap" else None
+        preexec = self._preexec(memory_mb, timeout_s, drop_to, nproc, group, install)
         out, err = CappedBuffer(self.output_limit), CappedBuffer(self.output_limit)
         flooded = threading.Event()
         start = called
@@ -615,6 +631,7 @@ class ProcessSandbox(CodeSandbox):
         drop_to: int | None,
         nproc: int | None,
         group: cgroups.RunCgroup | None,
+        install_filter: Callable[[], None] | None = None,
     ) -> Callable[[], None]:
         memory = memory_mb * 2**20
         cpu = math.ceil(timeout_s) + 1
@@ -643,6 +660,8 @@ class ProcessSandbox(CodeSandbox):
             # Die with the owner (set after the uid change, which clears it; exits at once if the
             # owner is already gone); bwrap and unshare's --kill-child pass it on inside.
             die_with_parent(owner)
+            if install_filter is not None:
+                install_filter()
 
         return limit
 
