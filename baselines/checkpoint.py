@@ -414,3 +414,21 @@ def saved_config(overrides: list[str], key: str, default: str) -> Path | None:
     refuse_symlinks(folder)  # before its config.yaml is read
     path = Path(folder) / "config.yaml"
     return path if path.is_file() else None
+
+
+def resumed_config(
+    config: str | None, resume: bool, overrides: list[str], key: str, default: str
+) -> tuple[str | Path | None, list[str]]:
+    """The config file a run starts from and the overrides on top: ``config`` as given; without
+    one, a resumed run continues with the settings it saved (:func:`saved_config`), its folder
+    pinned as ``key`` and the key=value overrides (e.g. a longer schedule) applied on top.
+
+    Raises:
+        SymlinkInRunFolder: the folder holds a symbolic link (:func:`refuse_symlinks`).
+    """
+    if not resume or config is not None:
+        return config, overrides
+    base = saved_config(overrides, key, default)
+    if base is None:
+        return None, overrides
+    return base, [f"{key}={base.parent}", *overrides]

@@ -74,8 +74,8 @@ from baselines.checkpoint import (
     check_same_run,
     read_metrics_lines,
     refuse_symlinks,
+    resumed_config,
     save_checkpoint,
-    saved_config,
     truncate_metrics_after,
     write_text_durable,
 )
@@ -648,13 +648,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        base = args.config
-        if args.resume and base is None:
-            # Without --config a resumed run continues with the settings it saved; the
-            # key=value overrides (e.g. sft.epochs) apply on top of them.
-            base = saved_config(args.overrides, "sft.out_dir", SFTConfig().sft.out_dir)
-            if base is not None:
-                args.overrides = [f"sft.out_dir={base.parent}", *args.overrides]
+        base, args.overrides = resumed_config(
+            args.config, args.resume, args.overrides, "sft.out_dir", SFTConfig().sft.out_dir
+        )
         config = load_sft_config(base, args.overrides)
         metrics = train_sft(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as err:

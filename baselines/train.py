@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from baselines.checkpoint import saved_config
+from baselines.checkpoint import resumed_config
 from baselines.config import TrainConfig, keys_help, load_config
 
 
@@ -37,13 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=5")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        base = args.config
-        if args.resume and base is None:
-            # Without --config a resumed run continues with the settings it saved; the
-            # key=value overrides (e.g. train.steps) apply on top of them.
-            base = saved_config(args.overrides, "train.out_dir", TrainConfig().train.out_dir)
-            if base is not None:
-                args.overrides = [f"train.out_dir={base.parent}", *args.overrides]
+        base, args.overrides = resumed_config(
+            args.config, args.resume, args.overrides, "train.out_dir", TrainConfig().train.out_dir
+        )
         config = load_config(base, args.overrides)
     except (ValueError, FileNotFoundError) as err:
         parser.error(str(err))

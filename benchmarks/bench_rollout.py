@@ -50,22 +50,9 @@ ENV = "agentgym/Sokoban-v0"
 
 
 def _prompts(tokenizer, count: int) -> list[list[int]]:
-    import gymnasium as gym
+    from tests.helpers import first_prompt_ids
 
-    from baselines.episodes import render_prompt
-
-    env = gym.make(ENV)
-    prompts = []
-    for seed in range(count):
-        obs, info = env.reset(seed=seed)
-        messages = [
-            {"role": "system", "content": info["instructions"]},
-            {"role": "user", "content": obs},
-        ]
-        text = render_prompt(tokenizer, messages, True)
-        prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    env.close()
-    return prompts
+    return first_prompt_ids(tokenizer, [(ENV, range(count))])
 
 
 def bench_engines(args: argparse.Namespace) -> None:

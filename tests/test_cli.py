@@ -9,26 +9,17 @@ import pytest
 
 import agentgym
 from agentgym.cli import CLIError, parse_kwargs, resolve_env_id
+from tests.helpers import run_python
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
+    return run_python("-m", "agentgym.cli", *args, stdin=stdin, encoding="utf-8", timeout=120)
 
 
 def test_python_dash_m_agentgym_is_the_cli() -> None:
     """``python -m agentgym`` runs the same command line as ``python -m agentgym.cli``."""
     args = ["solve", "agentgym/Bandit-v0", "--seed", "0"]
-    via_package = subprocess.run(
-        [sys.executable, "-m", "agentgym", *args], capture_output=True, text=True, timeout=120
-    )
+    via_package = run_python("-m", "agentgym", *args, timeout=120)
     assert via_package.returncode == 0, via_package.stderr
     assert via_package.stdout == run_cli(*args).stdout != ""
 
@@ -182,7 +173,6 @@ def test_resolve_env_id() -> None:
 def test_list_into_a_closed_pipe_prints_no_traceback():
     # `agentgym list | head -1`: the reader closes the pipe early; the CLI stops quietly.
     import subprocess
-    import sys
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentgym", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE

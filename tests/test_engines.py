@@ -23,9 +23,10 @@ from baselines.engines import (
     recompute_logprobs,
     vllm_available,
 )
-from baselines.episodes import collect_rollouts, render_prompt
+from baselines.episodes import collect_rollouts
 from baselines.policy import load_policy
 from baselines.trainer import vocabulary_texts
+from tests.helpers import first_prompt_ids
 
 ENV = "agentgym/Sokoban-v0"
 
@@ -35,20 +36,8 @@ def tiny():
     return load_policy("tiny", texts=vocabulary_texts(ENV, {}, range(16)), seed=0)
 
 
-def _prompts(tokenizer, seeds=(0, 1, 2)) -> list[str]:
-    import gymnasium
-
-    env = gymnasium.make(ENV)
-    out = []
-    for seed in seeds:
-        obs, info = env.reset(seed=seed)
-        messages = [
-            {"role": "system", "content": info["instructions"]},
-            {"role": "user", "content": obs},
-        ]
-        text = render_prompt(tokenizer, messages, True)
-        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return out
+def _prompts(tokenizer, seeds=(0, 1, 2)) -> list[list[int]]:
+    return first_prompt_ids(tokenizer, [(ENV, seeds)])
 
 
 def test_hf_engine_returns_what_generate_returns(tiny) -> None:

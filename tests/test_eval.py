@@ -29,23 +29,16 @@ from agentgym.eval import (
     write_chat_jsonl,
 )
 from agentgym.registration import worst_return
+from tests.helpers import ROOT, quiet_eval, run_python
 from tests.test_sandbox_limits import _alive  # the recorded process (pid, start time) still runs
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
 )
-ROOT = Path(__file__).parents[1]
 
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=cwd,
-    )
+    return run_python("-m", "agentgym.cli", *args, timeout=300, cwd=cwd)
 
 
 def assert_valid_bundle(bundle: dict[str, Any]) -> None:
@@ -113,21 +106,11 @@ def test_summarize_counts_errors_as_failures() -> None:
 
 
 def test_random_agent_picks_among_valid_actions_reproducibly(tmp_path: Path) -> None:
-    bundle = evaluate(
-        ["agentgym/FrozenLake-v0"],
-        "random",
-        episodes=5,
-        seed=3,
-        out=tmp_path / "a.json",
-        progress=False,
+    bundle = quiet_eval(
+        "agentgym/FrozenLake-v0", "random", episodes=5, seed=3, out=tmp_path / "a.json"
     )
-    again = evaluate(
-        ["agentgym/FrozenLake-v0"],
-        "random",
-        episodes=5,
-        seed=3,
-        out=tmp_path / "b.json",
-        progress=False,
+    again = quiet_eval(
+        "agentgym/FrozenLake-v0", "random", episodes=5, seed=3, out=tmp_path / "b.json"
     )
     assert_valid_bundle(bundle)
     text = (tmp_path / "a.json").read_text(encoding="utf-8")
@@ -160,13 +143,8 @@ def test_random_agent_without_a_finite_action_set_writes_short_random_text() -> 
 
 
 def test_oracle_agent_solves_sokoban_and_records_every_step(tmp_path: Path) -> None:
-    bundle = evaluate(
-        ["agentgym/Sokoban-v0"],
-        "oracle",
-        episodes=4,
-        seed=0,
-        out=tmp_path / "o.json",
-        progress=False,
+    bundle = quiet_eval(
+        "agentgym/Sokoban-v0", "oracle", episodes=4, seed=0, out=tmp_path / "o.json"
     )
     run = bundle["runs"][0]
     assert run["summary"]["success_rate"] == 1.0
@@ -216,13 +194,12 @@ def scripted() -> Any:
 
 def test_per_episode_errors_are_recorded_not_fatal(tmp_path: Path, scripted: Any) -> None:
     FAIL_SEEDS.add(2)
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"],
+    bundle = quiet_eval(
+        "agentgym/Bandit-v0",
         "tests.test_eval:scripted_agent",
         episodes=4,
         seed=0,
         out=tmp_path / "e.json",
-        progress=False,
     )
     assert_valid_bundle(bundle)
     episodes = bundle["runs"][0]["episodes"]
@@ -253,17 +230,15 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path, scripted: Any)
     spec = "tests.test_eval:scripted_agent"
     INTERRUPT_AFTER.append(3)  # episodes 0-2 (one turn each) finish, then "Ctrl-C"
     with pytest.raises(KeyboardInterrupt):
-        evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+        quiet_eval("agentgym/Bandit-v0", spec, episodes=6, seed=10, out=out)
     partial = tmp_path / "r.json.partial.jsonl"
     assert not out.exists() and len(partial.read_text().splitlines()) == 1 + 3
     INTERRUPT_AFTER.clear()
     CALLS.clear()
-    bundle = evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+    bundle = quiet_eval("agentgym/Bandit-v0", spec, episodes=6, seed=10, out=out)
     assert CALLS == [13, 14, 15]  # only the missing episodes were played
     assert not partial.exists()
-    fresh = evaluate(
-        ["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=tmp_path / "f.json", progress=False
-    )
+    fresh = quiet_eval("agentgym/Bandit-v0", spec, episodes=6, seed=10, out=tmp_path / "f.json")
 
     def strip(b: dict[str, Any]) -> list[Any]:
         return [{k: v for k, v in e.items() if k != "wall_s"} for e in b["runs"][0]["episodes"]]
@@ -271,14 +246,12 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path, scripted: Any)
     assert strip(bundle) == strip(fresh)
     # The same command once more: already complete, nothing runs.
     CALLS.clear()
-    assert evaluate(["agentgym/Bandit-v0"], spec, episodes=6, seed=10, out=out, progress=False)
+    assert quiet_eval("agentgym/Bandit-v0", spec, episodes=6, seed=10, out=out)
     assert CALLS == []
     # Another command with the same --out is refused, unless --overwrite.
     with pytest.raises(EvalError, match="--overwrite"):
-        evaluate(["agentgym/Bandit-v0"], spec, episodes=7, seed=10, out=out, progress=False)
-    evaluate(
-        ["agentgym/Bandit-v0"], spec, episodes=2, seed=10, out=out, progress=False, overwrite=True
-    )
+        quiet_eval("agentgym/Bandit-v0", spec, episodes=7, seed=10, out=out)
+    quiet_eval("agentgym/Bandit-v0", spec, episodes=2, seed=10, out=out, overwrite=True)
 
 
 #: What surrogate_agent writes: a lone surrogate (no UTF-8 file holds one) in its reasoning.
@@ -333,14 +306,14 @@ def test_a_partial_log_holding_a_lone_surrogate_is_played_again(
     out, spec = tmp_path / "p.json", "tests.test_eval:surrogate_agent"
     INTERRUPT_AFTER.append(1)  # episode 0 finishes, then "Ctrl-C"
     with pytest.raises(KeyboardInterrupt):
-        evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+        quiet_eval("agentgym/Bandit-v0", spec, episodes=2, out=out)
     partial = tmp_path / "p.json.partial.jsonl"
     text = partial.read_text()
     assert text.count("\\ufffd") == 1  # json.dumps escapes U+FFFD
     partial.write_text(text.replace("\\ufffd", "\\ud800"))  # as the older version logged it
     INTERRUPT_AFTER.clear()
     CALLS.clear()
-    bundle = evaluate(["agentgym/Bandit-v0"], spec, episodes=2, out=out, progress=False)
+    bundle = quiet_eval("agentgym/Bandit-v0", spec, episodes=2, out=out)
     assert CALLS == [0, 1]  # both episodes played
     assert [s["action"] for e in bundle["runs"][0]["episodes"] for s in e["steps"]] == [
         "<think>\ufffd</think><answer>2</answer>"
@@ -403,12 +376,8 @@ def test_cmd_agent_in_awk_plays_through_json_lines(tmp_path: Path) -> None:
 
 
 def test_cmd_agent_that_dies_gives_per_episode_errors(tmp_path: Path) -> None:
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"],
-        "cmd:sh -c 'exit 3'",
-        episodes=2,
-        out=tmp_path / "d.json",
-        progress=False,
+    bundle = quiet_eval(
+        "agentgym/Bandit-v0", "cmd:sh -c 'exit 3'", episodes=2, out=tmp_path / "d.json"
     )
     for episode in bundle["runs"][0]["episodes"]:
         # The program exits at once: it either closed its stdout or stopped reading first.
@@ -425,12 +394,8 @@ def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
         "while IFS= read -r line; do printf '\"<think>a\\\\nb</think><answer>1</answer>\"\\n'; "
         "done\n"
     )
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"],
-        f"cmd:sh {script}",
-        episodes=1,
-        out=tmp_path / "s.json",
-        progress=False,
+    bundle = quiet_eval(
+        "agentgym/Bandit-v0", f"cmd:sh {script}", episodes=1, out=tmp_path / "s.json"
     )
     step = bundle["runs"][0]["episodes"][0]["steps"][0]
     assert step["action"] == "<think>a\nb</think><answer>1</answer>" and step["valid"]
@@ -572,44 +537,27 @@ def test_eval_cli_two_envs_bundle_and_chat_export(tmp_path: Path) -> None:
 
 
 def test_eval_cli_errors_name_the_fix(tmp_path: Path) -> None:
-    result = run_cli(
-        "eval",
-        "--env",
-        "Sokobn-v0",
-        "--agent",
-        "random",
-        "--episodes",
-        "1",
-        "--out",
-        str(tmp_path / "x.json"),
-    )
+    def eval_random(env_id: str, episodes: str, *more: str) -> subprocess.CompletedProcess[str]:
+        out = str(tmp_path / "x.json")
+        return run_cli(
+            "eval",
+            "--env",
+            env_id,
+            "--agent",
+            "random",
+            "--episodes",
+            episodes,
+            *more,
+            "--out",
+            out,
+        )
+
+    result = eval_random("Sokobn-v0", "1")
     assert result.returncode == 2
     assert "unknown environment id 'Sokobn-v0'; did you mean agentgym/Sokoban-v0" in result.stderr
-    result = run_cli(
-        "eval",
-        "--env",
-        "Bandit-v0",
-        "--agent",
-        "random",
-        "--episodes",
-        "0",
-        "--out",
-        str(tmp_path / "x.json"),
-    )
+    result = eval_random("Bandit-v0", "0")
     assert result.returncode == 2 and "--episodes must be an int >= 1" in result.stderr
-    result = run_cli(
-        "eval",
-        "--env",
-        "Bandit-v0",
-        "--agent",
-        "random",
-        "--episodes",
-        "1",
-        "--kw",
-        "nonsense=1",
-        "--out",
-        str(tmp_path / "x.json"),
-    )
+    result = eval_random("Bandit-v0", "1", "--kw", "nonsense=1")
     assert result.returncode == 2 and "bad --kw for agentgym/Bandit-v0" in result.stderr
 
 
@@ -699,13 +647,12 @@ def test_hf_agent_plays_a_tiny_local_checkpoint_batched(tmp_path: Path) -> None:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     out = tmp_path / "hf.json"
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"],
+    bundle = quiet_eval(
+        "agentgym/Bandit-v0",
         f"hf:{folder}",
         episodes=5,
         seed=0,
         out=out,
-        progress=False,
         agent_kwargs={"max_new_tokens": 6, "batch_size": 4},
     )
     assert_valid_bundle(bundle)
@@ -715,13 +662,12 @@ def test_hf_agent_plays_a_tiny_local_checkpoint_batched(tmp_path: Path) -> None:
         assert episode["error"] is None and len(episode["steps"]) == 1
         assert episode["steps"][0]["action"].startswith("<think>")  # the think prefix
     # Greedy decoding: the same command gives the same actions.
-    again = evaluate(
-        ["agentgym/Bandit-v0"],
+    again = quiet_eval(
+        "agentgym/Bandit-v0",
         f"hf:{folder}",
         episodes=5,
         seed=0,
         out=tmp_path / "b.json",
-        progress=False,
         agent_kwargs={"max_new_tokens": 6, "batch_size": 4},
     )
     assert [e["steps"] for e in again["runs"][0]["episodes"]] == [
@@ -745,12 +691,8 @@ def test_file_py_callable_agent(tmp_path: Path) -> None:
             '''
         )
     )
-    bundle = evaluate(
-        ["agentgym/BanditHeldOut-v0"],
-        f"{agent_file}:Agent",
-        episodes=4,
-        out=tmp_path / "p.json",
-        progress=False,
+    bundle = quiet_eval(
+        "agentgym/BanditHeldOut-v0", f"{agent_file}:Agent", episodes=4, out=tmp_path / "p.json"
     )
     assert all(e["steps"][0]["valid"] for e in bundle["runs"][0]["episodes"])
 
@@ -800,7 +742,5 @@ def test_seeds_must_fit_a_signed_64_bit_integer(tmp_path: Path) -> None:
     with pytest.raises(EvalError, match="--seed must be an int >= 0"):
         evaluate(["agentgym/Bandit-v0"], "random", episodes=1, seed=-1, out=out)
     assert not out.exists()
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"], "random", episodes=1, seed=2**63 - 1, out=out, progress=False
-    )
+    bundle = quiet_eval("agentgym/Bandit-v0", "random", episodes=1, seed=2**63 - 1, out=out)
     assert bundle["runs"][0]["seeds"] == [2**63 - 1]

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agentgym
 from tests.golden_update import GOLDEN_DIR, SEEDS, dumps, golden_path, record
+from tests.helpers import ROOT, run_python
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ENV_IDS = list(agentgym.registered_envs())
 
 
@@ -73,16 +70,8 @@ def test_replay_in_fresh_process_gives_pinned_episodes() -> None:
     observations, rewards, terminated/truncated flags and success, for every golden file."""
     available = ENV_IDS
     env = {**os.environ, "PYTHONHASHSEED": "1234"}
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.golden_update", "--replay", *available],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=300,
-        check=False,
-    )
+    args = ["-m", "tests.golden_update", "--replay", *available]
+    result = run_python(*args, cwd=ROOT, env=env, encoding="utf-8", timeout=300)
     assert result.returncode == 0, result.stderr
     replayed = json.loads(result.stdout)
     assert sorted(replayed) == sorted(available)

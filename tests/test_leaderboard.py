@@ -10,7 +10,6 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 from contextlib import closing
@@ -25,8 +24,7 @@ from leaderboards.__main__ import BASELINES_DIR, main, missing_baselines, rebuil
 from leaderboards.render import _md, markdown_tables
 from leaderboards.store import Store
 from leaderboards.verify import SubmissionError, verify_bundle
-
-ROOT = Path(__file__).parents[1]
+from tests.helpers import ROOT, quiet_eval, run_python
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +83,7 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     env = {**os.environ, "AGENTGYM_LEADERBOARD": str(db)}  # the default DB path
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=300,
-            check=False,
-        )
+        return run_python(*args, env=env, cwd=ROOT, timeout=300)
 
     for agent in ("random", "oracle"):
         out = tmp_path / f"{agent}.json"
@@ -162,14 +152,13 @@ def test_a_level_file_is_keyed_and_checked_by_its_contents(
     for text, agent in ((easy, "oracle"), (other, "random")):
         level.write_text(text)
         out = tmp_path / f"{agent}.json"
-        bundle = evaluate(
-            ["agentgym/Sokoban-v0"],
+        bundle = quiet_eval(
+            "agentgym/Sokoban-v0",
             agent,
             episodes=2,
             seed=0,
             out=out,
             env_kwargs={"level_file": str(level)},
-            progress=False,
         )
         sha = hashlib.sha256(text.encode()).hexdigest()
         assert bundle["runs"][0]["env_files"] == {"level_file": sha}
@@ -401,15 +390,7 @@ def three_entries(
     for name in ("random", "oracle"):
         assert submit(bundles[name], db, name, capsys)[0] == 0
     third = tmp_path / "third.json"
-    evaluate(
-        ["agentgym/Bandit-v0"],
-        "random",
-        episodes=8,
-        seed=0,
-        agent_seed=5,
-        out=third,
-        progress=False,
-    )
+    quiet_eval("agentgym/Bandit-v0", "random", episodes=8, seed=0, agent_seed=5, out=third)
     assert submit(third, db, "random <seed 5>", capsys)[0] == 0
     return db
 
@@ -519,22 +500,12 @@ def _chromium(tmp_path: Path, width: int = 1280, height: int = 900) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    from sandboxes.web.browser import HEADLESS_FLAGS
+
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--window-size={width},{height}",
-        f"--user-data-dir={profile}",
-    ):
+    for flag in (*HEADLESS_FLAGS, f"--window-size={width},{height}", f"--user-data-dir={profile}"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
@@ -567,14 +538,13 @@ def test_html_page_is_readable_at_a_normal_width(
 
     long_name = "a submission with a rather long name, " * 3
     third = tmp_path / "long.json"
-    evaluate(
-        ["agentgym/Bandit-v0"],
+    quiet_eval(
+        "agentgym/Bandit-v0",
         "random",
         episodes=8,
         agent_seed=9,
         agent_name="SmolLM2-135M-Instruct zero-shot (greedy)",
         out=third,
-        progress=False,
     )
     assert submit(third, three_entries, long_name, capsys)[0] == 0
     page = tmp_path / "leaderboard.html"
@@ -701,19 +671,18 @@ def test_rebuild_keeps_every_entry_and_refuses_to_drop_without_the_flag(
     # The user's own entries: one on a level file (made to stop verifying below), one plain.
     level = tmp_path / "mine.xsb"
     level.write_text("#####\n#@$.#\n#####\n")
-    mine = evaluate(
-        ["agentgym/Sokoban-v0"],
+    mine = quiet_eval(
+        "agentgym/Sokoban-v0",
         "oracle",
         episodes=8,
         seed=0,
         out=tmp_path / "mine.json",
         env_kwargs={"level_file": str(level)},
-        progress=False,
     )
     assert mine["runs"][0]["summary"]["successes"] == 8
     assert submit(tmp_path / "mine.json", db, "my level", capsys)[0] == 0
     third = tmp_path / "third.json"
-    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    quiet_eval("agentgym/Bandit-v0", "random", episodes=8, agent_seed=5, out=third)
     assert submit(third, db, "my agent", capsys)[0] == 0
     times = {name: t for _, name, t, _ in Store(db).submissions() if name.startswith("my ")}
     # A plain rebuild keeps both, under their names and original times.
@@ -782,7 +751,7 @@ def test_rebuild_keeps_ids_and_dates_and_is_repeatable(
     # An entry submitted before the first rebuild keeps #1; the baselines come after it.
     db = tmp_path / "lb.sqlite"
     third = tmp_path / "third.json"
-    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    quiet_eval("agentgym/Bandit-v0", "random", episodes=8, agent_seed=5, out=third)
     assert submit(third, db, "mine", capsys)[0] == 0
     (mine,) = [(sid, name, t) for sid, name, t, _ in Store(db).submissions()]
     assert mine[0] == 1
@@ -884,7 +853,7 @@ def test_an_entry_submitted_during_a_rebuild_is_never_lost(
     db = tmp_path / "lb.sqlite"
     rebuild(db, folder)
     third = tmp_path / "third.json"
-    evaluate(["agentgym/Bandit-v0"], "random", episodes=8, agent_seed=5, out=third, progress=False)
+    quiet_eval("agentgym/Bandit-v0", "random", episodes=8, agent_seed=5, out=third)
     # Refuse at once, not after 30 s (raising=False: the name is new with the lock).
     monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.0, raising=False)
     results: list[int] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentgym.eval import evaluate, summarize
+from agentgym.eval import summarize
 from agentgym.registration import worst_return
 from leaderboards import verify as verify_module
 from leaderboards.__main__ import main
@@ -35,6 +35,7 @@ from leaderboards.verify import (
     run_within_budget,
     verify_bundle,
 )
+from tests.helpers import quiet_eval
 
 SOKOBAN = "agentgym/Sokoban-v0"
 
@@ -47,12 +48,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for name, agent, episodes in (("random", "random", 8), ("oracle", "oracle", 8)):
         out[name] = folder / f"{name}.json"
-        evaluate([SOKOBAN], agent, episodes=episodes, seed=0, out=out[name], progress=False)
+        quiet_eval(SOKOBAN, agent, episodes=episodes, seed=0, out=out[name])
     out["lucky"] = folder / "lucky.json"
-    evaluate([SOKOBAN], "oracle", episodes=1, seed=0, out=out["lucky"], progress=False)
+    quiet_eval(SOKOBAN, "oracle", episodes=1, seed=0, out=out["lucky"])
     for agent in ("random", "oracle"):
         out[f"{agent}20"] = folder / f"{agent}20.json"
-        evaluate([SOKOBAN], agent, episodes=20, seed=0, out=out[f"{agent}20"], progress=False)
+        quiet_eval(SOKOBAN, agent, episodes=20, seed=0, out=out[f"{agent}20"])
     return out
 
 
@@ -93,6 +94,23 @@ def assert_refused_cleanly(code: int, out: str, err: str, want_code: int, messag
     assert multiprocessing.active_children() == []  # no replay process left behind
 
 
+def assert_refused_untouched(
+    bundle: Any,
+    db: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    message: str,
+    *extra: str,
+) -> str:
+    """Submit ``bundle``: refused cleanly (exit 1, ``message``), the database byte for byte as it
+    was; return the error text."""
+    before = sha(db)
+    code, out, err = submit(bundle, db, tmp_path, capsys, *extra)
+    assert_refused_cleanly(code, out, err, 1, message)
+    assert sha(db) == before
+    return err
+
+
 def leftovers(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name.endswith((".tmp", "-journal", "-wal"))]
 
@@ -101,9 +119,7 @@ def codeexec_bundle(tmp_path: Path, env_kwargs: dict[str, Any], action: str) -> 
     """A CodeExecGenerated-v0 bundle whose one step answers with ``action`` (code that would
     leave a marker file on the host if it ever ran unsandboxed)."""
     out = tmp_path / "codeexec.json"
-    bundle = evaluate(
-        ["agentgym/CodeExecGenerated-v0"], "random", episodes=1, seed=0, out=out, progress=False
-    )
+    bundle = quiet_eval("agentgym/CodeExecGenerated-v0", "random", episodes=1, seed=0, out=out)
     bundle = copy.deepcopy(bundle)
     run = bundle["runs"][0]
     run["env_kwargs"] = env_kwargs
@@ -149,14 +165,13 @@ def test_execution_settings_of_a_real_eval_are_recorded_apart_and_not_replayed(
 ) -> None:
     """`agentgym eval --kw backend=process` plays with the user's setting; the bundle keeps it
     apart (env_settings, documentation) and the verifier replays with its own."""
-    bundle = evaluate(
-        ["agentgym/CodeExecGenerated-v0"],
+    bundle = quiet_eval(
+        "agentgym/CodeExecGenerated-v0",
         "random",
         episodes=1,
         seed=0,
         out=tmp_path / "run.json",
         env_kwargs={"backend": "process", "feedback_chars": 1500},
-        progress=False,
     )
     run = bundle["runs"][0]
     assert run["env_kwargs"] == {"feedback_chars": 1500}
@@ -176,10 +191,7 @@ def test_an_oversized_task_is_refused_by_the_gate(
     bundle = load(runs["random"])
     bundle["runs"][0]["env_id"] = "agentgym/WebShopText-v0"
     bundle["runs"][0]["env_kwargs"] = {"num_products": 10**9}
-    before = sha(db)
-    code, out, err = submit(bundle, db, tmp_path, capsys)
-    assert_refused_cleanly(code, out, err, 1, "num_products must be an int <= 5000")
-    assert sha(db) == before
+    assert_refused_untouched(bundle, db, tmp_path, capsys, "num_products must be an int <= 5000")
 
 
 def test_a_replay_over_the_step_budget_is_refused_before_it_starts(
@@ -187,11 +199,11 @@ def test_a_replay_over_the_step_budget_is_refused_before_it_starts(
 ) -> None:
     bundle = load(runs["oracle"])
     steps = sum(len(e["steps"]) + 1 for e in bundle["runs"][0]["episodes"])
-    before = sha(db)
-    code, out, err = submit(bundle, db, tmp_path, capsys, "--replay-steps", str(steps - 1))
-    assert_refused_cleanly(code, out, err, 1, "over the replay budget (limit: steps)")
+    message = "over the replay budget (limit: steps)"
+    err = assert_refused_untouched(
+        bundle, db, tmp_path, capsys, message, "--replay-steps", str(steps - 1)
+    )
     assert f"needs {steps} env steps and resets, the verifier allows {steps - 1}" in err
-    assert sha(db) == before
     # At exactly the budget it is accepted.
     code, out, err = submit(bundle, db, tmp_path, capsys, "--replay-steps", str(steps))
     assert code == 0, err
@@ -306,9 +318,7 @@ def test_a_reasoning_gym_config_is_bounded_before_anything_is_built(
     """Issue 25: `task_config={"max_digits": 1000000}` passed the gate (a mapping of scalars)
     and one reset then took more than 15 minutes. A bundle's task_config is now held to the
     bounds stated per task (agentgym.envs.MATH_TASK_CONFIG_BOUNDS), before anything is built."""
-    bundle = evaluate(
-        ["agentgym/MathChainSum-v0"], "random", episodes=1, out=tmp_path / "m.json", progress=False
-    )
+    bundle = quiet_eval("agentgym/MathChainSum-v0", "random", episodes=1, out=tmp_path / "m.json")
     run = bundle["runs"][0]
     cases = [
         (
@@ -350,10 +360,8 @@ def test_a_reasoning_gym_config_is_bounded_before_anything_is_built(
     check_consistency(bundle)
     # Submitted, the refusal is one clean line and nothing is built or stored.
     run["env_kwargs"] = {"task_config": {"max_digits": 10**6}}
-    before = sha(db)
-    code, out, err = submit(bundle, db, tmp_path, capsys)
-    assert_refused_cleanly(code, out, err, 1, "env_kwargs refused: task_config['max_digits']")
-    assert sha(db) == before
+    message = "env_kwargs refused: task_config['max_digits']"
+    assert_refused_untouched(bundle, db, tmp_path, capsys, message)
 
 
 # ----------------------------------------------------------------------------- ranking
@@ -403,17 +411,11 @@ def test_a_run_whose_every_episode_errored_is_refused(
     """Issue 25: a bundle whose every episode errored (the agent never played) was accepted as
     an entry. A run with no episode played is refused, before any replay, naming the fix."""
     bundle = _errored(load(runs["random"]), worst_return(SOKOBAN), played=0)
-    before = sha(db)
-    code, out, err = submit(bundle, db, tmp_path, capsys)
-    assert_refused_cleanly(
-        code,
-        out,
-        err,
-        1,
+    message = (
         "runs/0 (agentgym/Sokoban-v0): every one of its 8 episodes ended in an error, so no "
-        "episode was played to score",
+        "episode was played to score"
     )
-    assert sha(db) == before
+    assert_refused_untouched(bundle, db, tmp_path, capsys, message)
 
 
 def test_stored_return_is_the_replays_not_the_bundles_claim(
@@ -470,9 +472,7 @@ def test_the_verifier_chooses_the_seeds_not_the_submitter(
     Bandit-v0) could submit the luckiest 8 consecutive seeds of a long run and rank first. Now a
     run covers the official seeds' first n (0, 1, ...): any other window is refused."""
     out = tmp_path / "bandit.json"
-    bundle = evaluate(
-        ["agentgym/Bandit-v0"], "random", episodes=40, seed=0, out=out, progress=False
-    )
+    bundle = quiet_eval("agentgym/Bandit-v0", "random", episodes=40, seed=0, out=out)
     wins = [e["success"] for e in bundle["runs"][0]["episodes"]]
     luckiest = max(range(1, 33), key=lambda k: sum(wins[k : k + 8]))  # any window but seed 0's
     before = sha(db)
@@ -504,7 +504,7 @@ def test_overlapping_windows_of_one_run_are_one_entry(
     assert sha(db) == before
     # Another agent seed plays other episodes: a second entry.
     other = tmp_path / "other.json"
-    evaluate([SOKOBAN], "random", episodes=8, agent_seed=7, out=other, progress=False)
+    quiet_eval(SOKOBAN, "random", episodes=8, agent_seed=7, out=other)
     code, _, err = submit(load(other), db, tmp_path, capsys)
     assert code == 0, err
 
@@ -544,29 +544,20 @@ def test_a_kwarg_equal_to_its_default_is_the_default_board(
     """`max_turns=5` and `dim_room=(6, 6)` are Sokoban-v0's defaults: the same board, and the
     same episodes as a stored entry are a duplicate, however the defaults are spelled."""
     out = tmp_path / "spelled.json"
-    evaluate(
-        [SOKOBAN],
+    quiet_eval(
+        SOKOBAN,
         "random",
         episodes=8,
         seed=0,
         out=out,
         env_kwargs={"max_turns": 5, "dim_room": (6, 6), "format_penalty": -0.1},
-        progress=False,
     )
     before = sha(db)
     code, _, err = submit(load(out), db, tmp_path, capsys)
     assert_refused_cleanly(code, "", err, 1, "duplicate submission")
     assert sha(db) == before
     other = tmp_path / "other.json"
-    evaluate(
-        [SOKOBAN],
-        "random",
-        episodes=8,
-        agent_seed=3,
-        out=other,
-        progress=False,
-        env_kwargs={"max_turns": 5},
-    )
+    quiet_eval(SOKOBAN, "random", episodes=8, agent_seed=3, out=other, env_kwargs={"max_turns": 5})
     assert submit(load(other), db, tmp_path, capsys)[0] == 0
     assert list(Store(db).entries()) == [(SOKOBAN, "{}")]  # one board, two entries
 
@@ -580,24 +571,17 @@ def test_a_limit_that_changes_no_episode_opens_no_board(
     the `{}` board, and the replay still builds the env with the bundle's limits."""
     limits = {"max_action_length": 20000, "max_observation_length": 10000}
     same = tmp_path / "same.json"
-    evaluate([SOKOBAN], "random", episodes=8, out=same, env_kwargs=limits, progress=False)
-    before = sha(db)
-    code, out, err = submit(load(same), db, tmp_path, capsys)
-    assert_refused_cleanly(code, out, err, 1, "are those of entry #1 ('random')")
-    assert sha(db) == before
+    quiet_eval(SOKOBAN, "random", episodes=8, out=same, env_kwargs=limits)
+    assert_refused_untouched(load(same), db, tmp_path, capsys, "are those of entry #1 ('random')")
     other = tmp_path / "other.json"
-    bundle = evaluate(
-        [SOKOBAN], "random", episodes=8, agent_seed=3, out=other, env_kwargs=limits, progress=False
-    )
+    bundle = quiet_eval(SOKOBAN, "random", episodes=8, agent_seed=3, out=other, env_kwargs=limits)
     assert bundle["runs"][0]["env_kwargs"] == limits
     assert verify_bundle(bundle).runs[0].env_kwargs == limits  # replayed with them
     assert submit(bundle, db, tmp_path, capsys)[0] == 0
     assert [(k, len(v)) for k, v in Store(db).entries().items()] == [((SOKOBAN, "{}"), 2)]
     # A parameter that does change the episodes still has its own board.
     turns = tmp_path / "turns.json"
-    evaluate(
-        [SOKOBAN], "random", episodes=8, out=turns, env_kwargs={"max_turns": 3}, progress=False
-    )
+    quiet_eval(SOKOBAN, "random", episodes=8, out=turns, env_kwargs={"max_turns": 3})
     assert submit(load(turns), db, tmp_path, capsys)[0] == 0
     assert list(Store(db).entries()) == [(SOKOBAN, "{}"), (SOKOBAN, '{"max_turns":3}')]
 

@@ -21,8 +21,8 @@ from gymnasium.utils import seeding
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.envs.math_word import SAMPLE_FILE, MathFileEnv, generate_problem, load_problems
+from tests.helpers import ROOT, run_python
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 MATH_IDS = [
     "agentgym/Math-v0",
     "agentgym/MathArithmetic-v0",
@@ -91,15 +91,7 @@ def test_same_seed_same_problem_in_a_fresh_process() -> None:
         "print(json.dumps(out))\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "4321"}
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python("-c", code, cwd=ROOT, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     fresh = json.loads(result.stdout)
     for env_id in MATH_IDS:

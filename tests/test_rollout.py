@@ -25,17 +25,23 @@ def tiny_bandit():
     return load_policy("tiny", texts=texts, seed=0)
 
 
-def test_groups_share_their_initial_state_and_differ_across_groups(tiny_bandit):
+@pytest.fixture()
+def bandit_rollouts(tiny_bandit):
+    """``(seeds, group_size, **sampling)`` -> the tiny policy's Bandit-v0 episodes."""
     model, tokenizer = tiny_bandit
+
+    def collect(seeds: list[int], group_size: int, **sampling):
+        settings = SamplingSettings(**sampling)
+        return collect_rollouts(
+            model, tokenizer, "agentgym/Bandit-v0", seeds, group_size=group_size, sampling=settings
+        )
+
+    return collect
+
+
+def test_groups_share_their_initial_state_and_differ_across_groups(bandit_rollouts):
     torch.manual_seed(0)
-    episodes = collect_rollouts(
-        model,
-        tokenizer,
-        "agentgym/Bandit-v0",
-        [3, 4],
-        group_size=3,
-        sampling=SamplingSettings(max_new_tokens=4),
-    )
+    episodes = bandit_rollouts([3, 4], group_size=3, max_new_tokens=4)
     assert [(e.group, e.seed) for e in episodes] == [(0, 3)] * 3 + [(1, 4)] * 3
     first_user = [e.chat.messages()[1]["content"] for e in episodes]
     assert len(set(first_user[:3])) == 1 and len(set(first_user[3:])) == 1
@@ -48,31 +54,15 @@ def test_groups_share_their_initial_state_and_differ_across_groups(tiny_bandit):
         assert len(e.turns[0].generated_ids) <= 4
 
 
-def test_rollouts_repeat_exactly_under_the_same_torch_seed(tiny_bandit):
-    model, tokenizer = tiny_bandit
+def test_rollouts_repeat_exactly_under_the_same_torch_seed(bandit_rollouts):
     runs = []
     for _ in range(2):
         torch.manual_seed(123)
-        episodes = collect_rollouts(
-            model,
-            tokenizer,
-            "agentgym/Bandit-v0",
-            [0, 1],
-            group_size=2,
-            sampling=SamplingSettings(max_new_tokens=6),
-        )
+        episodes = bandit_rollouts([0, 1], group_size=2, max_new_tokens=6)
         runs.append([(e.turns[0].response, e.total_reward) for e in episodes])
     assert runs[0] == runs[1]
 
 
-def test_context_limit_truncates_the_episode(tiny_bandit):
-    model, tokenizer = tiny_bandit
-    episodes = collect_rollouts(
-        model,
-        tokenizer,
-        "agentgym/Bandit-v0",
-        [0],
-        group_size=1,
-        sampling=SamplingSettings(max_new_tokens=4, max_context_tokens=16),
-    )
+def test_context_limit_truncates_the_episode(bandit_rollouts):
+    episodes = bandit_rollouts([0], group_size=1, max_new_tokens=4, max_context_tokens=16)
     assert episodes[0].truncated and episodes[0].turns == []

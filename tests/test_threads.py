@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT, run_python
 
 REPORT = (
     "import json, os, sys, warnings\n"
@@ -34,15 +31,7 @@ def _child(code: str, policy: str | None = None) -> dict:
     if policy is not None:
         env["OMP_WAIT_POLICY"] = policy
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    out = subprocess.run(
-        [sys.executable, "-c", REPORT.format(code=code)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = run_python("-c", REPORT.format(code=code), env=env, cwd=ROOT, timeout=120, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

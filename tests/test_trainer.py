@@ -36,6 +36,17 @@ def _config(tmp_path: Path, *overrides: str):
     return load_config(None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'run'}", *overrides])
 
 
+# A small update: 2 groups of 4 episodes at lr 1e-2, without validation, diagnostics or filter.
+SMALL_STEP = (
+    "rollout.num_groups=2",
+    "rollout.group_size=4",
+    "rollout.val_episodes=0",
+    "algorithm.lr=0.01",
+    "diagnostics.every=0",
+    "filter.strategy=none",
+)
+
+
 def test_grpo_learns_bandit(tmp_path: Path) -> None:
     """Success rises over a fixed-seed run: the policy learns to answer with an arm at all (valid
     actions go from ~0 to ~1) and the risky arm is among them. Observed: success 0.0-0.1 in the
@@ -154,15 +165,7 @@ def test_each_algorithm_runs_and_writes_its_outputs(tmp_path: Path, algorithm: l
 
 
 def test_resume_continues_with_no_lost_or_repeated_step(tmp_path: Path) -> None:
-    common = [
-        "rollout.num_groups=2",
-        "rollout.group_size=4",
-        "rollout.val_episodes=0",
-        "algorithm.lr=0.01",
-        "diagnostics.every=0",
-        "filter.strategy=none",
-        "train.save_every=1",
-    ]
+    common = [*SMALL_STEP, "train.save_every=1"]
     straight = load_config(
         None, [*BANDIT_RAW, f"train.out_dir={tmp_path / 'a'}", "train.steps=4", *common]
     )
@@ -461,14 +464,9 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
         config = _config(
             tmp_path / name,
             "train.steps=1",
-            "rollout.num_groups=2",
-            "rollout.group_size=4",
-            "rollout.val_episodes=0",
-            "algorithm.lr=0.01",
+            *SMALL_STEP,
             "algorithm.entropy_coef=0.01",
             f"algorithm.micro_batch_tokens={budget}",
-            "diagnostics.every=0",
-            "filter.strategy=none",
         )
         trainer = Trainer(config, progress=False)
         metrics = trainer.step(0)
@@ -487,17 +485,7 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
 
 
 def test_bf16_autocast_keeps_float32_master_weights_and_optimizer_state(tmp_path: Path) -> None:
-    config = _config(
-        tmp_path,
-        "model.dtype=bfloat16",
-        "train.steps=1",
-        "rollout.num_groups=2",
-        "rollout.group_size=4",
-        "rollout.val_episodes=0",
-        "algorithm.lr=0.01",
-        "diagnostics.every=0",
-        "filter.strategy=none",
-    )
+    config = _config(tmp_path, "model.dtype=bfloat16", "train.steps=1", *SMALL_STEP)
     trainer = Trainer(config, progress=False)
     assert trainer.autocast_dtype is torch.bfloat16
     metrics = trainer.step(0)
@@ -573,11 +561,7 @@ def test_a_think_block_later_in_the_reply_is_no_z(tmp_path: Path) -> None:
 
 def test_gradients_are_freed_before_the_next_rollout(tmp_path: Path) -> None:
     # They are as large as the weights and unused until the next update.
-    config = _config(
-        tmp_path, "train.steps=1", "rollout.num_groups=2", "rollout.group_size=4",
-        "rollout.val_episodes=0", "algorithm.lr=0.01", "diagnostics.every=0",
-        "filter.strategy=none",
-    )  # fmt: skip
+    config = _config(tmp_path, "train.steps=1", *SMALL_STEP)
     trainer = Trainer(config, progress=False)
     metrics = trainer.step(0)
     trainer.close()

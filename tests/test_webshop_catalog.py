@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from collections import Counter
 
 import numpy as np
@@ -18,6 +16,7 @@ from sandboxes.web.catalog import (
     generate_catalog,
 )
 from sandboxes.web.search import MAX_RESULTS, SearchIndex, tokenize
+from tests.helpers import run_python
 
 # ----------------------------------------------------------------------------- catalog
 
@@ -74,9 +73,7 @@ def test_catalog_is_the_same_in_a_fresh_process() -> None:
         "c = generate_catalog(0, 1000)\n"
         "print(c[0].product_id, c[999].title, c[500].price)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    ).stdout.strip()
+    out = run_python("-c", code, timeout=60, check=True).stdout.strip()
     c = generate_catalog(0, 1000)
     assert out == f"{c[0].product_id} {c[999].title} {c[500].price}"
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 import urllib.request
 
@@ -27,6 +25,7 @@ from sandboxes.web.page import (
 )
 from sandboxes.web.server import ShopServer, acquire_server, release_server, shop_for
 from sandboxes.web.text_backend import HttpReader
+from tests.helpers import run_python
 
 TEXT_ID = "agentgym/WebShopText-v0"
 
@@ -194,9 +193,7 @@ def test_goal_is_the_same_in_a_fresh_process() -> None:
         "env = gymnasium.make('agentgym/WebShopText-v0')\n"
         "print(env.reset(seed=7)[0]); env.close()\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = run_python("-c", code, timeout=120, check=True).stdout
     env = gymnasium.make(TEXT_ID)
     assert out.rstrip("\n") == env.reset(seed=7)[0]
     env.close()

@@ -8,14 +8,13 @@ import copy
 import json
 from pathlib import Path
 
-import gymnasium
 import torch
 
 import agentgym  # noqa: F401
 from baselines.config import load_config
 from baselines.engines import HFEngine, SamplingSettings, recompute_logprobs
-from baselines.episodes import render_prompt
 from baselines.trainer import Trainer
+from tests.helpers import first_prompt_ids
 
 # Sampled-token log-probs, vLLM (float32 CPU kernels) vs the trainer's float32 forward pass:
 # observed max |diff| 3e-5 nats on these prompts before an update and 9e-6 after a large one (0.27
@@ -28,23 +27,14 @@ GREEDY = SamplingSettings(max_new_tokens=32, temperature=0.0)
 
 def _prompts(tokenizer) -> list[list[int]]:
     """First prompts of 2 Sokoban, 2 Bandit and 2 Countdown episodes (a fixed prompt set)."""
-    out = []
-    for env_id, seeds in (
-        ("agentgym/Sokoban-v0", (0, 1)),
-        ("agentgym/Bandit-v0", (0, 1)),
-        ("agentgym/Countdown-v0", (0, 1)),
-    ):
-        env = gymnasium.make(env_id)
-        for seed in seeds:
-            obs, info = env.reset(seed=seed)
-            messages = [
-                {"role": "system", "content": info["instructions"]},
-                {"role": "user", "content": obs},
-            ]
-            text = render_prompt(tokenizer, messages, True)
-            out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-        env.close()
-    return out
+    return first_prompt_ids(
+        tokenizer,
+        [
+            ("agentgym/Sokoban-v0", (0, 1)),
+            ("agentgym/Bandit-v0", (0, 1)),
+            ("agentgym/Countdown-v0", (0, 1)),
+        ],
+    )
 
 
 def _max_diff(a: list[list[float]], b: list[list[float]]) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from agentgym.registration import EnvEntry, EnvKwargsError, TaskParam, register_env
@@ -130,10 +131,54 @@ def _bandit_worst(kw: Mapping[str, Any]) -> float:
     return int(kw.get("max_turns", 1)) * low
 
 
+# What the ids of one environment class share: its entry point, task parameters and checks, and
+# (where every id of it has the same) its default settings.
+_sokoban = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.sokoban:SokobanEnv",
+    task_params=_SOKOBAN,
+    step_worst=_sokoban_worst,
+)
+_frozen_lake = partial(
+    EnvEntry, entry_point="agentgym.envs.frozen_lake:FrozenLakeEnv", task_params=_FROZEN_LAKE
+)
+_bandit = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.bandit:BanditEnv",
+    default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
+    task_params=_BANDIT,
+    step_worst=_bandit_worst,
+)
+_MATH_DEFAULTS = {"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1}
+_math = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.math_word:MathEnv",
+    default_kwargs=_MATH_DEFAULTS,
+    task_params=_MATH,
+    check_bundle=_check_math_task_config,
+)
+_webshop = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.webshop:WebShopEnv",
+    default_kwargs={
+        "catalog_seed": 0,
+        "num_products": 1000,
+        "max_turns": 15,
+        "max_actions_per_turn": 1,
+    },
+    task_params=_WEBSHOP,
+    min_ranked_episodes=4,
+)
+_code_exec = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.code_exec:CodeExecEnv",
+    default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+    task_params=_CODE_EXEC,
+)
+
 ENTRIES: tuple[EnvEntry, ...] = (
-    EnvEntry(
+    _sokoban(
         id="agentgym/Sokoban-v0",
-        entry_point="agentgym.envs.sokoban:SokobanEnv",
         summary="Push 1 box onto its target in a 6x6 room; 10 actions over up to 5 turns.",
         default_kwargs={
             "dim_room": (6, 6),
@@ -142,21 +187,15 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 5,
             "max_actions_per_turn": 5,
         },
-        task_params=_SOKOBAN,
-        step_worst=_sokoban_worst,
     ),
-    EnvEntry(
+    _sokoban(
         id="agentgym/SokobanHard-v0",
-        entry_point="agentgym.envs.sokoban:SokobanEnv",
         summary="Sokoban, 8x8 room with 2 boxes; 30 actions over up to 10 turns.",
         task_kwargs={"dim_room": (8, 8), "num_boxes": 2},
         default_kwargs={"max_steps": 30, "max_turns": 10, "max_actions_per_turn": 5},
-        task_params=_SOKOBAN,
-        step_worst=_sokoban_worst,
     ),
-    EnvEntry(
+    _frozen_lake(
         id="agentgym/FrozenLake-v0",
-        entry_point="agentgym.envs.frozen_lake:FrozenLakeEnv",
         summary="Walk a random 4x4 frozen lake to the goal without falling into a hole.",
         default_kwargs={
             "size": 4,
@@ -165,33 +204,22 @@ ENTRIES: tuple[EnvEntry, ...] = (
             "max_turns": 5,
             "max_actions_per_turn": 3,
         },
-        task_params=_FROZEN_LAKE,
     ),
-    EnvEntry(
+    _frozen_lake(
         id="agentgym/FrozenLakeSlippery-v0",
-        entry_point="agentgym.envs.frozen_lake:FrozenLakeEnv",
         summary="FrozenLake on slippery ice: a move goes sideways with probability 2/3.",
         task_kwargs={"is_slippery": True},
         default_kwargs={"size": 4, "p": 0.8, "max_turns": 10, "max_actions_per_turn": 3},
-        task_params=_FROZEN_LAKE,
     ),
-    EnvEntry(
+    _bandit(
         id="agentgym/Bandit-v0",
-        entry_point="agentgym.envs.bandit:BanditEnv",
         summary="Two arms with semantic names, a safe low arm and a risky high arm; one pull.",
         task_kwargs={"name_split": "train"},
-        default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
-        task_params=_BANDIT,
-        step_worst=_bandit_worst,
     ),
-    EnvEntry(
+    _bandit(
         id="agentgym/BanditHeldOut-v0",
-        entry_point="agentgym.envs.bandit:BanditEnv",
         summary="Bandit-v0 with held-out arm names, for testing generalisation.",
         task_kwargs={"name_split": "heldout"},
-        default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
-        task_params=_BANDIT,
-        step_worst=_bandit_worst,
     ),
     EnvEntry(
         id="agentgym/Countdown-v0",
@@ -200,87 +228,47 @@ ENTRIES: tuple[EnvEntry, ...] = (
         default_kwargs={"num_numbers": 4, "max_turns": 1, "max_actions_per_turn": 1},
         task_params=_COUNTDOWN,
     ),
-    EnvEntry(
+    _math(
         id="agentgym/Math-v0",
-        entry_point="agentgym.envs.math_word:MathEnv",
         summary="GSM8K-style word problems (reasoning-gym gsm_symbolic); 3 attempts with feedback.",
-        default_kwargs={
-            "task": "gsm_symbolic",
-            "reward_decay": 0.5,
-            "max_turns": 3,
-            "max_actions_per_turn": 1,
-        },
-        task_params=_MATH,
-        check_bundle=_check_math_task_config,
+        default_kwargs={"task": "gsm_symbolic", **_MATH_DEFAULTS},
     ),
-    EnvEntry(
+    _math(
         id="agentgym/MathArithmetic-v0",
-        entry_point="agentgym.envs.math_word:MathEnv",
         summary="Arithmetic expressions (reasoning-gym basic_arithmetic); 3 attempts with feedback.",
         task_kwargs={"task": "basic_arithmetic"},
-        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
-        task_params=_MATH,
-        check_bundle=_check_math_task_config,
     ),
-    EnvEntry(
+    _math(
         id="agentgym/MathChainSum-v0",
-        entry_point="agentgym.envs.math_word:MathEnv",
         summary="Chains of additions and subtractions (reasoning-gym chain_sum); 3 attempts.",
         task_kwargs={"task": "chain_sum"},
-        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
-        task_params=_MATH,
-        check_bundle=_check_math_task_config,
     ),
     EnvEntry(
         id="agentgym/MathFile-v0",
         entry_point="agentgym.envs.math_word:MathFileEnv",
         summary="Math problems from your JSONL file (dataset_file=; question/answer); 3 attempts.",
-        default_kwargs={"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1},
+        default_kwargs=_MATH_DEFAULTS,
         task_params=_MATH_FILE,
     ),
-    EnvEntry(
+    _webshop(
         id="agentgym/WebShop-v0",
-        entry_point="agentgym.envs.webshop:WebShopEnv",
         summary="Find and buy the instructed product on a local shop site in headless Chromium.",
         task_kwargs={"backend": "browser"},
-        default_kwargs={
-            "catalog_seed": 0,
-            "num_products": 1000,
-            "max_turns": 15,
-            "max_actions_per_turn": 1,
-        },
-        task_params=_WEBSHOP,
-        min_ranked_episodes=4,
     ),
-    EnvEntry(
+    _webshop(
         id="agentgym/WebShopText-v0",
-        entry_point="agentgym.envs.webshop:WebShopEnv",
         summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
         task_kwargs={"backend": "text"},
-        default_kwargs={
-            "catalog_seed": 0,
-            "num_products": 1000,
-            "max_turns": 15,
-            "max_actions_per_turn": 1,
-        },
-        task_params=_WEBSHOP,
-        min_ranked_episodes=4,
     ),
-    EnvEntry(
+    _code_exec(
         id="agentgym/CodeExec-v0",
-        entry_point="agentgym.envs.code_exec:CodeExecEnv",
         summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts.",
         task_kwargs={"source": "humaneval"},
-        default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
-        task_params=_CODE_EXEC,
     ),
-    EnvEntry(
+    _code_exec(
         id="agentgym/CodeExecGenerated-v0",
-        entry_point="agentgym.envs.code_exec:CodeExecEnv",
         summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts.",
         task_kwargs={"source": "generated"},
-        default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
-        task_params=_CODE_EXEC,
     ),
 )
 

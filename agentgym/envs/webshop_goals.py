@@ -41,7 +41,7 @@ count "x-large" as "xx-large"). ``success`` is ``total == 1``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 import numpy as np
@@ -136,18 +136,12 @@ class RewardParts:
     matched_options: tuple[str, ...] = field(default=())
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "r_type": self.r_type,
-            "query_match": self.query_match,
-            "category_match": self.category_match,
-            "title_score": self.title_score,
-            "n_attr": self.n_attr,
-            "n_attr_matched": self.n_attr_matched,
-            "n_option": self.n_option,
-            "n_option_matched": self.n_option_matched,
-            "r_price": self.r_price,
-            "total": self.total,
-        }
+        """Every part but the matched names, by name (in ``info["reward_parts"]``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _MATCHED}
+
+
+#: The fields of :class:`RewardParts` that :meth:`RewardParts.as_dict` leaves out.
+_MATCHED = ("matched_attributes", "matched_options")
 
 
 def _norm(text: str) -> str:

@@ -30,7 +30,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -125,19 +125,24 @@ class _Parser:
         return token
 
     def expression(self, depth: int) -> Fraction:
-        value = self.term(depth)
-        while self.peek() in ("+", "-"):
-            op = self.take()
-            right = self.term(depth)
-            value = value + right if op == "+" else value - right
-        return value
+        return self._chain(depth, self.term, ("+", "-"))
 
     def term(self, depth: int) -> Fraction:
-        value = self.unary(depth)
-        while self.peek() in ("*", "/"):
+        return self._chain(depth, self.unary, ("*", "/"))
+
+    def _chain(
+        self, depth: int, operand: Callable[[int], Fraction], operators: tuple[str, ...]
+    ) -> Fraction:
+        """``operand (op operand)*`` with ``op`` in ``operators``, evaluated left to right."""
+        value = operand(depth)
+        while self.peek() in operators:
             op = self.take()
-            right = self.unary(depth)
-            if op == "*":
+            right = operand(depth)
+            if op == "+":
+                value = value + right
+            elif op == "-":
+                value = value - right
+            elif op == "*":
                 value = value * right
             elif right == 0:
                 raise _ParseError("division by zero")

@@ -30,30 +30,22 @@ for agent in random oracle; do
             --out "$OUT/$agent-mathfile.json"
     fi
 done
+# smol MAX_NEW_TOKENS BATCH_SIZE EPISODES ENV...: SmolLM2 zero-shot (greedy) on each ENV, timed.
+smol() {
+    local tokens=$1 batch=$2 episodes=$3 e
+    shift 3
+    for e in "$@"; do
+        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
+            --agent-kw max_new_tokens="$tokens" --agent-kw batch_size="$batch" \
+            --episodes "$episodes" --seed 0 \
+            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
+            --out "$OUT/smollm2-135m-instruct_${e}.json"
+    done
+}
 if [[ $what == smollm2 || $what == all ]]; then
-    for e in "${SMOL_ENVS[@]}"; do
-        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
-            --agent-kw max_new_tokens=128 --agent-kw batch_size=16 --episodes 16 --seed 0 \
-            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
-            --out "$OUT/smollm2-135m-instruct_${e}.json"
-    done
-    for e in "${SMOL_MULTI_ENVS[@]}"; do
-        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
-            --agent-kw max_new_tokens=96 --agent-kw batch_size=8 --episodes 8 --seed 0 \
-            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
-            --out "$OUT/smollm2-135m-instruct_${e}.json"
-    done
-    for e in CodeExec-v0 CodeExecGenerated-v0; do
-        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
-            --agent-kw max_new_tokens=256 --agent-kw batch_size=8 --episodes 8 --seed 0 \
-            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
-            --out "$OUT/smollm2-135m-instruct_${e}.json"
-    done
-    for e in WebShopText-v0 WebShop-v0; do
-        /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
-            --agent-kw max_new_tokens=64 --agent-kw batch_size=4 --episodes 4 --seed 0 \
-            --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
-            --out "$OUT/smollm2-135m-instruct_${e}.json"
-    done
+    smol 128 16 16 "${SMOL_ENVS[@]}"
+    smol 96 8 8 "${SMOL_MULTI_ENVS[@]}"
+    smol 256 8 8 CodeExec-v0 CodeExecGenerated-v0
+    smol 64 4 4 WebShopText-v0 WebShop-v0
 fi
 python -m leaderboards rebuild --db "${AGENTGYM_LEADERBOARD:-leaderboard.sqlite}"

@@ -25,6 +25,7 @@ from typing import IO, Any
 __all__ = [
     "ExecResult",
     "CodeSandbox",
+    "Runner",
     "SandboxError",
     "IsolationUnavailable",
     "LimitExceeded",
@@ -313,31 +314,10 @@ def drain_in_thread(stream: IO[bytes], buffer: CappedBuffer) -> threading.Thread
     return thread
 
 
-class CodeSandbox(ABC):
-    """Runs untrusted Python code in isolation. Use as a context manager, or call :meth:`close`.
+class Runner(ABC):
+    """What runs code: a sandbox or a lease of one. :meth:`run` checks the arguments (the same
+    checks for every back end), then hands them to the back end's :meth:`_run`."""
 
-    Subclasses: :class:`~sandboxes.code.process_backend.ProcessSandbox` (``backend="process"``),
-    :class:`~sandboxes.code.docker_backend.DockerSandbox` (``backend="docker"``).
-    """
-
-    #: ``"process"`` or ``"docker"``.
-    backend: str = ""
-    #: Largest file a run may be given or write, bytes (RLIMIT_FSIZE); ``None``: no limit.
-    max_file_bytes: int | None = None
-    #: Size of the work directory that holds ``main.py`` and the files, bytes; ``None``: unsized.
-    work_bytes: int | None = None
-
-    def files_too_large(
-        self, code: str, files: Mapping[str, str | bytes] | None = None
-    ) -> str | None:
-        """Why a run of ``code`` with ``files`` could not start here, or ``None`` when they fit.
-
-        A run of files that do not fit fails before ``main.py`` starts (``limit="disk"``);
-        a caller that would rather not start it asks first. Leases answer the same.
-        """
-        return files_too_large(code, files, self.max_file_bytes, self.work_bytes)
-
-    @abstractmethod
     def run(
         self,
         code: str,
@@ -363,6 +343,39 @@ class CodeSandbox(ABC):
             TypeError, ValueError: bad arguments (see :func:`check_run_args`).
             SandboxError: the back end failed (not the code); ``RuntimeError`` after ``close()``.
         """
+        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
+        return self._run(all_files, stdin, float(timeout_s), memory_mb)
+
+    @abstractmethod
+    def _run(
+        self, all_files: dict[str, bytes], stdin: str, timeout_s: float, memory_mb: int
+    ) -> ExecResult:
+        """Run ``main.py`` among the checked ``all_files`` (contents by relative path)."""
+
+
+class CodeSandbox(Runner):
+    """Runs untrusted Python code in isolation. Use as a context manager, or call :meth:`close`.
+
+    Subclasses: :class:`~sandboxes.code.process_backend.ProcessSandbox` (``backend="process"``),
+    :class:`~sandboxes.code.docker_backend.DockerSandbox` (``backend="docker"``).
+    """
+
+    #: ``"process"`` or ``"docker"``.
+    backend: str = ""
+    #: Largest file a run may be given or write, bytes (RLIMIT_FSIZE); ``None``: no limit.
+    max_file_bytes: int | None = None
+    #: Size of the work directory that holds ``main.py`` and the files, bytes; ``None``: unsized.
+    work_bytes: int | None = None
+
+    def files_too_large(
+        self, code: str, files: Mapping[str, str | bytes] | None = None
+    ) -> str | None:
+        """Why a run of ``code`` with ``files`` could not start here, or ``None`` when they fit.
+
+        A run of files that do not fit fails before ``main.py`` starts (``limit="disk"``);
+        a caller that would rather not start it asks first. Leases answer the same.
+        """
+        return files_too_large(code, files, self.max_file_bytes, self.work_bytes)
 
     @abstractmethod
     def close(self) -> None:

@@ -72,13 +72,12 @@ from typing import Any
 from sandboxes.code import seccomp
 from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
-    DEFAULT_TIMEOUT_S,
     OUTPUT_LIMIT,
     CappedBuffer,
     CodeSandbox,
     ExecResult,
+    Runner,
     SandboxError,
-    check_run_args,
     first_limit,
     program_text,
 )
@@ -440,20 +439,13 @@ class DockerSandbox(CodeSandbox):
 
     # ------------------------------------------------------------------ runs
 
-    def run(
-        self,
-        code: str,
-        *,
-        stdin: str = "",
-        files: Mapping[str, str | bytes] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        memory_mb: int = DEFAULT_MEMORY_MB,
+    def _run(
+        self, all_files: dict[str, bytes], stdin: str, timeout_s: float, memory_mb: int
     ) -> ExecResult:
-        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
         box = self._acquire(memory_mb)
         result: ExecResult | None = None
         try:
-            result = self._exec(box, all_files, stdin, float(timeout_s))
+            result = self._exec(box, all_files, stdin, timeout_s)
         finally:
             self._release(box, discard=result is None or result.misbehaved or box.dead)
         return result
@@ -603,7 +595,7 @@ class DockerSandbox(CodeSandbox):
         return f"DockerSandbox(image={self.image!r}, pool_size={self.pool_size})"
 
 
-class DockerLease:
+class DockerLease(Runner):
     """One container of a :class:`DockerSandbox`, held for several runs (an episode).
 
     A run that misbehaves replaces the container (the next run of the lease gets a new one).
@@ -614,17 +606,10 @@ class DockerLease:
         self.sandbox = sandbox
         self._box: _Box | None = None
 
-    def run(
-        self,
-        code: str,
-        *,
-        stdin: str = "",
-        files: Mapping[str, str | bytes] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        memory_mb: int = DEFAULT_MEMORY_MB,
+    def _run(
+        self, all_files: dict[str, bytes], stdin: str, timeout_s: float, memory_mb: int
     ) -> ExecResult:
         """As :meth:`DockerSandbox.run`, in this lease's container."""
-        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
         if self._box is None:
             self._box = self.sandbox._acquire(memory_mb, bounded=False)
         elif self._box.memory_mb != memory_mb:
@@ -634,7 +619,7 @@ class DockerLease:
             self._box.memory_mb = memory_mb
         result: ExecResult | None = None
         try:
-            result = self.sandbox._exec(self._box, all_files, stdin, float(timeout_s))
+            result = self.sandbox._exec(self._box, all_files, stdin, timeout_s)
         finally:
             if result is None or result.misbehaved or self._box.dead:
                 box, self._box = self._box, None

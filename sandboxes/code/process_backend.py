@@ -71,21 +71,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from sandboxes.code import cgroups, seccomp
 from sandboxes.code.base import (
-    DEFAULT_MEMORY_MB,
-    DEFAULT_TIMEOUT_S,
     OUTPUT_LIMIT,
     CappedBuffer,
     CodeSandbox,
     ExecResult,
     IsolationUnavailable,
     SandboxError,
-    check_run_args,
     drain_in_thread,
     first_limit,
     program_text,
@@ -416,16 +413,9 @@ class ProcessSandbox(CodeSandbox):
         self._destroying: list[threading.Thread] = []
         self._dirs: set[str] = set()
 
-    def run(
-        self,
-        code: str,
-        *,
-        stdin: str = "",
-        files: Mapping[str, str | bytes] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        memory_mb: int = DEFAULT_MEMORY_MB,
+    def _run(
+        self, all_files: dict[str, bytes], stdin: str, timeout_s: float, memory_mb: int
     ) -> ExecResult:
-        all_files = check_run_args(code, stdin, files, timeout_s, memory_mb)
         called = time.monotonic()  # the deadline counts from the call: set-up is part of the run
         if self._closed:
             raise RuntimeError("this sandbox is closed")

@@ -31,6 +31,7 @@ puts nothing visible in attributes, so the text a browser renders (``innerText``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, abort, render_template, request, url_for
@@ -146,29 +147,27 @@ def create_app(catalog: Catalog, index: SearchIndex | None = None) -> Flask:
             prev_url=prev_url,
         )
 
-    @app.get("/item/<product_id>/description")
-    def description(product_id: str) -> str:
+    def detail(
+        product_id: str, page_kind: str, heading: str, lines: Callable[[Product], list[str]]
+    ) -> str:
+        """A product's detail page: ``heading`` over the ``lines`` it has of that kind."""
         product = product_or_404(product_id)
         return render_template(
             "detail.html",
-            page_kind="description",
+            page_kind=page_kind,
             product=product,
             state=nav_state(product),
-            heading="Description",
-            lines=[product.description],
+            heading=heading,
+            lines=lines(product),
         )
+
+    @app.get("/item/<product_id>/description")
+    def description(product_id: str) -> str:
+        return detail(product_id, "description", "Description", lambda p: [p.description])
 
     @app.get("/item/<product_id>/features")
     def features(product_id: str) -> str:
-        product = product_or_404(product_id)
-        return render_template(
-            "detail.html",
-            page_kind="features",
-            product=product,
-            state=nav_state(product),
-            heading="Features",
-            lines=list(product.features),
-        )
+        return detail(product_id, "features", "Features", lambda p: list(p.features))
 
     @app.get("/buy/<product_id>")
     def buy(product_id: str) -> str:

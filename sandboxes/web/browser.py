@@ -67,6 +67,7 @@ __all__ = [
     "BrowserError",
     "ChromiumBrowser",
     "CHROMIUM_FLAGS",
+    "HEADLESS_FLAGS",
     "default_chromium_path",
     "reap_orphaned_browsers",
     "is_page_race",
@@ -74,8 +75,9 @@ __all__ = [
     "default_chromedriver_path",
 ]
 
-#: Flags that run Chromium headless in a container as root, with no network of its own.
-CHROMIUM_FLAGS: tuple[str, ...] = (
+#: Flags that run Chromium headless as root (in a container), without GPU, background
+#: networking, updates or sync.
+HEADLESS_FLAGS: tuple[str, ...] = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -85,9 +87,10 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--no-proxy-server",
-    "--window-size=1280,2400",
 )
+
+#: The shop browser's flags: headless, with no network of its own, in a tall window.
+CHROMIUM_FLAGS: tuple[str, ...] = (*HEADLESS_FLAGS, "--no-proxy-server", "--window-size=1280,2400")
 
 _READ_PAGE_JS = """
 return {

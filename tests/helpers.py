@@ -1,0 +1,61 @@
+"""Helpers shared by the test modules (and by tests_vllm/ and benchmarks/).
+
+Only the standard library and agentgym at import time: tests_vllm/ runs in a venv without the
+test extras, and what needs torch or transformers is imported where it is used.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+#: The repository root (tests/..).
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(
+    *args: str, timeout: float, stdin: str | None = None, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` with this interpreter in a subprocess, its output captured as text;
+    ``options`` are :func:`subprocess.run`'s (``cwd``, ``env``, ``encoding``, ``check``)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **options,
+    )
+
+
+def quiet_eval(env_id: str, agent: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`agentgym.eval.evaluate` of one environment, without the progress bar."""
+    from agentgym.eval import evaluate
+
+    return evaluate([env_id], agent, progress=False, **kwargs)
+
+
+def first_prompt_ids(tokenizer: Any, env_ids_seeds: Iterable[tuple[str, Iterable[int]]]) -> list:
+    """The token ids of the first prompt (system: the instructions, user: the first observation,
+    then the think prefix) of each ``(env_id, seeds)`` episode, in order."""
+    import gymnasium
+
+    import agentgym  # noqa: F401  (registers the ids)
+    from baselines.episodes import render_prompt
+
+    out = []
+    for env_id, seeds in env_ids_seeds:
+        env = gymnasium.make(env_id)
+        for seed in seeds:
+            obs, info = env.reset(seed=seed)
+            messages = [
+                {"role": "system", "content": info["instructions"]},
+                {"role": "user", "content": obs},
+            ]
+            text = render_prompt(tokenizer, messages, True)
+            out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+        env.close()
+    return out
