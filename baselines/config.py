@@ -19,12 +19,14 @@ import importlib.util
 import re
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
 import yaml
 
+from baselines.diagnostics import DetectorSettings
 from baselines.filtering import FilterConfig
 
 __all__ = [
@@ -250,22 +252,30 @@ class AlgorithmConfig:
 
 
 @dataclass
-class DiagnosticsConfig:
+class DiagnosticsConfig(DetectorSettings):
     """MI diagnostics of template collapse.
+
+    The keys ``window``, ``significance``, ``near_fraction``, ``dependent_fraction``,
+    ``entropy_tol``, ``min_pairs``, ``min_prompts``, ``min_valid_rate`` and ``drop_z`` set the
+    collapse states (``collapse/state_*``); their meanings and defaults are those of
+    :class:`baselines.diagnostics.DetectorSettings`, their error rates are measured in
+    ``tests/test_collapse_detector.py`` (docs/ragen2.md).
 
     Attributes:
         every: compute every this many steps (0 disables).
         max_pairs: most (prompt, reasoning) pairs sampled from the batch before filtering.
         turn: ``"first"`` (the first turn's reasoning and prompt) or ``"all"`` (a sample of
             every turn's).
-        permutations: permutations of the null distribution behind ``collapse/mi_zscore``.
+        permutations: permutations of the null distribution behind ``collapse/mi_zscore`` and
+            ``collapse/mi_pvalue`` (p >= 1 / (permutations + 1), so at least
+            ``1 / significance - 1`` of them are needed for an evaluation to be significant).
         ema: smoothing of the z-score's moving average.
     """
 
     every: int = 1
     max_pairs: int = 64
     turn: str = "first"
-    permutations: int = 64
+    permutations: int = 199
     ema: float = 0.9
 
     def validate(self) -> None:
@@ -275,6 +285,14 @@ class DiagnosticsConfig:
         _at_least("diagnostics.permutations", self.permutations, 2)
         if not 0 <= self.ema < 1:
             raise ValueError(f"diagnostics.ema: must lie in [0, 1), got {self.ema!r}")
+        self.check_settings("diagnostics.")
+        if self.every and (self.permutations + 1) * self.significance < 1:
+            warnings.warn(
+                f"diagnostics.permutations={self.permutations}: the smallest permutation p-value "
+                f"is 1/{self.permutations + 1} > diagnostics.significance={self.significance}, "
+                "so no evaluation can be 'dependent' and template collapse cannot be flagged",
+                stacklevel=2,
+            )
 
 
 @dataclass

@@ -296,7 +296,7 @@ class Trainer:
                 {"params": list(self.value_head.parameters()), "lr": config.algorithm.critic_lr}
             )
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
-        self.tracker = ZScoreTracker(ema_decay=config.diagnostics.ema)
+        self.tracker = ZScoreTracker.from_config(config.diagnostics)
         self.start_step = 0
         self.steps_without_update = 0  # in a row, for train.max_steps_without_update
         self.steps_without_signal = 0  # in a row, for train.max_steps_without_signal
@@ -765,9 +765,10 @@ class Trainer:
         metrics.update(timings)
         if diag:
             metrics.update({f"collapse/{key}": value for key, value in diag.items()})
-        if "mi_zscore" in diag:
+        if diag:
             # Entropy: the per-token conditional entropy estimate of the whole diagnostic
-            # sample (before filtering), not the kept groups' actor entropy.
+            # sample (before filtering), not the kept groups' actor entropy. An evaluation with
+            # nothing to score still gets a state (format_collapsed / insufficient_sample).
             metrics.update(self.tracker.update(diag))
         return metrics
 

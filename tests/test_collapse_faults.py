@@ -139,19 +139,22 @@ def test_ragen_zscore_ema_in_tracker():
 U = math.log(4)
 
 
-def evaluation(above: float, mi_share: float) -> dict[str, float]:
+def evaluation(above: float, mi_share: float, pvalue: float) -> dict[str, float]:
     return {
         "mi_zscore": 0.0,
         "mi_estimate": mi_share * U,
         "mi_upper_bound": U,
+        "mi_pvalue": pvalue,
         "retrieval_accuracy": 0.25 + above,
         "retrieval_chance": 0.25,
+        "num_reasonings": 32.0,
+        "num_prompts": 8.0,
     }
 
 
-DEP = evaluation(0.5, 0.8)  # input-dependent (>= 0.1 above chance, >= 0.2 of the ceiling)
-NEAR = evaluation(0.0, 0.02)  # near chance (< 0.05 above, < 0.1 of the ceiling)
-BETWEEN = evaluation(0.07, 0.15)  # neither: the hysteresis band
+DEP = evaluation(0.5, 0.8, 0.005)  # significant, >= 0.2 of the ceiling on average
+NEAR = evaluation(0.0, 0.02, 0.5)  # < 0.1 of the ceiling on average, not significant
+BETWEEN = evaluation(0.07, 0.15, 0.5)  # neither: the hysteresis band
 
 
 def run(tracker, sequence, entropy=1.0):
@@ -212,10 +215,12 @@ def test_flag_state_survives_a_checkpoint():
     restored = ZScoreTracker(window=2)
     restored.load_state_dict(tracker.state_dict())
     assert restored.template_collapse
-    # A state saved before hysteresis (no "flag" key) is replayed from its history.
-    old = {k: v for k, v in tracker.state_dict().items() if k in ("zscore_ema", "history")}
+    # A state saved before the states (no p-values in its history) keeps its saved flag.
+    fields = ("entropy", "retrieval_above_chance", "mi_estimate", "mi_upper_bound")
+    history = [{k: e[k] for k in fields} for e in tracker.state_dict()["history"]]
+    old = {"zscore_ema": 0.0, "history": history, "flag": True, "ever_dependent": True}
     replayed = ZScoreTracker(window=2)
     replayed.load_state_dict(old)
     assert replayed.template_collapse
-    with pytest.raises(ValueError, match="exit_fraction"):
-        ZScoreTracker(mi_fraction=0.3, exit_fraction=0.2)
+    with pytest.raises(ValueError, match="dependent_fraction"):
+        ZScoreTracker(near_fraction=0.3, dependent_fraction=0.2)

@@ -164,8 +164,17 @@ HEALTHY = {
     "mi_upper_bound": math.log(4),
     "retrieval_accuracy": 0.9,
     "retrieval_chance": 0.25,
+    "mi_pvalue": 0.005,
+    "num_reasonings": 32.0,
+    "num_prompts": 4.0,
 }
-COLLAPSED = {**HEALTHY, "mi_zscore": 0.0, "mi_estimate": 0.05, "retrieval_accuracy": 0.27}
+COLLAPSED = {
+    **HEALTHY,
+    "mi_zscore": 0.0,
+    "mi_estimate": 0.05,
+    "mi_pvalue": 0.4,
+    "retrieval_accuracy": 0.27,
+}
 
 
 def test_tracker_ema_and_template_collapse_flag():
