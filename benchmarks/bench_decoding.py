@@ -22,39 +22,49 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-CHILD = r"""
-import json, resource, sys, time
-sys.path.insert(0, sys.argv[1])
-from agentgym.threads import set_omp_wait_policy
-set_omp_wait_policy()
-import torch
-from baselines import engines
-from baselines.engines import SamplingSettings, generate_cached
-from baselines.policy import load_policy
-from baselines.scoring import autocast, resolve_autocast
 
-variant, rows, prompt, new, threads = sys.argv[2], *map(int, sys.argv[3:7])
-torch.set_num_threads(threads)
-if variant == "concatenating":
-    from transformers import DynamicCache
-    engines._decoding_cache = lambda model, capacity: DynamicCache(config=model.config)
-model, tok = load_policy("embedded", device="cpu", dtype="float32")
-model.eval()
-g = torch.Generator().manual_seed(0)
-prompts = [torch.randint(100, 40000, (prompt,), generator=g).tolist() for _ in range(rows)]
-sampling = SamplingSettings(max_new_tokens=new, temperature=0.0, stop_strings=())
-amp = resolve_autocast("auto", "cpu")
-loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
-with autocast("cpu", amp):
-    out = generate_cached(model, tok, prompts, sampling)
-seconds = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": seconds, "tokens": sum(len(o.token_ids) for o in out),
-    "peak_gb": peak * 1024 / 1e9, "rise_gb": (peak - loaded) * 1024 / 1e9,
-    "ids": [o.token_ids for o in out]}))
-"""
+def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
+    """One variant in this process: print its seconds, tokens, peak RSS and sampled ids as JSON."""
+    import resource
+    import time
+
+    from agentgym.threads import set_omp_wait_policy
+
+    set_omp_wait_policy()
+    import torch
+
+    from baselines import engines
+    from baselines.engines import SamplingSettings, generate_cached
+    from baselines.policy import load_policy
+    from baselines.scoring import autocast, resolve_autocast
+
+    torch.set_num_threads(threads)
+    if variant == "concatenating":
+        from transformers import DynamicCache
+
+        engines._decoding_cache = lambda model, capacity: DynamicCache(config=model.config)
+    model, tok = load_policy("embedded", device="cpu", dtype="float32")
+    model.eval()
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(100, 40000, (prompt,), generator=g).tolist() for _ in range(rows)]
+    sampling = SamplingSettings(max_new_tokens=new, temperature=0.0, stop_strings=())
+    amp = resolve_autocast("auto", "cpu")
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with autocast("cpu", amp):
+        out = generate_cached(model, tok, prompts, sampling)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = {
+        "seconds": seconds,
+        "tokens": sum(len(o.token_ids) for o in out),
+        "peak_gb": peak * 1024 / 1e9,
+        "rise_gb": (peak - loaded) * 1024 / 1e9,
+        "ids": [o.token_ids for o in out],
+    }
+    print(json.dumps(result))
 
 
 def main() -> None:
@@ -63,11 +73,22 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=600)
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--child", choices=["concatenating", "reserved"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args.rows, args.prompt, args.new, args.threads)
+        return
     results = {}
     for variant in ("concatenating", "reserved"):
-        cmd = [sys.executable, "-c", CHILD, str(REPO), variant]
-        cmd += [str(args.rows), str(args.prompt), str(args.new), str(args.threads)]
+        cmd = [sys.executable, __file__, "--child", variant, "--rows", str(args.rows)]
+        cmd += [
+            "--prompt",
+            str(args.prompt),
+            "--new",
+            str(args.new),
+            "--threads",
+            str(args.threads),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
     print(
