@@ -51,62 +51,74 @@ POLICIES = {
 }
 POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
-MATMUL_CHILD = """
-import sys, time, torch
-torch.set_num_threads(int(sys.argv[1]))
-n = 2048
-for dtype in (torch.float32, torch.bfloat16):
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < 1.0:
-        a @ b
-        reps += 1
-    print(str(dtype).removeprefix("torch."), 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9)
-"""
 
-# torch first, then baselines: baselines leaves an already-loaded torch's policy alone (it would
-# set PASSIVE for the "default" cell otherwise); its warning about that goes to stderr.
-CELL_CHILD = """
-import sys, time, warnings
-import torch
-warnings.simplefilter("ignore")
-from baselines.policy import load_policy
-from baselines.scoring import autocast, resolve_autocast, score_targets
-threads, new_tokens, rows, tokens, repeat = (int(a) for a in sys.argv[1:6])
-torch.set_num_threads(threads)
-torch.manual_seed(0)
-model, tok = load_policy("embedded", device="cpu", dtype="float32")
-prompt = tok.apply_chat_template(
-    [{"role": "user", "content": "Push the box onto the target. " * 8}],
-    add_generation_prompt=True, return_tensors="pt", return_dict=True,
-).input_ids.repeat(4, 1)
-model.eval()
-with torch.no_grad():
-    model.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+def matmul_child(threads: int) -> None:
+    """The matmul rate in this process: ``dtype GFLOP/s`` lines, 2048 x 2048, fp32 and bf16."""
+    import torch
+
+    torch.set_num_threads(threads)
+    n = 2048
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        a @ b
+        reps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            a @ b
+            reps += 1
+        rate = 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+        print(str(dtype).removeprefix("torch."), rate)
+
+
+def cell_child(threads: int, new_tokens: int, rows: int, tokens: int, repeat: int) -> None:
+    """One cell in this process: ``generate s`` and ``update s`` lines, ``repeat`` of each."""
+    import warnings
+
+    # torch first, then baselines: baselines leaves an already-loaded torch's policy alone (it
+    # would set PASSIVE for the "default" cell otherwise); its warning about that is silenced.
+    import torch
+
+    warnings.simplefilter("ignore")
+    from baselines.policy import load_policy
+    from baselines.scoring import autocast, resolve_autocast, score_targets
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model, tok = load_policy("embedded", device="cpu", dtype="float32")
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "Push the box onto the target. " * 8}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    ).input_ids.repeat(4, 1)
+    model.eval()
+    with torch.no_grad():
+        model.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            model.generate(
+                prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False
+            )
+            print("generate", time.perf_counter() - t0, flush=True)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    cast = resolve_autocast("auto", "cpu")
+
+    def update(b: int, t: int) -> None:
+        ids = torch.randint(0, model.config.vocab_size, (b, t))
+        mask = torch.zeros(b, t - 1, dtype=torch.bool)
+        mask[:, -min(64, t - 1) :] = True
+        with autocast("cpu", cast):
+            lp = score_targets(model, ids, torch.ones_like(ids), mask)["logprobs"]
+        loss = -(lp.sum() / mask.sum())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    update(1, 64)  # warm-up: AdamW state, kernels
     for _ in range(repeat):
         t0 = time.perf_counter()
-        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-        print("generate", time.perf_counter() - t0, flush=True)
-model.train()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-cast = resolve_autocast("auto", "cpu")
-def update(b, t):
-    ids = torch.randint(0, model.config.vocab_size, (b, t))
-    mask = torch.zeros(b, t - 1, dtype=torch.bool)
-    mask[:, -min(64, t - 1):] = True
-    with autocast("cpu", cast):
-        lp = score_targets(model, ids, torch.ones_like(ids), mask)["logprobs"]
-    loss = -(lp.sum() / mask.sum())
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-update(1, 64)  # warm-up: AdamW state, kernels
-for _ in range(repeat):
-    t0 = time.perf_counter()
-    update(rows, tokens)
-    print("update", time.perf_counter() - t0, flush=True)
-"""
+        update(rows, tokens)
+        print("update", time.perf_counter() - t0, flush=True)
 
 
 def _env(policy: str) -> dict[str, str]:
@@ -121,7 +133,7 @@ def _run(
 ) -> tuple[dict[str, list[float]], bool]:
     """Run a child; its ``name value`` lines by name, and whether it ran past ``timeout``."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", *args],
+        [sys.executable, __file__, "--child", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -187,7 +199,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per cell process")
     parser.add_argument("--no-matmul", action="store_true", help="skip the GFLOP/s reference")
     parser.add_argument("--quick", action="store_true", help="16 tokens, 2 x 128 update, 2 runs")
+    parser.add_argument("--child", choices=["matmul", "cell"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child == "matmul":
+        matmul_child(args.threads[0])
+        return
+    if args.child == "cell":
+        sizes = (args.new_tokens, args.update_rows, args.update_tokens, args.repeat)
+        cell_child(args.threads[0], *sizes)
+        return
     for p in args.policies:
         if p not in POLICIES:
             parser.error(f"unknown policy {p!r}; choose from {', '.join(POLICIES)}")
@@ -197,20 +217,21 @@ def main() -> None:
     print(f"CPUs usable: {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
     if not args.no_matmul:
         for n in args.threads:
-            got, _ = _run([MATMUL_CHILD, str(n)], _env("PASSIVE"), args.timeout)
+            got, _ = _run(["matmul", "--threads", str(n)], _env("PASSIVE"), args.timeout)
             rates = ", ".join(f"{k} {v[0]:.0f}" for k, v in got.items())
             print(f"matmul 2048^3, {n} thread(s), idle: GFLOP/s {rates}", flush=True)
 
     cells = [(p, n, nb) for nb in args.neighbours for p in args.policies for n in args.threads]
     results: dict[tuple, dict[str, list[float]]] = {}
     late: dict[tuple, bool] = {}
-    sizes = [args.new_tokens, args.update_rows, args.update_tokens, args.repeat]
+    sizes = ["--new-tokens", str(args.new_tokens), "--update-rows", str(args.update_rows)]
+    sizes += ["--update-tokens", str(args.update_tokens), "--repeat", str(args.repeat)]
     for nb in args.neighbours:
         with Neighbour(nb):
             for p in args.policies:
                 for n in args.threads:
                     c, load, t0 = (p, n, nb), os.getloadavg()[0], time.perf_counter()
-                    child = [CELL_CHILD, str(n), *map(str, sizes)]
+                    child = ["cell", "--threads", str(n), *sizes]
                     results[c], late[c] = _run(child, _env(p), args.timeout)
                     print(
                         f"{p:>10} threads={n} {nb:>4} (load {load:.2f} before): "

@@ -66,17 +66,21 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+#: ``--child NAME``: this file runs as one of the ``*_child`` functions below, against the tree its
+#: PYTHONPATH names (``--update-only``'s before tree too), importing what it needs itself.
+_CHILD = __name__ == "__main__" and "--child" in sys.argv[1:]
+if not _CHILD:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import baselines  # noqa: E402, F401  (before torch: sets OMP_WAIT_POLICY, agentgym.threads)
+    import baselines  # noqa: F401  (before torch: sets OMP_WAIT_POLICY, agentgym.threads)
 
-# isort: split
-import torch  # noqa: E402
+    # isort: split
+    import torch
 
-from baselines.config import load_config  # noqa: E402
-from baselines.diagnostics import score_matrix, score_matrix_naive  # noqa: E402
-from baselines.episodes import reasoning_ids  # noqa: E402
-from baselines.trainer import Trainer  # noqa: E402
+    from baselines.config import load_config
+    from baselines.diagnostics import score_matrix, score_matrix_naive
+    from baselines.episodes import reasoning_ids
+    from baselines.trainer import Trainer
 
 
 def _peak_memory_mb(device: torch.device) -> float:
@@ -177,99 +181,151 @@ def run(
 REPO = Path(__file__).resolve().parent.parent
 QUICK = "baselines/configs/quick.yaml"
 
-#: Rolls out the main job once and saves the batch. argv: JSON {"file", "out_dir"}.
-CAPTURE_CHILD = r"""
-import dataclasses, json, sys, torch
-from baselines.batch import build_batch
-from baselines.config import load_config
-from baselines.trainer import Trainer
-a = json.loads(sys.argv[1])
-cfg = load_config(a["config"], [f"train.out_dir={a['out_dir']}", "train.threads=2",
-                                "rollout.val_episodes=0", "diagnostics.every=0"] + a["model"])
-trainer = Trainer(cfg, progress=False)
-episodes, timings = trainer._rollout(0)
-P, N = cfg.rollout.num_groups, cfg.rollout.group_size
-rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
-pad = trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0
-batch = build_batch(episodes, pad)
-fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
-torch.save({"batch": {k: v for k, v in fields.items() if v is not None},
-            "group_rewards": rewards, "responses": [t.response for e in episodes for t in e.turns],
-            "config": a["config"], "seed": cfg.train.seed}, a["file"])
-print(json.dumps({"rows": batch.num_rows, "real": int(batch.attention_mask.sum()),
-                  "loss": batch.num_tokens, "rewards": rewards.tolist()}))
-"""
 
-#: Times Trainer._update on the saved batch; runs against either tree (PYTHONPATH picks it).
-#: argv: JSON {"file", "out_dir", "threads", "overrides", "repeats", "config"}.
-UPDATE_CHILD = r"""
-import inspect, json, os, resource, statistics, sys, time
-a = json.loads(sys.argv[1])
-import torch
-from baselines.batch import RolloutBatch, grpo_token_advantages
-from baselines.config import load_config
-from baselines.trainer import Trainer
-cfg = load_config(a["config"], [f"train.out_dir={a['out_dir']}", f"train.threads={a['threads']}",
-                                "rollout.val_episodes=0", "diagnostics.every=0"] + a["model"] + a["overrides"])
-trainer = Trainer(cfg, progress=False)
-saved = torch.load(a["file"], weights_only=False)
-rewards = saved["group_rewards"]
-new_api = "group_rewards" in inspect.signature(Trainer._update).parameters
+def capture_child(a: dict) -> None:
+    """Roll out the main job once and save the batch. ``a``: {"config", "file", "out_dir", "model"}."""
+    import dataclasses
 
-def update():
-    batch = RolloutBatch(**{k: v.clone() for k, v in saved["batch"].items()})
-    metrics, timings = {}, {}
-    t0 = time.perf_counter()
-    if new_api:
-        trainer._update(batch, rewards, metrics, timings)
-    else:  # 23535da: the step set GRPO advantages before _update
-        batch.advantages = grpo_token_advantages(batch, rewards, normalize_std=True)
-        trainer._update(batch, metrics, timings)
-    return time.perf_counter() - t0, metrics
+    import torch
 
-load0 = os.getloadavg()[0]
-update()  # warm-up
-runs, metrics = [], {}
-for _ in range(a["repeats"]):
-    seconds, metrics = update()
-    runs.append(seconds)
-model = trainer.model
-params = sum(p.numel() for p in model.parameters())
-emb = model.get_input_embeddings().weight
-b = saved["batch"]
-if hasattr(trainer, "_micro_batches"):
-    packs = trainer._micro_batches(RolloutBatch(**b), list(range(b["input_ids"].shape[0])))
-else:
-    packs = trainer._batches(list(range(b["input_ids"].shape[0])))
-lengths = b["attention_mask"].sum(1)
-padded = sum(len(p) * int(lengths[p].max()) for p in packs)
-print("RESULT " + json.dumps({
-    "seconds": statistics.median(runs), "runs": runs,
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "threads": torch.get_num_threads(), "non_embedding": params - emb.numel(),
-    "hidden": emb.shape[1], "vocab": emb.shape[0], "real": int(b["attention_mask"].sum()),
-    "loss": int(b["loss_mask"].sum()), "rows": int(b["input_ids"].shape[0]),
-    "micro_batches": len(packs), "padded": padded,
-    "autocast": str(getattr(trainer, "autocast_dtype", None)),
-    "param_dtype": str(next(model.parameters()).dtype),
-    "entropy": metrics.get("actor/entropy"), "load": [load0, os.getloadavg()[0]]}))
-"""
+    from baselines.batch import build_batch
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
 
-#: 2048 x 2048 matmul GFLOP/s. argv: threads, dtype name.
-MATMUL_CHILD = r"""
-import statistics, sys, time, torch
-torch.set_num_threads(int(sys.argv[1]))
-dtype = getattr(torch, sys.argv[2])
-a, b = torch.randn(2048, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
-for _ in range(2):
-    torch.mm(a, b)
-times = []
-for _ in range(5):
-    t0 = time.perf_counter()
-    torch.mm(a, b)
-    times.append(time.perf_counter() - t0)
-print(2 * 2048**3 / statistics.median(times) / 1e9)
-"""
+    cfg = load_config(
+        a["config"],
+        [
+            f"train.out_dir={a['out_dir']}",
+            "train.threads=2",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+        ]
+        + a["model"],
+    )
+    trainer = Trainer(cfg, progress=False)
+    episodes, timings = trainer._rollout(0)
+    P, N = cfg.rollout.num_groups, cfg.rollout.group_size
+    rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
+    pad = trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0
+    batch = build_batch(episodes, pad)
+    fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    torch.save(
+        {
+            "batch": {k: v for k, v in fields.items() if v is not None},
+            "group_rewards": rewards,
+            "responses": [t.response for e in episodes for t in e.turns],
+            "config": a["config"],
+            "seed": cfg.train.seed,
+        },
+        a["file"],
+    )
+    info = {
+        "rows": batch.num_rows,
+        "real": int(batch.attention_mask.sum()),
+        "loss": batch.num_tokens,
+        "rewards": rewards.tolist(),
+    }
+    print(json.dumps(info))
+
+
+def update_child(a: dict) -> None:
+    """Time Trainer._update on the saved batch; runs against either tree (PYTHONPATH picks it).
+
+    ``a``: {"config", "file", "out_dir", "threads", "overrides", "repeats", "model"}.
+    """
+    import inspect
+    import statistics
+
+    import torch
+
+    from baselines.batch import RolloutBatch, grpo_token_advantages
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    cfg = load_config(
+        a["config"],
+        [
+            f"train.out_dir={a['out_dir']}",
+            f"train.threads={a['threads']}",
+            "rollout.val_episodes=0",
+            "diagnostics.every=0",
+        ]
+        + a["model"]
+        + a["overrides"],
+    )
+    trainer = Trainer(cfg, progress=False)
+    saved = torch.load(a["file"], weights_only=False)
+    rewards = saved["group_rewards"]
+    new_api = "group_rewards" in inspect.signature(Trainer._update).parameters
+
+    def update():
+        batch = RolloutBatch(**{k: v.clone() for k, v in saved["batch"].items()})
+        metrics, timings = {}, {}
+        t0 = time.perf_counter()
+        if new_api:
+            trainer._update(batch, rewards, metrics, timings)
+        else:  # 23535da: the step set GRPO advantages before _update
+            batch.advantages = grpo_token_advantages(batch, rewards, normalize_std=True)
+            trainer._update(batch, metrics, timings)
+        return time.perf_counter() - t0, metrics
+
+    load0 = os.getloadavg()[0]
+    update()  # warm-up
+    runs, metrics = [], {}
+    for _ in range(a["repeats"]):
+        seconds, metrics = update()
+        runs.append(seconds)
+    model = trainer.model
+    params = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings().weight
+    b = saved["batch"]
+    if hasattr(trainer, "_micro_batches"):
+        packs = trainer._micro_batches(RolloutBatch(**b), list(range(b["input_ids"].shape[0])))
+    else:
+        packs = trainer._batches(list(range(b["input_ids"].shape[0])))
+    lengths = b["attention_mask"].sum(1)
+    padded = sum(len(p) * int(lengths[p].max()) for p in packs)
+    result = {
+        "seconds": statistics.median(runs),
+        "runs": runs,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "threads": torch.get_num_threads(),
+        "non_embedding": params - emb.numel(),
+        "hidden": emb.shape[1],
+        "vocab": emb.shape[0],
+        "real": int(b["attention_mask"].sum()),
+        "loss": int(b["loss_mask"].sum()),
+        "rows": int(b["input_ids"].shape[0]),
+        "micro_batches": len(packs),
+        "padded": padded,
+        "autocast": str(getattr(trainer, "autocast_dtype", None)),
+        "param_dtype": str(next(model.parameters()).dtype),
+        "entropy": metrics.get("actor/entropy"),
+        "load": [load0, os.getloadavg()[0]],
+    }
+    print("RESULT " + json.dumps(result))
+
+
+def matmul_child(a: dict) -> None:
+    """2048 x 2048 matmul GFLOP/s. ``a``: {"threads", "dtype" (a torch dtype's name)}."""
+    import statistics
+
+    import torch
+
+    torch.set_num_threads(a["threads"])
+    dtype = getattr(torch, a["dtype"])
+    x, y = torch.randn(2048, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
+    for _ in range(2):
+        torch.mm(x, y)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch.mm(x, y)
+        times.append(time.perf_counter() - t0)
+    print(2 * 2048**3 / statistics.median(times) / 1e9)
+
+
+CHILDREN = {"capture": capture_child, "update": update_child, "matmul": matmul_child}
 
 #: name -> (code tree: "before" or "after", overrides, compute dtype for the peak, head model).
 UPDATE_CONFIGS = {
@@ -290,10 +346,12 @@ UPDATE_CONFIGS = {
 }
 
 
-def _child(code: str, args: list[str], tree: Path) -> str:
+def _child(name: str, payload: dict, tree: Path) -> str:
+    """Run ``name``'s ``*_child`` function in a child process, against ``tree``; its stdout."""
     env = dict(os.environ, PYTHONPATH=str(tree))
+    me = str(Path(__file__).resolve())
     out = subprocess.run(
-        [sys.executable, "-c", code, *args],
+        [sys.executable, me, "--child", name, "--payload", json.dumps(payload)],
         capture_output=True,
         text=True,
         env=env,
@@ -333,7 +391,9 @@ def _before_tree(args: argparse.Namespace) -> Path:
 
 def matmul_peaks(threads: list[int]) -> dict[tuple[int, str], float]:
     return {
-        (n, dtype): float(_child(MATMUL_CHILD, [str(n), dtype], REPO).strip().splitlines()[-1])
+        (n, dtype): float(
+            _child("matmul", {"threads": n, "dtype": dtype}, REPO).strip().splitlines()[-1]
+        )
         for n in threads
         for dtype in ("float32", "bfloat16")
     }
@@ -347,17 +407,13 @@ def update_only(args: argparse.Namespace) -> None:
     )
     if not batch_file.is_file():
         info = _child(
-            CAPTURE_CHILD,
-            [
-                json.dumps(
-                    {
-                        "config": QUICK,
-                        "file": str(batch_file),
-                        "out_dir": tempfile.mkdtemp(),
-                        "model": _model_overrides(args.model),
-                    }
-                )
-            ],
+            "capture",
+            {
+                "config": QUICK,
+                "file": str(batch_file),
+                "out_dir": tempfile.mkdtemp(),
+                "model": _model_overrides(args.model),
+            },
             REPO,
         )
         print(f"captured {batch_file}: {info.strip().splitlines()[-1]}")
@@ -384,7 +440,7 @@ def update_only(args: argparse.Namespace) -> None:
                 "repeats": args.repeats,
                 "model": _model_overrides(args.model),
             }
-            out = _child(UPDATE_CHILD, [json.dumps(payload)], root)
+            out = _child("update", payload, root)
             r = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
             r["load_before"] = load
             results[(name, n)] = r
@@ -486,7 +542,12 @@ def main() -> None:
         choices=["a", "b", "c", "c'"],
         help="--update-only: which configurations, in this order",
     )
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--payload", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        CHILDREN[args.child](json.loads(args.payload))
+        return
     if args.update_only:
         update_only(args)
         return

@@ -39,103 +39,159 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-TRL_CHILD = r"""
-import json, os, resource, sys, time
-a = json.loads(sys.argv[1])
-import torch
-torch.set_num_threads(a["threads"])
-from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
-from baselines.integrations.trl import AgentgymRollout, episode_return
-from baselines.policy import load_policy
 
-torch.manual_seed(0)
-model, tok = load_policy("embedded", device="cpu", dtype="float32")
-rollout = AgentgymRollout("Bandit-v0", tok, max_new_tokens=48, seed=1000)
-variant = a["variant"]
-kwargs = {}
-if variant in ("nogc", "fp32"):
-    kwargs["gradient_checkpointing"] = False
-if variant == "fp32":
-    kwargs["bf16"] = False
-args = GRPOConfig(output_dir=a["out_dir"], num_generations=4, per_device_train_batch_size=16,
-                  max_steps=a["steps"], learning_rate=1e-5, use_cpu=True, report_to=[],
-                  save_strategy="no", logging_steps=1, seed=0, max_completion_length=48,
-                  temperature=0.7, **kwargs)
-trainer = GRPOTrainer(model=model, processing_class=tok, reward_funcs=episode_return,
-                      train_dataset=rollout.dataset(num_prompts=4 * a["steps"]),
-                      rollout_func=rollout, args=args)
-gen, prep, steps, tokens = [], [], [], []
+def trl_child(a: dict) -> None:
+    """TRL's GRPOTrainer for ``a["steps"]`` steps; prints ``RESULT {json}``.
 
-def timed_rollout(prompts, trainer_):
-    t0 = time.perf_counter()
-    out = rollout(prompts, trainer_)
-    gen.append(time.perf_counter() - t0)
-    tokens.append(sum(sum(m) for m in out["env_mask"]))
-    return out
+    ``a``: {"threads", "steps", "out_dir", "variant"}.
+    """
+    import resource
+    import time
 
-trainer.rollout_func = timed_rollout
-inner = trainer._generate_and_score_completions
+    import torch
 
-def timed_prep(*args_, **kwargs_):
-    t0 = time.perf_counter()
-    out = inner(*args_, **kwargs_)
-    prep.append(time.perf_counter() - t0)
-    return out
+    torch.set_num_threads(a["threads"])
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
 
-trainer._generate_and_score_completions = timed_prep
+    from baselines.integrations.trl import AgentgymRollout, episode_return
+    from baselines.policy import load_policy
 
-class Clock(TrainerCallback):
-    def on_step_begin(self, args_, state, control, **kw):
-        self.t0 = time.perf_counter()
-    def on_step_end(self, args_, state, control, **kw):
-        steps.append(time.perf_counter() - self.t0)
+    torch.manual_seed(0)
+    model, tok = load_policy("embedded", device="cpu", dtype="float32")
+    rollout = AgentgymRollout("Bandit-v0", tok, max_new_tokens=48, seed=1000)
+    variant = a["variant"]
+    kwargs = {}
+    if variant in ("nogc", "fp32"):
+        kwargs["gradient_checkpointing"] = False
+    if variant == "fp32":
+        kwargs["bf16"] = False
+    args = GRPOConfig(
+        output_dir=a["out_dir"],
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_steps=a["steps"],
+        learning_rate=1e-5,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+        max_completion_length=48,
+        temperature=0.7,
+        **kwargs,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tok,
+        reward_funcs=episode_return,
+        train_dataset=rollout.dataset(num_prompts=4 * a["steps"]),
+        rollout_func=rollout,
+        args=args,
+    )
+    gen, prep, steps, tokens = [], [], [], []
 
-trainer.add_callback(Clock())
-load0 = os.getloadavg()[0]
-trainer.train()
-print("RESULT " + json.dumps({
-    "generation": gen, "prepare": prep, "step": steps,
-    "update": [s - p for s, p in zip(steps, prep)], "sampled_tokens": tokens,
-    "threads": torch.get_num_threads(), "bf16": args.bf16,
-    "mixed_precision": str(trainer.accelerator.mixed_precision),
-    "gradient_checkpointing": args.gradient_checkpointing, "beta": args.beta,
-    "param_dtype": str(next(trainer.model.parameters()).dtype),
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "load": [load0, os.getloadavg()[0]]}))
-"""
+    def timed_rollout(prompts, trainer_):
+        t0 = time.perf_counter()
+        out = rollout(prompts, trainer_)
+        gen.append(time.perf_counter() - t0)
+        tokens.append(sum(sum(m) for m in out["env_mask"]))
+        return out
 
-AGENTGYM_CHILD = r"""
-import json, os, resource, sys
-a = json.loads(sys.argv[1])
-from baselines.config import load_config
-from baselines.trainer import Trainer
-cfg = load_config("baselines/configs/quick.yaml", [
-    f"train.out_dir={a['out_dir']}", f"train.threads={a['threads']}",
-    f"train.steps={a['steps']}", "rollout.val_episodes=0",
-    f"diagnostics.every={a['diagnostics_every']}"])
-trainer = Trainer(cfg, progress=False)
-import torch
-load0 = os.getloadavg()[0]
-rows = [trainer.step(s) for s in range(a["steps"])]
-trainer.close()
-def col(key):
-    return [r.get(key, 0.0) for r in rows]
-print("RESULT " + json.dumps({
-    "generation": col("timing/generation_s"), "env": col("timing/env_s"),
-    "update": col("timing/backward_s"), "old_ref": col("timing/ref_old_logprob_s"),
-    "diagnostics": col("timing/diagnostics_s"), "step": col("timing/step_s"),
-    "trained_tokens": col("actor/tokens_trained"),
-    "skipped": col("actor/skipped"), "threads": torch.get_num_threads(),
-    "autocast": str(trainer.autocast_dtype),
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "load": [load0, os.getloadavg()[0]]}))
-"""
+    trainer.rollout_func = timed_rollout
+    inner = trainer._generate_and_score_completions
+
+    def timed_prep(*args_, **kwargs_):
+        t0 = time.perf_counter()
+        out = inner(*args_, **kwargs_)
+        prep.append(time.perf_counter() - t0)
+        return out
+
+    trainer._generate_and_score_completions = timed_prep
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args_, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args_, state, control, **kw):
+            steps.append(time.perf_counter() - self.t0)
+
+    trainer.add_callback(Clock())
+    load0 = os.getloadavg()[0]
+    trainer.train()
+    result = {
+        "generation": gen,
+        "prepare": prep,
+        "step": steps,
+        "update": [s - p for s, p in zip(steps, prep, strict=False)],
+        "sampled_tokens": tokens,
+        "threads": torch.get_num_threads(),
+        "bf16": args.bf16,
+        "mixed_precision": str(trainer.accelerator.mixed_precision),
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "beta": args.beta,
+        "param_dtype": str(next(trainer.model.parameters()).dtype),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load": [load0, os.getloadavg()[0]],
+    }
+    print("RESULT " + json.dumps(result))
 
 
-def _run(code: str, payload: dict) -> dict:
+def agentgym_child(a: dict) -> None:
+    """agentgym's Trainer on quick.yaml for ``a["steps"]`` steps; prints ``RESULT {json}``.
+
+    ``a``: {"threads", "steps", "out_dir", "diagnostics_every"}.
+    """
+    import resource
+
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    cfg = load_config(
+        "baselines/configs/quick.yaml",
+        [
+            f"train.out_dir={a['out_dir']}",
+            f"train.threads={a['threads']}",
+            f"train.steps={a['steps']}",
+            "rollout.val_episodes=0",
+            f"diagnostics.every={a['diagnostics_every']}",
+        ],
+    )
+    trainer = Trainer(cfg, progress=False)
+    import torch
+
+    load0 = os.getloadavg()[0]
+    rows = [trainer.step(s) for s in range(a["steps"])]
+    trainer.close()
+
+    def col(key):
+        return [r.get(key, 0.0) for r in rows]
+
+    result = {
+        "generation": col("timing/generation_s"),
+        "env": col("timing/env_s"),
+        "update": col("timing/backward_s"),
+        "old_ref": col("timing/ref_old_logprob_s"),
+        "diagnostics": col("timing/diagnostics_s"),
+        "step": col("timing/step_s"),
+        "trained_tokens": col("actor/tokens_trained"),
+        "skipped": col("actor/skipped"),
+        "threads": torch.get_num_threads(),
+        "autocast": str(trainer.autocast_dtype),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load": [load0, os.getloadavg()[0]],
+    }
+    print("RESULT " + json.dumps(result))
+
+
+CHILDREN = {"trl": trl_child, "agentgym": agentgym_child}
+
+
+def _run(name: str, payload: dict) -> dict:
+    """Run ``name``'s ``*_child`` function in a child process; its ``RESULT`` dict."""
+    me = str(Path(__file__).resolve())
     out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(payload)],
+        [sys.executable, me, "--child", name, "--payload", json.dumps(payload)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -165,16 +221,21 @@ def main() -> None:
     parser.add_argument(
         "--agentgym-diagnostics", type=int, nargs="+", default=[0, 1], help="diagnostics.every"
     )
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--payload", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        CHILDREN[args.child](json.loads(args.payload))
+        return
     print(f"load at start: {_load()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     results = []
     for n in args.threads:
-        runs = [("trl " + v, TRL_CHILD, {"variant": v}) for v in args.trl_variants]
+        runs = [("trl " + v, "trl", {"variant": v}) for v in args.trl_variants]
         runs += [
-            (f"agentgym diag={d}", AGENTGYM_CHILD, {"diagnostics_every": d})
+            (f"agentgym diag={d}", "agentgym", {"diagnostics_every": d})
             for d in args.agentgym_diagnostics
         ]
-        for name, code, extra in runs:
+        for name, child, extra in runs:
             load = _load()
             payload = {
                 "threads": n,
@@ -182,7 +243,7 @@ def main() -> None:
                 "out_dir": tempfile.mkdtemp(prefix="bench-trl-"),
                 **extra,
             }
-            r = _run(code, payload)
+            r = _run(child, payload)
             results.append((name, n, r))
             per_step = " | ".join(
                 f"gen {g:.1f} upd {u:.1f} step {s:.1f}"
