@@ -65,6 +65,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from children import add_child_options, run_if_child, spawn
 
 #: ``--child NAME``: this file runs as one of the ``*_child`` functions below, against the tree its
 #: PYTHONPATH names (``--update-only``'s before tree too), importing what it needs itself.
@@ -348,18 +349,7 @@ UPDATE_CONFIGS = {
 
 def _child(name: str, payload: dict, tree: Path) -> str:
     """Run ``name``'s ``*_child`` function in a child process, against ``tree``; its stdout."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    me = str(Path(__file__).resolve())
-    out = subprocess.run(
-        [sys.executable, me, "--child", name, "--payload", json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tree,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"child failed ({tree}):\n{out.stderr[-4000:]}")
-    return out.stdout
+    return spawn(__file__, name, payload, tree)
 
 
 def _load() -> str:
@@ -542,11 +532,9 @@ def main() -> None:
         choices=["a", "b", "c", "c'"],
         help="--update-only: which configurations, in this order",
     )
-    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
-    parser.add_argument("--payload", default="{}", help=argparse.SUPPRESS)
+    add_child_options(parser, CHILDREN)
     args = parser.parse_args()
-    if args.child:
-        CHILDREN[args.child](json.loads(args.payload))
+    if run_if_child(args, CHILDREN):
         return
     if args.update_only:
         update_only(args)

@@ -32,10 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from children import add_child_options, run_if_child, spawn
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -189,17 +189,10 @@ CHILDREN = {"trl": trl_child, "agentgym": agentgym_child}
 
 def _run(name: str, payload: dict) -> dict:
     """Run ``name``'s ``*_child`` function in a child process; its ``RESULT`` dict."""
-    me = str(Path(__file__).resolve())
-    out = subprocess.run(
-        [sys.executable, me, "--child", name, "--payload", json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    if out.returncode != 0 or "RESULT " not in out.stdout:
-        raise RuntimeError(f"child failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    out = spawn(__file__, name, payload, REPO)
+    if "RESULT " not in out:
+        raise RuntimeError(f"child {name} printed no RESULT:\n{out[-4000:]}")
+    return json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
 
 
 def _load() -> str:
@@ -221,11 +214,9 @@ def main() -> None:
     parser.add_argument(
         "--agentgym-diagnostics", type=int, nargs="+", default=[0, 1], help="diagnostics.every"
     )
-    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
-    parser.add_argument("--payload", default="{}", help=argparse.SUPPRESS)
+    add_child_options(parser, CHILDREN)
     args = parser.parse_args()
-    if args.child:
-        CHILDREN[args.child](json.loads(args.payload))
+    if run_if_child(args, CHILDREN):
         return
     print(f"load at start: {_load()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     results = []

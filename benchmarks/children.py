@@ -1,0 +1,49 @@
+"""Child processes of the benchmarks: a benchmark runs each measurement in a fresh interpreter
+(its own peak RSS, its own imports, optionally another source tree) by re-running its own script
+with ``--child NAME --payload JSON``, which calls ``CHILDREN[NAME](payload)``. Not a library;
+imported by the benchmark scripts beside it (``python benchmarks/<script>.py`` puts this folder
+on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def add_child_options(parser: argparse.ArgumentParser, children: dict[str, Callable]) -> None:
+    """The hidden ``--child`` and ``--payload`` options."""
+    parser.add_argument("--child", choices=sorted(children), help=argparse.SUPPRESS)
+    parser.add_argument("--payload", default="{}", help=argparse.SUPPRESS)
+
+
+def run_if_child(args: argparse.Namespace, children: dict[str, Callable]) -> bool:
+    """In a child: run ``children[args.child]`` on the payload and say so (the caller returns)."""
+    if not args.child:
+        return False
+    children[args.child](json.loads(args.payload))
+    return True
+
+
+def spawn(script: str, name: str, payload: dict, tree: Path) -> str:
+    """Run ``script --child name`` with ``payload``, importing from ``tree``; its stdout.
+
+    Raises:
+        RuntimeError: the child failed (the end of its stderr is in the message).
+    """
+    command = [sys.executable, str(Path(script).resolve()), "--child", name]
+    out = subprocess.run(
+        [*command, "--payload", json.dumps(payload)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        cwd=tree,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"child {name} failed ({tree}):\n{out.stderr[-4000:]}")
+    return out.stdout
