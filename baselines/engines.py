@@ -441,6 +441,21 @@ def _reserved_layer_class() -> type:
             self._keys: torch.Tensor | None = None
             self._values: torch.Tensor | None = None
 
+        def reserve(self, shape, key_dtype, value_dtype, device, filled: int):
+            """Allocate the zeroed buffer (``shape`` with ``capacity`` positions) and take its
+            first ``filled`` positions as already written; returns their (keys, values) views,
+            for the caller to fill in place (the cached prefixes of a decoding batch)."""
+            self.lazy_initialization(
+                torch.empty(0, dtype=key_dtype, device=device),
+                torch.empty(0, dtype=value_dtype, device=device),
+            )
+            size = (*shape[:2], max(self.capacity, filled), shape[-1])
+            self._keys = torch.zeros(size, dtype=key_dtype, device=device)
+            self._values = torch.zeros(size, dtype=value_dtype, device=device)
+            self.filled = filled
+            self.keys, self.values = self._keys[:, :, :filled], self._values[:, :, :filled]
+            return self.keys, self.values
+
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
@@ -554,32 +569,33 @@ def generate_cached(
     kwargs: dict[str, Any] = {}
     params = _forward_params(model)
     cache_kw = "cache" if "cache" in params else "past_key_values"
+    cache = _decoding_cache(model, past + width + sampling.max_new_tokens)
     if past:
+        # Each cached prefix is copied once, into its row of the batch's cache (right-aligned
+        # before the new prompt tokens); a layer that is not reserved gets it through update.
         assert store is not None
-        layers = []
-        for layer in range(len(store.entries[next(h for h in hits if h >= 0)][1])):
+        for index, layer in enumerate(cache.layers):
             keys = values = None
             for r, (h, k) in enumerate(zip(hits, cached, strict=True)):
                 if h < 0:
                     continue
-                kr, vr = store.entries[h][1][layer]
+                kr, vr = store.entries[h][1][index]
                 if keys is None:
                     shape = (batch, kr.shape[0], past, kr.shape[-1])
                     k_dtype, v_dtype = store.cache_dtypes or (kr.dtype, vr.dtype)
-                    keys = torch.zeros(shape, dtype=k_dtype, device=device)
-                    values = torch.zeros(shape, dtype=v_dtype, device=device)
+                    if hasattr(layer, "reserve"):
+                        keys, values = layer.reserve(shape, k_dtype, v_dtype, device, past)
+                    else:
+                        keys = torch.zeros(shape, dtype=k_dtype, device=device)
+                        values = torch.zeros(shape, dtype=v_dtype, device=device)
                 keys[r, :, past - k : past] = kr
                 values[r, :, past - k : past] = vr  # type: ignore[index]
-            layers.append((keys, values))
+            if not hasattr(layer, "reserve"):
+                layer.update(keys, values)
         # Copied into the batch's cache: free those per-row tensors now (other rows' entries,
         # for another chunk of the same turn, stay).
         used = {h for h in hits if h >= 0}
         store.entries = [e for i, e in enumerate(store.entries) if i not in used]
-    cache = _decoding_cache(model, past + width + sampling.max_new_tokens)
-    if past:
-        for layer, (keys, values) in zip(cache.layers, layers, strict=True):
-            layer.update(keys, values)
-        del layers, keys, values
     kwargs[cache_kw] = cache
     if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = 1
