@@ -147,7 +147,12 @@ def grpo_token_advantages(
 
 
 def gae_token_advantages(
-    batch: RolloutBatch, values: Tensor, gamma: float, lam: float
+    batch: RolloutBatch,
+    values: Tensor,
+    gamma: float,
+    lam: float,
+    *,
+    turn_rewards: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """PPO: GAE over each episode's sampled tokens (all its rows, in order), then whitened.
 
@@ -159,6 +164,9 @@ def gae_token_advantages(
         batch: the batch (``token_rewards`` and ``loss_mask`` are read).
         values: float ``[R, T-1]`` value estimates at each target position.
         gamma, lam: discount and GAE lambda.
+        turn_rewards: each turn's reward stays on the last token of its turn (True), or the
+            episode's summed reward moves to its last sampled token (False: RAGEN's
+            ``use_turn_scores: False``, ``ragen/llm_agent/ctx_manager.py:66-68``).
 
     Returns:
         ``(advantages, returns)``, float32 ``[R, T-1]``; advantages whitened over all sampled
@@ -174,9 +182,14 @@ def gae_token_advantages(
         def join(t: Tensor, spans=spans) -> Tensor:
             return torch.cat([t[r, :n] for r, n in spans])[None]
 
-        a, g = gae(
-            join(batch.token_rewards), join(values.float()), join(batch.loss_mask), gamma, lam
-        )
+        rewards, mask = join(batch.token_rewards), join(batch.loss_mask)
+        if not turn_rewards:
+            total = rewards.sum()
+            rewards = torch.zeros_like(rewards)
+            sampled = mask[0].nonzero()
+            if len(sampled):
+                rewards[0, int(sampled[-1])] = total
+        a, g = gae(rewards, join(values.float()), mask, gamma, lam)
         offset = 0
         for r, n in spans:
             adv[r, :n] = a[0, offset : offset + n]

@@ -175,6 +175,12 @@ class AlgorithmConfig:
             ``"ppo"`` (GAE with a value head).
         gamma: discount per policy token for GAE (PPO only).
         lam: GAE lambda (PPO only).
+        turn_rewards: where PPO's GAE finds the rewards of a multi-turn episode. True: each
+            turn's reward on the last token it sampled, so a token's return is the reward of its
+            own turn and the later ones. False: RAGEN's choice (``agent_proxy.use_turn_scores:
+            False``, ``config/base.yaml:141``; ``ragen/llm_agent/ctx_manager.py:66-68``): the
+            episode's summed reward on its last sampled token, so every token's return is the
+            whole episode's (with gamma = 1). GRPO and Dr.GRPO read episode rewards only.
         clip_low: lower clip bound: ratio >= 1 - clip_low.
         clip_high: upper clip bound: ratio <= 1 + clip_high (DAPO's clip-higher).
         entropy_coef: weight of the entropy bonus (RAGEN-2 main table and ``config/base.yaml:34``:
@@ -207,6 +213,7 @@ class AlgorithmConfig:
     name: str = "grpo"
     gamma: float = 1.0
     lam: float = 1.0
+    turn_rewards: bool = True
     clip_low: float = 0.2
     clip_high: float = 0.28
     entropy_coef: float = 0.001
@@ -319,6 +326,12 @@ class TrainSettings:
             reward signal (no valid actions, or no reward spread in any group), counting also
             steps taken on the entropy/KL terms or, with PPO, the critic alone; 0 never stops.
             Not in RAGEN, whose count resets on such steps (docs/ragen2.md).
+        reward_variance_stop: RAGEN's reward-variance early stop
+            (``ragen/trainer/agent_trainer.py:1211-1235``): the mean in-group reward std
+            (``rollout/in_group_reward_std``) of the first 10 steps that kept a group is the
+            base; the run stops once 10 such steps in a row fall below a tenth of it
+            (:class:`baselines.progress.RewardVarianceStop`). Off by default (a run stops when
+            its ``train.steps`` are done), on in the paper-faithful configs.
         report_to: trackers that get every metric beside ``metrics.jsonl``, with the same names:
             any of ``tensorboard`` (event files in ``out_dir/tensorboard``), ``trackio``,
             ``wandb`` (offline, files in ``out_dir/wandb``). Missing packages are an error that
@@ -339,6 +352,7 @@ class TrainSettings:
     final_optimizer_state: bool = True
     max_steps_without_update: int = 5
     max_steps_without_signal: int = 5
+    reward_variance_stop: bool = False
     report_to: list[str] = field(default_factory=list)
     samples_per_step: int = 2
     dump_rollouts: bool = False

@@ -17,7 +17,14 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["StepProgress", "ProgressEngine", "StallMonitor", "no_update_cause", "REMEDIES"]
+__all__ = [
+    "StepProgress",
+    "ProgressEngine",
+    "StallMonitor",
+    "RewardVarianceStop",
+    "no_update_cause",
+    "REMEDIES",
+]
 
 #: What helps when steps keep ending without an update (printed with the warning).
 REMEDIES = (
@@ -158,6 +165,82 @@ class StallMonitor:
             f"stopping: {what}. The checkpoint and metrics so far are kept; see the warnings "
             "above for the cause."
         )
+
+
+class RewardVarianceStop:
+    """RAGEN's reward-variance early stop (``ragen/trainer/agent_trainer.py:1211-1235``).
+
+    Each step whose filter kept at least one group (RAGEN: a step whose filtered batch is not
+    empty) gives its ``rollout/in_group_reward_std``: the mean over the step's groups of the
+    unbiased std of their episode rewards (``rollout_filter.py:428,439``). The first
+    :data:`BASE_STEPS` such steps set the base (their mean); from then on the last
+    :data:`WINDOW` such steps are kept, and the run stops once all of them are below
+    :data:`FRACTION` x base. A base of 0 never stops (nothing is below 0).
+
+    Args:
+        state: :meth:`state` of a run being resumed, or None for a fresh run.
+
+    Example:
+        >>> stop = RewardVarianceStop()
+        >>> for std in [0.5] * 10 + [0.04] * 9:
+        ...     stop.observe({"filter/num_kept": 8.0, "rollout/in_group_reward_std": std})
+        >>> stop.should_stop, stop.base
+        (False, 0.5)
+        >>> stop.observe({"filter/num_kept": 8.0, "rollout/in_group_reward_std": 0.04})
+        >>> stop.should_stop
+        True
+    """
+
+    #: Steps whose mean std is the base (RAGEN ``first_10_steps_variances``).
+    BASE_STEPS = 10
+    #: Steps in a row that must all fall below the threshold (RAGEN ``deque(maxlen=10)``).
+    WINDOW = 10
+    #: The threshold as a share of the base (RAGEN ``0.1 * self.base_variance``).
+    FRACTION = 0.1
+
+    def __init__(self, state: dict[str, Any] | None = None):
+        state = state or {}
+        self.first: list[float] = [float(x) for x in state.get("first", [])]
+        self.recent: list[float] = [float(x) for x in state.get("recent", [])]
+
+    @property
+    def base(self) -> float | None:
+        """The mean of the first :data:`BASE_STEPS` stds, once there are that many."""
+        if len(self.first) < self.BASE_STEPS:
+            return None
+        return sum(self.first) / self.BASE_STEPS
+
+    def observe(self, metrics: dict[str, Any]) -> None:
+        """Record one step's metrics (``filter/num_kept``, ``rollout/in_group_reward_std``)."""
+        std = metrics.get("rollout/in_group_reward_std")
+        if std is None or not metrics.get("filter/num_kept"):
+            return
+        if self.base is None:
+            self.first.append(float(std))
+        else:
+            self.recent = [*self.recent, float(std)][-self.WINDOW :]
+
+    @property
+    def should_stop(self) -> bool:
+        base = self.base
+        return (
+            base is not None
+            and len(self.recent) == self.WINDOW
+            and all(std < self.FRACTION * base for std in self.recent)
+        )
+
+    def stop_message(self) -> str:
+        recent = ", ".join(f"{std:.4f}" for std in self.recent)
+        return (
+            f"stopping: the in-group reward std of the last {self.WINDOW} steps ({recent}) all "
+            f"fell below {self.FRACTION} x its mean over the first {self.BASE_STEPS} steps "
+            f"({self.base:.4f}) (train.reward_variance_stop, RAGEN's early stop). The "
+            "checkpoint and metrics so far are kept."
+        )
+
+    def state(self) -> dict[str, list[float]]:
+        """What a checkpoint keeps so that a resumed run stops where an unbroken one would."""
+        return {"first": list(self.first), "recent": list(self.recent)}
 
 
 def _in_a_row(count: int, setting: str, limit: int) -> str:

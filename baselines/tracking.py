@@ -45,6 +45,7 @@ _MI = (
 METRIC_NAMES: tuple[str, ...] = (
     "step",
     *(f"rollout/{k}" for k in _ROLLOUT),
+    "rollout/in_group_reward_std",
     "rollout/logprob_diff_max",
     "rollout/logprob_diff_mean",
     "filter/num_groups",

@@ -114,6 +114,7 @@ RESUMABLE_TRAIN_KEYS = frozenset(
         "final_optimizer_state",
         "max_steps_without_update",
         "max_steps_without_signal",
+        "reward_variance_stop",
         "report_to",
         "samples_per_step",
         "save_every",
@@ -300,6 +301,7 @@ class Trainer:
         self.start_step = 0
         self.steps_without_update = 0  # in a row, for train.max_steps_without_update
         self.steps_without_signal = 0  # in a row, for train.max_steps_without_signal
+        self.variance_stop_state: dict[str, Any] | None = None  # train.reward_variance_stop
         self.stopped_early = False
         self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
@@ -567,7 +569,7 @@ class Trainer:
         ac = self.config.algorithm
         if ac.name == "ppo":
             batch.advantages, batch.returns = gae_token_advantages(
-                batch, batch.values, ac.gamma, ac.lam
+                batch, batch.values, ac.gamma, ac.lam, turn_rewards=ac.turn_rewards
             )
         else:
             batch.advantages = grpo_token_advantages(
@@ -725,6 +727,9 @@ class Trainer:
             extra["entropies"] = self._episode_entropies(full, (P, N))
         result = snr_filter(rewards, cfg.filter, **extra)
         metrics.update(result.stats)
+        # RAGEN's rollout/in_group_reward_std (rollout_filter.py:428,439): the mean over groups
+        # of each group's unbiased reward std; read by train.reward_variance_stop.
+        metrics["rollout/in_group_reward_std"] = float(rewards.std(dim=1).mean()) if N > 1 else 0.0
         kept_groups = result.kept.tolist()
         kept = [g * N + n for g in kept_groups for n in range(N)]
         metrics["filter/tokens_before"] = float(full.num_tokens)
@@ -831,6 +836,7 @@ class Trainer:
                 "optimizer_state": with_optimizer,
                 "steps_without_update": self.steps_without_update,
                 "steps_without_signal": self.steps_without_signal,
+                "reward_variance_stop": self.variance_stop_state,
             }
 
         save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
@@ -854,6 +860,7 @@ class Trainer:
         self.tracker.load_state_dict(state["tracker"])
         self.steps_without_update = int(state.get("steps_without_update", 0))
         self.steps_without_signal = int(state.get("steps_without_signal", 0))
+        self.variance_stop_state = state.get("reward_variance_stop")
         self.start_step = int(state["step"]) + 1
         # Drop lines of steps after the checkpoint (they run again), atomically.
         truncate_metrics_after(self.metrics_path, self.start_step)
@@ -881,7 +888,14 @@ class Trainer:
         from tqdm import tqdm
 
         from baselines.plots import write_plots
-        from baselines.progress import ProgressEngine, StallMonitor, StepProgress, max_turns_of, say
+        from baselines.progress import (
+            ProgressEngine,
+            RewardVarianceStop,
+            StallMonitor,
+            StepProgress,
+            max_turns_of,
+            say,
+        )
         from baselines.tracking import complete_metrics, make_trackers
 
         cfg = self.config
@@ -906,6 +920,7 @@ class Trainer:
             self.steps_without_signal,
             critic=cfg.algorithm.name == "ppo",
         )
+        variance_stop = RewardVarianceStop(self.variance_stop_state)
         trackers = []
         try:
             trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
@@ -921,6 +936,10 @@ class Trainer:
                     say(stall.stop_message())
                     self.stopped_early = True
                     break
+                if cfg.train.reward_variance_stop and variance_stop.should_stop:
+                    say(variance_stop.stop_message())
+                    self.stopped_early = True
+                    break
                 self.phases.begin_step(step)
                 metrics = self.step(step)
                 if step == 0:
@@ -931,6 +950,8 @@ class Trainer:
                     metrics.update(self.validate())
                 warning = stall.observe(step, metrics)
                 self.steps_without_update, self.steps_without_signal = stall.count, stall.silent
+                variance_stop.observe(metrics)
+                self.variance_stop_state = variance_stop.state()
                 line = complete_metrics(metrics)
                 append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
                 for tracker in trackers:
@@ -944,14 +965,15 @@ class Trainer:
                 )
                 if warning:
                     say(warning)
-                stop = stall.should_stop
+                variance_stopped = cfg.train.reward_variance_stop and variance_stop.should_stop
+                stop = stall.should_stop or variance_stopped
                 every = cfg.train.save_every
                 if (every and (step + 1) % every == 0) or last or stop:
                     self.phases.set("saving checkpoint")
                     self.save(step, final=last or stop)
                     write_plots(self.metrics_path, self.out_dir / "plots")
                 if stop:
-                    say(stall.stop_message())
+                    say(variance_stop.stop_message() if variance_stopped else stall.stop_message())
                     self.stopped_early = True
                     break
         finally:

@@ -9,6 +9,14 @@ import pytest
 from baselines.config import TrainConfig, load_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "baselines" / "configs"
+#: run_main_table_diff_algo.sh:270-274: softmax top_p 0.9 on the reward std, largest,
+#: zero-spread groups included (strategy, p, mass_mode, metric, keep, include_zero).
+MAIN_TABLE_FILTER = ("top_p", 0.9, "softmax", "std", "largest", True)
+
+
+def _filter_settings(config: TrainConfig) -> tuple:
+    f = config.filter
+    return (f.strategy, f.p, f.mass_mode, f.metric, f.keep, f.include_zero)
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
@@ -111,15 +119,7 @@ def test_defaults_match_ragen2_main_table():
     # reward std, largest, zero-spread groups included.
     config = load_config(None, [])
     assert (config.algorithm.entropy_coef, config.algorithm.kl_coef) == (0.001, 0.0)
-    f = config.filter
-    assert (f.strategy, f.p, f.mass_mode, f.metric, f.keep, f.include_zero) == (
-        "top_p",
-        0.9,
-        "softmax",
-        "std",
-        "largest",
-        True,
-    )
+    assert _filter_settings(config) == MAIN_TABLE_FILTER
 
 
 @pytest.mark.parametrize(
@@ -196,3 +196,35 @@ def test_flags_may_sit_between_overrides(capsys):
     assert sft_main(["model.path=tiny", "--quiet", "sft.bogus=1"]) == 2
     err = capsys.readouterr().err
     assert "sft.bogus" in err and "unrecognized arguments" not in err
+
+
+@pytest.mark.parametrize("name", ["sokoban", "frozen_lake"])
+def test_paper_faithful_configs_hold_ragens_settings(name: str) -> None:
+    """baselines/configs/ragen2/*.yaml against the values read by hand from mll-lab-nu/RAGEN at
+    20daedc (config/base.yaml, config/envs.yaml, config/_3_frozen_lake.yaml and
+    scripts/runs/run_main_table_diff_algo.sh); each env's settings make an env whose limits are
+    RAGEN's: 5 turns, 2 actions a turn, 10 actions an episode."""
+    import gymnasium as gym
+
+    config = load_config(CONFIG_DIR / "ragen2" / f"{name}.yaml")
+    rc, ac, tc = config.rollout, config.algorithm, config.train
+    assert (rc.num_groups, rc.group_size, rc.max_new_tokens, rc.temperature) == (8, 16, 120, 1.0)
+    assert (rc.val_episodes, rc.val_temperature, rc.val_every) == (512, 0.5, 10)
+    assert (rc.engine, rc.max_context_tokens) == ("vllm", 3600)
+    assert (ac.name, ac.gamma, ac.lam, ac.turn_rewards) == ("ppo", 1.0, 1.0, False)
+    assert (ac.lr, ac.critic_lr, ac.clip_low, ac.clip_high) == (1e-6, 1e-5, 0.2, 0.28)
+    assert (ac.entropy_coef, ac.kl_coef, ac.ppo_mini_batch_size) == (0.001, 0.0, 32)
+    assert _filter_settings(config) == MAIN_TABLE_FILTER
+    assert (config.diagnostics.every, config.diagnostics.max_pairs) == (5, 64)
+    assert (tc.steps, tc.save_every, tc.max_steps_without_update) == (400, 100, 5)
+    assert tc.reward_variance_stop and tc.max_steps_without_signal == 0
+    env = gym.make(rc.env_id, **rc.env_kwargs)
+    try:
+        inner = env.unwrapped
+        assert (inner.max_turns, inner.max_actions_per_turn, inner.max_steps) == (5, 2, 10)
+    finally:
+        env.close()
+    if name == "frozen_lake":
+        assert rc.env_kwargs["p"] == 0.9 and rc.env_kwargs["is_slippery"] is False
+    else:
+        assert rc.env_kwargs["dim_room"] == [6, 6] and rc.env_kwargs["num_boxes"] == 1

@@ -420,7 +420,8 @@ def _record(rows: list[TrainingRow], rewards: list[float]) -> EpisodeRecord:
     return episode
 
 
-def test_the_batch_by_hand_and_gae_across_rows_equals_gae_in_one_row():
+def _two_turn_rows() -> tuple[TrainingRow, TrainingRow, TrainingRow]:
+    """One two-turn episode as one row, and as two rows (``first``, ``second``)."""
     # Episode 0: prompt [1, 2], turn 0 samples [3, 4], template [5], turn 1 samples [6].
     one = TrainingRow([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1], [0, 0, -0.1, -0.2, 0, -0.3])
     one.turns, one.turn_ends = [0, 1], [3, 5]
@@ -429,6 +430,11 @@ def test_the_batch_by_hand_and_gae_across_rows_equals_gae_in_one_row():
     first.turns, first.turn_ends = [0], [3]
     second = TrainingRow([1, 9, 5, 6], [0, 0, 0, 1], [0, 0, 0, -0.3])
     second.turns, second.turn_ends = [1], [3]
+    return one, first, second
+
+
+def test_the_batch_by_hand_and_gae_across_rows_equals_gae_in_one_row():
+    one, first, second = _two_turn_rows()
     joined = build_batch([_record([one], [0.5, 1.0])], pad_id=0)
     split = build_batch([_record([first, second], [0.5, 1.0])], pad_id=0)
     assert joined.input_ids.tolist() == [[1, 2, 3, 4, 5, 6]]
@@ -452,6 +458,29 @@ def test_the_batch_by_hand_and_gae_across_rows_equals_gae_in_one_row():
     assert adv[0].tolist() == pytest.approx([0, -0.7071, -0.7071, 0, -0.7071], abs=1e-3)
     assert adv[1].tolist() == pytest.approx([0, 0.7071, 0.7071, 0, 0.7071], abs=1e-3)
     assert isinstance(ScriptedEngine(None, [[1]], set()), RolloutEngine)
+
+
+def test_gae_with_the_episode_reward_on_its_last_token_as_ragen_places_it():
+    """``turn_rewards=False`` (RAGEN's ``use_turn_scores: False``): turn rewards 0.5 and 1.0 sum
+    to 1.5 on the episode's last sampled token, so with gamma = lam = 1 every sampled token's
+    return is 1.5 (per turn: 1.5, 1.5 for turn 0's tokens and 1.0 for turn 1's), in one row or
+    across two."""
+    one, first, second = _two_turn_rows()
+    joined = build_batch([_record([one], [0.5, 1.0])], pad_id=0)
+    split = build_batch([_record([first, second], [0.5, 1.0])], pad_id=0)
+    values = torch.tensor([[0.0, 0.1, 0.2, 0.0, 0.3]])
+    _, per_turn = gae_token_advantages(joined, values, 1.0, 1.0)
+    adv_j, at_end = gae_token_advantages(joined, values, 1.0, 1.0, turn_rewards=False)
+    assert per_turn[0, [1, 2, 4]].tolist() == pytest.approx([1.5, 1.5, 1.0])
+    assert at_end[0].tolist() == pytest.approx([0, 1.5, 1.5, 0, 1.5])
+    # Before whitening the advantages are return - value: 1.4, 1.3, 1.2 (mean 1.3, std 0.1).
+    assert adv_j[0, [1, 2, 4]].tolist() == pytest.approx([1.0, 0.0, -1.0], abs=1e-4)
+    values_split = torch.tensor([[0.0, 0.1, 0.2], [0.0, 0.0, 0.3]])
+    adv_s, ret_s = gae_token_advantages(split, values_split, 1.0, 1.0, turn_rewards=False)
+    assert ret_s[0, [1, 2]].tolist() + [ret_s[1, 2].item()] == pytest.approx([1.5, 1.5, 1.5])
+    assert adv_s[0, 1:3].tolist() + [adv_s[1, 2].item()] == pytest.approx(
+        adv_j[0, [1, 2, 4]].tolist(), abs=1e-6
+    )
 
 
 def test_hf_eval_of_a_checkpoint_sees_exactly_the_prompts_of_trainer_validation(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from baselines.config import load_config
-from baselines.progress import StallMonitor, no_update_cause
+from baselines.progress import RewardVarianceStop, StallMonitor, no_update_cause
 from baselines.tracking import METRIC_NAMES
 from baselines.trainer import Trainer
 
@@ -81,17 +81,72 @@ def test_no_update_cause_names_the_reason() -> None:
     assert not StallMonitor(limit=0, count=100).should_stop  # 0: never stop
 
 
+#: Bandit with one-token replies: no reply can hold "<answer>...</answer>", every turn is invalid
+#: and every group's rewards are equal.
+INVALID_BANDIT = (
+    *TINY,
+    "rollout.env_id=Bandit-v0",
+    "rollout.max_new_tokens=1",
+    "rollout.num_groups=2",
+    "rollout.group_size=2",
+    "rollout.val_episodes=0",
+)
+
+
+def test_reward_variance_stop_follows_ragen_by_hand() -> None:
+    """RAGEN's rule (agent_trainer.py:1211-1235): base = mean std of the first 10 steps that kept
+    a group; stop once the last 10 such steps are all below base / 10."""
+    kept = {"filter/num_kept": 3.0}
+    stop = RewardVarianceStop()
+    stop.observe({"filter/num_kept": 0.0, "rollout/in_group_reward_std": 9.0})  # empty: ignored
+    for std in [0.2, 0.4] * 5:  # base (0.2 + 0.4) / 2 = 0.3, threshold 0.03
+        stop.observe({**kept, "rollout/in_group_reward_std": std})
+    assert stop.base == pytest.approx(0.3) and stop.recent == []
+    for std in [0.04] + [0.01] * 8:  # 0.04 is not below 0.03
+        stop.observe({**kept, "rollout/in_group_reward_std": std})
+    stop.observe({**kept, "rollout/in_group_reward_std": 0.029})
+    assert len(stop.recent) == 10 and not stop.should_stop  # the window still holds 0.04
+    resumed = RewardVarianceStop(json.loads(json.dumps(stop.state())))  # through state.json
+    resumed.observe({**kept, "rollout/in_group_reward_std": 0.0})  # 0.04 leaves the window
+    assert resumed.should_stop and "0.3000" in resumed.stop_message()
+    zero = RewardVarianceStop({"first": [0.0] * 10, "recent": [0.0] * 10})
+    assert not zero.should_stop  # a base of 0: nothing is below 0
+
+
+def test_run_stops_on_reward_variance_as_ragen(tmp_path: Path, capsys) -> None:
+    """A run resumed with 10 base steps of std 1 and 9 of std 0 behind it: one more kept step
+    of std 0 (one-token replies are all invalid, so every group's rewards are equal) stops it
+    after step 0, with the checkpoint's state holding the full window."""
+    config = load_config(
+        None,
+        [
+            *INVALID_BANDIT,
+            "filter.strategy=none",  # keep the zero-spread groups
+            "diagnostics.every=0",
+            "train.steps=4",
+            "train.max_steps_without_update=0",
+            "train.max_steps_without_signal=0",
+            "train.reward_variance_stop=true",
+            f"train.out_dir={tmp_path / 'run'}",
+        ],
+    )
+    trainer = Trainer(config, progress=False)
+    trainer.variance_stop_state = {"first": [1.0] * 10, "recent": [0.0] * 9}
+    history = trainer.run()
+    assert [m["step"] for m in history] == [0.0]
+    assert history[0]["rollout/in_group_reward_std"] == 0.0 and history[0]["filter/num_kept"]
+    assert trainer.stopped_early
+    assert "stopping: the in-group reward std of the last 10 steps" in capsys.readouterr().err
+    state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    assert state["reward_variance_stop"] == {"first": [1.0] * 10, "recent": [0.0] * 10}
+
+
 def test_run_without_valid_actions_warns_and_stops(tmp_path: Path, capsys) -> None:
     # One token can never hold "<answer>...</answer>": every turn is invalid.
     config = load_config(
         None,
         [
-            *TINY,
-            "rollout.env_id=Bandit-v0",
-            "rollout.max_new_tokens=1",
-            "rollout.num_groups=2",
-            "rollout.group_size=2",
-            "rollout.val_episodes=0",
+            *INVALID_BANDIT,
             "diagnostics.every=0",
             "train.steps=6",
             "train.max_steps_without_update=2",
