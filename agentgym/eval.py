@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 
 import agentgym
+from agentgym import provenance
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.bundle import (
     BUNDLE_FORMAT,
@@ -322,6 +323,7 @@ def evaluate(
             )
         except ModuleNotFoundError:
             bar = None
+    code = provenance.describe()  # the code that plays (the bundle records it)
     runs = []
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -381,6 +383,7 @@ def evaluate(
         },
         config,
         runs,
+        provenance=code,
     )
     write_bundle(out, bundle)
     partial.unlink(missing_ok=True)

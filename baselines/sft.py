@@ -43,7 +43,9 @@ Outputs in ``sft.out_dir`` (the crash-safe layout of :mod:`baselines.checkpoint`
   ``step`` (1-based), ``sft/epoch`` (fractional), ``sft/loss`` (nats per target token),
   ``sft/tokens`` (target tokens), ``sft/micro_batches``, ``sft/grad_norm`` (before clipping),
   ``timing/step_s``;
-- ``config.yaml``.
+- ``config.yaml``;
+- ``provenance.json``: the code's commit, dirty state and library versions
+  (:mod:`agentgym.provenance`; a resumed run appends its own).
 
 ``--resume`` (``train_sft(config, resume=True)``) continues a stopped or killed run from its last
 checkpoint exactly as if it had not stopped: the example order of epoch ``e`` is a
@@ -68,6 +70,7 @@ from typing import Any
 import torch
 import yaml
 
+from agentgym import provenance
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
@@ -555,6 +558,7 @@ def train_sft(
         truncate_metrics_after(metrics_path, done + 1)  # lines of later steps run again
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_durable(saved_config, yaml.safe_dump(dataclasses.asdict(config), sort_keys=False))
+    provenance.record(out_dir, resumed=state is not None)  # commit, dirty state, versions
 
     per_epoch = math.ceil(len(kept) / sc.batch_size)
     total = sc.epochs * per_epoch

@@ -59,3 +59,37 @@ def first_prompt_ids(tokenizer: Any, env_ids_seeds: Iterable[tuple[str, Iterable
             out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
         env.close()
     return out
+
+
+def assert_records_this_code(recorded: dict[str, Any]) -> None:
+    """``recorded`` (a run's provenance) names the code these tests import: the commit of its git
+    checkout (``git rev-parse HEAD``, asked here) or, for an installed package, its version; the
+    installed torch and transformers."""
+    import importlib.metadata
+
+    import agentgym
+
+    tree = Path(agentgym.__file__).resolve().parents[1]
+    top = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() == tree:
+        head = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        assert (recorded["source"], recorded["commit"]) == ("git", head.stdout.strip())
+        assert isinstance(recorded["dirty"], bool)
+        assert recorded["dirty"] == bool(recorded["dirty_paths"]) == bool(recorded["diff_sha256"])
+    else:
+        assert (recorded["source"], recorded["commit"], recorded["dirty"]) == (
+            "installed",
+            None,
+            None,
+        )
+    assert recorded["agentgym_version"] == agentgym.__version__
+    for name in ("torch", "transformers"):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        assert recorded["packages"][name] == version
