@@ -93,3 +93,35 @@ def assert_records_this_code(recorded: dict[str, Any]) -> None:
         except importlib.metadata.PackageNotFoundError:
             version = None
         assert recorded["packages"][name] == version
+
+
+def git(root: Path, *args: str) -> str:
+    """``git args`` in ``root`` (stdout, stripped), with a fixed author and no configuration of
+    the machine or the user read."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"},
+    ).stdout.strip()
+
+
+def git_repo(root: Path) -> Path:
+    """A new git work tree at ``root`` with one commit: ``baselines/trainer.py`` (``lr = 1``),
+    ``agentgym/envs/bandit.py`` (``arms = 2``), ``agentgym/envs/sokoban.py`` (``walls = 1``) and
+    ``docs/report.md``."""
+    files = {
+        "baselines/trainer.py": "lr = 1\n",
+        "agentgym/envs/bandit.py": "arms = 2\n",
+        "agentgym/envs/sokoban.py": "walls = 1\n",
+        "docs/report.md": "# report\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    return root

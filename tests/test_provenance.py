@@ -6,44 +6,22 @@ import hashlib
 import importlib.metadata
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from agentgym import provenance
+from tests.helpers import git, git_repo
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="no git"
-)
-
-
-def git(root: Path, *args: str) -> str:
-    """``git args`` in ``root`` with a fixed author (no global configuration is read)."""
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"},
-    ).stdout.strip()
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="no git")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A work tree with one commit: the trainer, an env, and a doc."""
-    root = tmp_path / "repo"
-    (root / "baselines").mkdir(parents=True)
-    (root / "agentgym" / "envs").mkdir(parents=True)
-    (root / "docs").mkdir()
-    (root / "baselines" / "trainer.py").write_text("lr = 1\n")
-    (root / "agentgym" / "envs" / "bandit.py").write_text("arms = 2\n")
-    (root / "docs" / "report.md").write_text("# report\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    return root
+    """A work tree with one commit: the trainer, two envs and a doc (tests.helpers.git_repo)."""
+    return git_repo(tmp_path / "repo")
 
 
 def test_a_clean_checkout_records_its_commit_and_versions(repo):

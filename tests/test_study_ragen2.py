@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from baselines.studies.ragen2 import load_study, main, paired_t, spearman
+from agentgym import provenance
+from baselines.studies.ragen2 import (
+    RESULT_CODE,
+    load_study,
+    main,
+    mark_stale,
+    paired_t,
+    result_code,
+    spearman,
+)
+from tests.helpers import ROOT, assert_records_this_code, git, git_repo
 
 
 def test_spearman_hand_values():
@@ -71,7 +81,56 @@ def test_a_study_without_claim_c_draws_no_correlation_scatter(tmp_path):
     assert "correlation.png" not in (committed.parent / "reproduction-smollm2.md").read_text()
 
 
-def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
+def test_the_code_of_a_result_is_named_once_and_exists():
+    assert result_code("agentgym/Bandit-v0") == [*RESULT_CODE, "agentgym/envs/bandit.py"]
+    assert result_code("agentgym/FrozenLake-v0")[len(RESULT_CODE) :] == [
+        "agentgym/envs/frozen_lake.py",
+        "agentgym/solvers/frozen_lake.py",
+    ]
+    # Every path names a file of this checkout (a rename would silently stop the check).
+    for env_id in ("agentgym/Bandit-v0", "agentgym/FrozenLake-v0", "agentgym/Sokoban-v0"):
+        assert all((ROOT / p).is_file() for p in result_code(env_id)), env_id
+
+
+def test_runs_made_by_older_code_are_marked_stale(tmp_path):
+    """A checkout with two commits, the second changing the trainer: runs recorded at the first
+    are stale, through their RL run or their warm start; a change to another env's module makes
+    no Bandit run stale; a run without a record is stale."""
+    from baselines.studies.ragen2 import _provenance_lines
+
+    root = git_repo(tmp_path / "repo")
+    old = provenance.describe(root)
+    (root / "baselines" / "trainer.py").write_text("lr = 2\n")
+    git(root, "commit", "-q", "-am", "a newer trainer")
+    new = provenance.describe(root)
+    (root / "agentgym" / "envs" / "sokoban.py").write_text("walls = 2\n")
+    git(root, "commit", "-q", "-am", "another env")
+    records = [(new, new), (old, new), (new, old), (None, new)]
+    runs = [
+        {"claim": "filtering", "env": "agentgym/Bandit-v0", "arm": "none", "seed": seed}
+        | {"provenance": rl, "warm_start_provenance": warm}
+        for seed, (rl, warm) in enumerate(records)
+    ]
+    mark_stale(runs, root)
+    c = old["commit"][:12]
+    assert [r["stale"] for r in runs] == [
+        None,
+        f"RL run: baselines/trainer.py changed since {c}",
+        f"warm start: baselines/trainer.py changed since {c}",
+        "RL run: no provenance recorded (made by code older than the record)",
+    ]
+    # The report counts the runs of each code and lists the stale ones with their reason.
+    lines = _provenance_lines(runs, [r for r in runs if r["stale"]])
+    per_code = sorted([f"commit `{c}`: 1", f"commit `{new['commit'][:12]}`: 2", "not recorded: 1"])
+    assert lines[3] == "RL runs per code: " + "; ".join(per_code) + "."
+    assert lines[5].startswith("**3 stale runs**")
+    assert (
+        f"| filtering | Bandit-v0 | none | 2 | warm start: baselines/trainer.py changed since {c} |"
+        in lines
+    )
+
+
+def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     out, doc = tmp_path / "study", tmp_path / "docs" / "reproduction.md"
     assert main(["--quick", "--out", str(out), "--doc", str(doc), "--jobs", "2"]) == 0
     results = json.loads((out / "results.json").read_text())
@@ -102,8 +161,23 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     assert "| (b) SNR filtering helps |" in text and "Command: `python -m baselines.studies" in text
     assert (doc.parent / "reproduction" / "entropy_mi.png").is_file()
     assert (doc.parent / "reproduction" / "correlation.png").is_file()
-    # Resume: every run is done, so the second call only recomputes the statistics.
+    # Every run records the code of its RL run and of its warm start; made just now, by this
+    # code, none is stale unless it ran on uncommitted changes.
+    for run in runs:
+        for record in (run["provenance"], run["warm_start_provenance"]):
+            assert_records_this_code(record)
+        assert run["stale"] is None or "uncommitted changes" in run["stale"]
+    assert_records_this_code(results["provenance"])
+    assert "## Provenance" in text and "stale runs (made by older code): " in text
+    # Resume: every run is done, so the second call only recomputes the statistics. Without
+    # --doc, from the checkout's root, a quick study writes its report into its results folder
+    # and leaves docs/ as it was, byte for byte (it once overwrote docs/reproduction.md).
     before = {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")}
-    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    docs = {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()}
+    monkeypatch.chdir(ROOT)
+    assert main(["--quick", "--out", str(out)]) == 0
+    assert {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs
+    assert (out / "reproduction.md").read_text().startswith("# RAGEN-2's claims")
+    assert (out / "reproduction" / "entropy_mi.png").is_file()
     assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
     assert "reproduced=" in capsys.readouterr().out
