@@ -72,6 +72,7 @@ import yaml
 
 from agentgym import provenance
 from baselines.checkpoint import (
+    add_run_options,
     append_metrics_line,
     begin_resume,
     check_same_run,
@@ -640,22 +641,13 @@ def main(argv: list[str] | None = None) -> int:
         epilog=keys_help(SFTConfig(), "baselines/sft.py, SFTSettings; model: baselines/config.py"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", default=None, help="YAML file with sections model and sft")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in sft.out_dir from its last checkpoint (sft.save_every); "
-        "without --config, with the settings it saved (its config.yaml) and the key=value "
-        "overrides on top",
+    add_run_options(
+        parser, "sft.out_dir", "YAML file with sections model and sft", " (sft.save_every)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        base, args.overrides = resumed_config(
-            args.config, args.resume, args.overrides, "sft.out_dir", SFTConfig().sft.out_dir
-        )
-        config = load_sft_config(base, args.overrides)
+        config = load_sft_config(*resumed_config(args, "sft.out_dir", SFTConfig().sft.out_dir))
         metrics = train_sft(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"baselines.sft: error: {err}", file=sys.stderr)
