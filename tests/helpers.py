@@ -125,3 +125,15 @@ def git_repo(root: Path) -> Path:
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "one")
     return root
+
+
+def cpu_grpo_config(output_dir: str | Path, **settings: Any) -> Any:
+    """TRL's ``GRPOConfig`` for a short run on the CPU (no reports, no saves, a log line a step,
+    seed 0, 16 completions a device batch), ``settings`` on top; imports TRL."""
+    from trl import GRPOConfig
+
+    fixed = {"use_cpu": True, "report_to": [], "save_strategy": "no", "logging_steps": 1}
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        **{**fixed, "seed": 0, "per_device_train_batch_size": 16, **settings},
+    )
