@@ -114,8 +114,9 @@ def test_random_agent_picks_among_valid_actions_reproducibly(tmp_path: Path) -> 
     )
     assert_valid_bundle(bundle)
     text = (tmp_path / "a.json").read_text(encoding="utf-8")
-    # 6 top-level fields, 9 run fields, 5 episode lines and 8 lines of brackets: 28
-    assert json.loads(text) == bundle and len(text.splitlines()) == 28
+    # 7 top-level fields (provenance among them), 9 run fields, 5 episode lines and 8 lines of
+    # brackets: 29
+    assert json.loads(text) == bundle and len(text.splitlines()) == 29
     run = bundle["runs"][0]
     assert run["seeds"] == [3, 4, 5, 6, 7]
     assert [e["seed"] for e in run["episodes"]] == run["seeds"]
