@@ -16,6 +16,7 @@ from baselines.studies.ragen2 import (
     mark_stale,
     paired_t,
     result_code,
+    shared_runs,
     spearman,
 )
 from tests.helpers import ROOT, assert_records_this_code, git, git_repo
@@ -92,6 +93,47 @@ def test_the_code_of_a_result_is_named_once_and_exists():
         assert all((ROOT / p).is_file() for p in result_code(env_id)), env_id
 
 
+def test_identical_configurations_run_once_and_are_shared_explicitly():
+    """The full study names 66 runs; 18 of them have the resolved configuration of an earlier
+    run (issue 23 found these 18 repeating an earlier run exactly). By hand, from ragen2.yaml and
+    the defaults (algorithm.entropy_coef 0.001, filter.p 0.9): filtering's softmax arm (defaults)
+    is collapse's entropy_holds (0.001, p 0.9) on both envs for seeds 0-2 (6); on Bandit,
+    correlation's ent0_none is collapse's control, ent01_none its regularised, ent001_softmax
+    its entropy_holds, ent001_none filtering's none (4 x 3 seeds)."""
+    from baselines.studies.ragen2 import _runs, _short, _train_overrides
+
+    spec = load_study()
+    runs = _runs(spec)
+    settings = [_train_overrides(r, Path("warm") / _short(r["env"]), spec) for r in runs]
+    made_by = shared_runs(settings)
+
+    def name(r):
+        return (r["claim"], _short(r["env"]), r["arm"], r["seed"])
+
+    shared = {name(runs[i]): name(runs[j]) for i, j in enumerate(made_by) if i != j}
+    expected = {}
+    for seed in (0, 1, 2):
+        for env in ("Bandit-v0", "FrozenLake-v0"):
+            expected[("filtering", env, "softmax", seed)] = ("collapse", env, "entropy_holds", seed)
+        for arm, first in (
+            ("ent0_none", ("collapse", "control")),
+            ("ent01_none", ("collapse", "regularised")),
+            ("ent001_softmax", ("collapse", "entropy_holds")),
+            ("ent001_none", ("filtering", "none")),
+        ):
+            expected[("correlation", "Bandit-v0", arm, seed)] = (
+                first[0],
+                "Bandit-v0",
+                first[1],
+                seed,
+            )
+    assert len(runs) == 66 and shared == expected
+    # Overrides in another order, or a default spelled out, are the same configuration.
+    assert shared_runs([["algorithm.lr=0.1", "train.seed=1"], ["train.seed=1", "algorithm.lr=0.1"],
+                        ["algorithm.lr=0.1", "train.seed=1", "algorithm.entropy_coef=0.001"],
+                        ["algorithm.lr=0.1", "train.seed=2"]]) == [0, 0, 0, 3]  # fmt: skip
+
+
 def test_runs_made_by_older_code_are_marked_stale(tmp_path):
     """A checkout with two commits, the second changing the trainer: runs recorded at the first
     are stale, through their RL run or their warm start; a change to another env's module makes
@@ -128,6 +170,11 @@ def test_runs_made_by_older_code_are_marked_stale(tmp_path):
         f"| filtering | Bandit-v0 | none | 2 | warm start: baselines/trainer.py changed since {c} |"
         in lines
     )
+    # A run shared with another claim is listed with the run that made it.
+    runs[0]["same_run_as"] = "collapse/Bandit-v0/control/seed0"
+    lines = _provenance_lines(runs, [])
+    assert lines[5].startswith("1 runs have the configuration (settings and seeds) of a run")
+    assert "| filtering | Bandit-v0 | none | 0 | collapse/Bandit-v0/control/seed0 |" in lines
 
 
 def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
@@ -139,6 +186,7 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     runs = results["runs"]
     # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds, correlation 2 arms x 1 seed.
     assert len(runs) == 8
+    assert all(r["same_run_as"] is None for r in runs)  # quick's (c) has its own seed: no sharing
     for run in runs:
         assert 0.0 <= run["final_val_success"] <= 1.0
         # The series are the run's metrics.jsonl values, step by step (steps 0..3 at most).

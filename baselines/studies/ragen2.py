@@ -6,7 +6,10 @@ folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
 1. one supervised warm start per environment (``agentgym export-sft`` data, then
    :func:`baselines.sft.train_sft`), so that every RL run starts input-dependent;
 2. every RL run of every claim in its own process (``python -m baselines.train``), skipped when
-   its ``done.json`` exists (the study resumes where it stopped);
+   its ``done.json`` exists (the study resumes where it stopped); a configuration that several
+   claims name (the same resolved config and seeds, :func:`shared_runs`) runs once, in the folder
+   of the first run that names it, and the others say so (``same_run_as`` in ``results.json``
+   and in the report);
 3. the statistics of each claim, written to ``results.json`` and ``--doc`` (default
    ``docs/reproduction.md``; with ``--quick``, ``reproduction.md`` in the results folder: a quick
    run writes into ``docs/`` only when ``--doc`` names a file there) with PNG plots beside it.
@@ -63,6 +66,7 @@ __all__ = [
     "mark_stale",
     "result_code",
     "run_study",
+    "shared_runs",
     "spearman",
     "paired_t",
     "main",
@@ -315,13 +319,10 @@ def _last(rows: list[dict[str, Any]], key: str) -> float:
     return float(values[-1]) if values else math.nan
 
 
-def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder: Path) -> None:
-    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
-    done = folder / "done.json"
-    if done.is_file():
-        return
+def _train_overrides(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any]) -> list[str]:
+    """The ``python -m baselines.train`` settings of ``run`` (all but its folder)."""
     seed = run["seed"]
-    overrides = [
+    return [
         f"model.path={checkpoint}",
         f"rollout.env_id={run['env']}",
         # Steps on the regularisers alone are what claim (a) watches: never stop on them (the
@@ -332,8 +333,38 @@ def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder
         f"train.seed={seed}",
         f"rollout.train_seed={100_000 * (seed + 1)}",
         "rollout.val_seed=10000000",
-        f"train.out_dir={folder / 'train'}",
     ]
+
+
+def shared_runs(settings: list[list[str]]) -> list[int]:
+    """For each run's settings (:func:`_train_overrides`), the index of the first run whose
+    resolved configuration is the same (its own index when none before it is): a run is made
+    once and its result shared by the claims that name the same configuration (defaults spelled
+    out or not, overrides in any order).
+
+    Example:
+        >>> shared_runs([["algorithm.lr=0.1"], ["algorithm.lr=0.2"], ["algorithm.lr=0.1"]])
+        [0, 1, 0]
+
+    Raises:
+        ValueError: settings that :func:`baselines.config.load_config` refuses.
+    """
+    from baselines.config import config_to_dict, load_config
+
+    first: dict[str, int] = {}
+    out = []
+    for i, overrides in enumerate(settings):
+        key = json.dumps(config_to_dict(load_config(None, overrides)), sort_keys=True)
+        out.append(first.setdefault(key, i))
+    return out
+
+
+def _execute(overrides: list[str], folder: Path) -> None:
+    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
+    done = folder / "done.json"
+    if done.is_file():
+        return
+    overrides = [*overrides, f"train.out_dir={folder / 'train'}"]
     resume = ["--resume"] if (folder / "train" / "checkpoint").is_dir() else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     folder.mkdir(parents=True, exist_ok=True)
@@ -347,7 +378,7 @@ def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder
     if code != 0:
         raise RuntimeError(f"run {folder} failed (exit {code}); see {folder / 'log.txt'}")
     rows = _read_metrics(folder / "train" / "metrics.jsonl")
-    done.write_text(json.dumps({**run, "final_val_success": _last(rows, "val/success_rate")}))
+    done.write_text(json.dumps({"final_val_success": _last(rows, "val/success_rate")}))
 
 
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -588,7 +619,8 @@ def _describe_code(p: dict[str, Any] | None) -> str:
 
 
 def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -> list[str]:
-    """The report's provenance section: runs per commit, then every stale run with its reason."""
+    """The report's provenance section: runs per commit, the runs shared between claims, then
+    every stale run with its reason."""
     commits: dict[str, int] = {}
     for r in runs:
         name = _describe_code(r["provenance"])
@@ -599,6 +631,21 @@ def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -
         "",
         "RL runs per code: " + "; ".join(f"{k}: {n}" for k, n in sorted(commits.items())) + ".",
     ]
+    shared = [r for r in runs if r.get("same_run_as")]
+    if shared:
+        lines += [
+            "",
+            f"{len(shared)} runs have the configuration (settings and seeds) of a run listed "
+            "before them and share its result rather than run again:",
+            "",
+            "| claim | env | arm | seed | same run as |",
+            "| --- | --- | --- | --- | --- |",
+            *[
+                f"| {r['claim']} | {_short(r['env'])} | {r['arm']} | {r['seed']} | "
+                f"{r['same_run_as']} |"
+                for r in shared
+            ],
+        ]
     if stale:
         lines += [
             "",
@@ -722,16 +769,18 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     runs = _runs(spec)
     checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
-    folders = [
-        out / "runs" / run["claim"] / _short(run["env"]) / run["arm"] / f"seed{run['seed']}"
-        for run in runs
-    ]
+    names = [f"{r['claim']}/{_short(r['env'])}/{r['arm']}/seed{r['seed']}" for r in runs]
+    settings = [_train_overrides(run, checkpoints[run["env"]], spec) for run in runs]
+    # A configuration two claims name runs once, in the folder of the first run that names it.
+    made_by = shared_runs(settings)
+    folders = [out / "runs" / names[j] for j in made_by]
     # Each run is its own single-threaded, seeded process: running ``jobs`` at once changes only
     # the wall time, never a result.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [
-            pool.submit(_execute, run, checkpoints[run["env"]], spec, folder)
-            for run, folder in zip(runs, folders, strict=True)
+            pool.submit(_execute, settings[i], folders[i])
+            for i in range(len(runs))
+            if made_by[i] == i
         ]
         try:
             for future in futures:
@@ -740,6 +789,8 @@ def run_study(
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     summaries = [_summary(run, folder) for run, folder in zip(runs, folders, strict=True)]
+    for i, (summary, j) in enumerate(zip(summaries, made_by, strict=True)):
+        summary["same_run_as"] = None if j == i else names[j]  # shared, and said so
     for s in summaries:  # the warm start's folder holds the checkpoint and its provenance
         s["warm_start_provenance"] = _read_provenance(checkpoints[s["env"]].parent)
     now = provenance.describe()
@@ -751,6 +802,7 @@ def run_study(
         "arm",
         "seed",
         "overrides",
+        "same_run_as",
         "metrics_path",
         "final_val_success",
         "run_s",
@@ -766,7 +818,8 @@ def run_study(
         baseline = spec["claims"]["filtering"].get("baseline", "none")
         claims["filtering"] = _claim_filtering(by_claim["filtering"], baseline)
     if "correlation" in by_claim:
-        claims["correlation"] = _claim_correlation(by_claim["correlation"], summaries)
+        once = [s for s in summaries if s["same_run_as"] is None]  # a shared run counts once
+        claims["correlation"] = _claim_correlation(by_claim["correlation"], once)
     results = {
         "command": command,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
