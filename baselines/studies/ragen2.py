@@ -51,6 +51,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ import yaml
 
 import agentgym
 from agentgym import provenance
+from agentgym.fileio import write_text_atomic
 
 __all__ = [
     "RESULT_CODE",
@@ -354,7 +356,10 @@ def shared_runs(settings: list[list[str]]) -> list[int]:
     first: dict[str, int] = {}
     out = []
     for i, overrides in enumerate(settings):
-        key = json.dumps(config_to_dict(load_config(None, overrides)), sort_keys=True)
+        with warnings.catch_warnings():  # a config's warnings go to its run's own log.txt
+            warnings.simplefilter("ignore")
+            config = load_config(None, overrides)
+        key = json.dumps(config_to_dict(config), sort_keys=True)
         out.append(first.setdefault(key, i))
     return out
 
@@ -378,7 +383,7 @@ def _execute(overrides: list[str], folder: Path) -> None:
     if code != 0:
         raise RuntimeError(f"run {folder} failed (exit {code}); see {folder / 'log.txt'}")
     rows = _read_metrics(folder / "train" / "metrics.jsonl")
-    done.write_text(json.dumps({"final_val_success": _last(rows, "val/success_rate")}))
+    write_text_atomic(done, json.dumps({"final_val_success": _last(rows, "val/success_rate")}))
 
 
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -752,7 +757,7 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
     lines += _provenance_lines(results["runs"], stale)
     lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text("\n".join(lines), encoding="utf-8")
+    write_text_atomic(doc, "\n".join(lines))
 
 
 def run_study(
@@ -830,10 +835,10 @@ def run_study(
         "claims": claims,
     }
     text = json.dumps(results, indent=1, default=float)
-    (out / "results.json").write_text(text)
+    write_text_atomic(out / "results.json", text)
     plot_dir = doc.parent / (doc.stem)
     plots = _plots(summaries, plot_dir, scatter="correlation" in claims)
-    (plot_dir / "results.json").write_text(text)  # committed beside the report
+    write_text_atomic(plot_dir / "results.json", text)  # committed beside the report
     _write_doc(doc, results, plots, plot_dir)
     return results
 
