@@ -297,6 +297,7 @@ def evaluate(
         except (TypeError, ValueError) as err:
             raise EvalError(f"bad --kw for {env_id}: {err}") from err
 
+    code = provenance.describe()  # the code that plays (the bundle records it)
     the_agent = (
         make_agent(agent, seed=agent_seed, kwargs=dict(agent_kwargs or {}))
         if isinstance(agent, str)
@@ -323,7 +324,6 @@ def evaluate(
             )
         except ModuleNotFoundError:
             bar = None
-    code = provenance.describe()  # the code that plays (the bundle records it)
     runs = []
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
