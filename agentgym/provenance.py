@@ -36,7 +36,7 @@ import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +159,18 @@ def describe(root: Path | None = _UNSET) -> dict[str, Any]:
 
 
 def record(
-    folder: str | os.PathLike[str], *, resumed: bool = False, root: Path | None = _UNSET
+    folder: str | os.PathLike[str],
+    *,
+    resumed: bool = False,
+    root: Path | None = _UNSET,
+    write: Callable[[Path, str], None] = write_text_atomic,
 ) -> dict[str, Any]:
-    """Write :func:`describe` to ``folder/provenance.json`` (atomically) and return what is there.
+    """Write :func:`describe` to ``folder/provenance.json`` and return what is there.
 
     A fresh run replaces the file. A resumed run keeps the first session's fields and appends its
-    own description to the list ``resumed``, so a run continued by newer code says so.
+    own description to the list ``resumed``, so a run continued by newer code says so. ``write``
+    writes the text whole or not at all (default :func:`agentgym.fileio.write_text_atomic`; the
+    trainer passes the crash-safe writer of its run folder); ``root`` is :func:`describe`'s.
 
     Raises:
         OSError: the folder cannot be written.
@@ -179,7 +185,7 @@ def record(
         data["resumed"] = [*data.get("resumed", []), now]
     else:
         data = now
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    write(path, json.dumps(data, indent=1) + "\n")
     return data
 
 

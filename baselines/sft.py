@@ -559,7 +559,7 @@ def train_sft(
         truncate_metrics_after(metrics_path, done + 1)  # lines of later steps run again
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_durable(saved_config, yaml.safe_dump(dataclasses.asdict(config), sort_keys=False))
-    provenance.record(out_dir, resumed=state is not None)  # commit, dirty state, versions
+    provenance.record(out_dir, resumed=state is not None, write=write_text_durable)
 
     per_epoch = math.ceil(len(kept) / sc.batch_size)
     total = sc.epochs * per_epoch

@@ -266,7 +266,8 @@ class Trainer:
         if (resume or resume_from_scratch) and config_path.is_file():
             _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
         write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
-        provenance.record(self.out_dir, resumed=resume)  # the code: commit, dirty state, versions
+        # The code that runs: commit, uncommitted changes, library versions (provenance.json).
+        provenance.record(self.out_dir, resumed=resume, write=write_text_durable)
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)
