@@ -35,6 +35,7 @@ from baselines.sft import (
     target_nll,
     train_sft,
 )
+from tests.helpers import assert_records_this_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -378,6 +379,11 @@ def test_a_stopped_or_killed_run_resumes_exactly(tmp_path):
         train_sft(load_sft_config(None, _tiny_config(data, part, "sft.lr=0.02")), resume=True)
     train_sft(load_sft_config(None, _tiny_config(data, part)), progress=False, resume=True)
     assert _lines(part) == expected
+    # The run and its resume each record the code that ran them.
+    record = json.loads((part / "provenance.json").read_text())
+    assert len(record["resumed"]) == 1 and "resumed" not in record["resumed"][0]
+    for session in (record, *record["resumed"]):
+        assert_records_this_code(session)
     for name, tensor in _weights(part).items():
         assert torch.equal(tensor, weights[name]), name
 

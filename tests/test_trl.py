@@ -10,6 +10,7 @@ import torch
 from baselines.integrations.trl import AgentgymRollout, episode_return
 from baselines.policy import load_policy
 from baselines.trainer import vocabulary_texts
+from tests.helpers import cpu_grpo_config
 
 
 # Settings under which the random tiny model's rewards differ within a group, so that GRPO's
@@ -31,7 +32,7 @@ from baselines.trainer import vocabulary_texts
 def test_two_grpo_trainer_steps(
     tmp_path: Path, env_id: str, env_kwargs: dict, max_new_tokens: int
 ) -> None:
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     torch.manual_seed(0)
     texts = vocabulary_texts(f"agentgym/{env_id}", env_kwargs, range(8))
@@ -48,17 +49,11 @@ def test_two_grpo_trainer_steps(
         reward_funcs=episode_return,
         train_dataset=rollout.dataset(num_prompts=4),
         rollout_func=rollout,
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "trl"),
+        args=cpu_grpo_config(
+            tmp_path / "trl",
             num_generations=8,
-            per_device_train_batch_size=16,
             max_steps=2,
             learning_rate=1e-2,
-            use_cpu=True,
-            report_to=[],
-            save_strategy="no",
-            logging_steps=1,
-            seed=0,
             max_completion_length=64,
         ),
     )
