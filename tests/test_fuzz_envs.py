@@ -4,20 +4,24 @@
 Each registered ``agentgym/...`` id plays seeded episodes whose turns Hypothesis draws from
 issue 25's adversarial forms (:func:`tests.test_math_answers._fuzz_answers`: sums and products,
 integrals and limits, nested functions, towers, matrices, long digit strings, lone UTF-16
-surrogates, random characters), random Unicode with surrogates, hostile Python answers for
+surrogates, random characters; and the reported hangs, ``HANGS``), random Unicode with surrogates, hostile Python answers for
 CodeExec, and the env's own valid or oracle actions (so that episodes go past the first turn),
 written raw, in ``<answer>`` tags, several joined by ``||``, or as a fenced block.
 
 The bounds: a step's wall time stays within its env's documented per-answer limit
-(:func:`step_limit_s`) plus :data:`SLACK_S`; the example counts (:data:`EXAMPLES`) are fixed and
-derandomized, sized for about two minutes of the whole file on a loaded 2-core machine (2 min 7 s
-measured, niced, with other jobs running: 3,004 steps over the 15 ids, the slowest 5.2 s, a
+(:func:`step_limit_s`) plus :data:`SLACK_S` (a step that never returns ends the test process at
+twice that, with every thread's stack, rather than hang CI); the example counts (:data:`EXAMPLES`) are fixed and
+derandomized, sized for one to two minutes of the whole file on a loaded 2-core machine (1 min
+24 s measured, niced, at a load average of 5: 2,400 steps over the 15 ids, the slowest 4.2 s, a
 CodeExec grading run), so the run is the same every time and no assertion depends on speed beyond
-that generous bound.
+that generous bound. At a157022~1 (before the math deadline) this file stops at Math-v0: a step
+stuck in ``_too_many_digits`` past 70 s, its stack printed.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import os
 import time
 from typing import Any
 
@@ -30,7 +34,7 @@ import agentgym
 from agentgym.answers import CHECK_TIMEOUT_S
 from agentgym.parsing import format_answer
 from tests.test_contract import _check_step_info
-from tests.test_math_answers import _fuzz_answers
+from tests.test_math_answers import HANGS, _fuzz_answers
 
 #: Every id this suite registers in Gymnasium's registry.
 FUZZ_IDS = sorted(k for k in gymnasium.registry if k.startswith("agentgym/"))
@@ -40,8 +44,8 @@ SLACK_S = 30.0
 #: guard, seconds.
 HANG_GUARD_S = 10.0
 #: Episodes drawn per id (each up to MAX_TURNS steps), by cost of a step.
-EXAMPLES = {"CodeExec": 16, "WebShop": 30, "Math": 80}
-DEFAULT_EXAMPLES = 100
+EXAMPLES = {"CodeExec": 16, "WebShop": 30, "Math": 40}
+DEFAULT_EXAMPLES = 80
 MAX_TURNS = 4
 
 #: Hostile bodies for a CodeExec answer's function (its grading run is bounded by the sandbox).
@@ -98,6 +102,7 @@ _math_form = st.randoms(use_true_random=False).map(lambda rng: _fuzz_answers(rng
 _form = st.one_of(
     _math_form,
     _math_form,
+    st.sampled_from(sorted(HANGS.values())),
     _unicode,
     _surrogate,
     st.sampled_from(["", "||", "<answer>", "</think>", "9" * 5000]),
@@ -142,9 +147,13 @@ def _turn(draw: Any, env: gymnasium.Env) -> str:
 
 
 @pytest.mark.parametrize("env_id", FUZZ_IDS)
-def test_fuzz_no_step_raises_or_runs_past_its_limit(env_id: str, record_property: Any) -> None:
+def test_fuzz_no_step_raises_or_runs_past_its_limit(
+    env_id: str, record_property: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     """Figures go to the JUnit report (``--junitxml``): steps taken, how many were valid
     actions, the slowest step."""
+    with capfd.disabled():  # the terminal's stderr, for the stacks of a step that hangs
+        stderr = os.dup(2)
     env = gymnasium.make(env_id)
     worst, steps, valid = [0.0], [0], [0]
     try:
@@ -163,7 +172,13 @@ def test_fuzz_no_step_raises_or_runs_past_its_limit(env_id: str, record_property
             for _ in range(MAX_TURNS):
                 text = _turn(data.draw, env)
                 start = time.monotonic()
-                observation, reward, terminated, truncated, info = env.step(text)
+                # A step that never returns (one C call holding the GIL, say) would hang the run:
+                # at twice the limit the process prints every thread's stack and exits 1.
+                faulthandler.dump_traceback_later(2 * limit, exit=True, file=stderr)
+                try:
+                    observation, reward, terminated, truncated, info = env.step(text)
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
                 seconds = time.monotonic() - start
                 worst[0], steps[0] = max(worst[0], seconds), steps[0] + 1
                 assert seconds <= limit, (env_id, text[:200], seconds)
@@ -176,6 +191,7 @@ def test_fuzz_no_step_raises_or_runs_past_its_limit(env_id: str, record_property
         episode()
     finally:
         env.close()
+        os.close(stderr)
     record_property("fuzz_steps", steps[0])
     record_property("fuzz_valid_steps", valid[0])
     record_property("fuzz_slowest_step_s", round(worst[0], 3))
