@@ -94,6 +94,16 @@ def close_template_workers() -> None:
         pool.close()
 
 
+def _normalized(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as ``apply_chat_template`` hands them to the template (message objects as
+    dicts, keys whose value is None dropped), with transformers' own function where it has one."""
+    try:
+        from transformers.tokenization_utils_base import _normalize_chat_messages
+    except ImportError:  # a transformers without it: the same for plain dicts
+        return [{k: v for k, v in dict(m).items() if v is not None} for m in messages]
+    return _normalize_chat_messages(messages)
+
+
 def render_chat_template(
     tokenizer: Any,
     messages: list[dict[str, Any]],
@@ -140,10 +150,8 @@ def render_chat_template(
         raise ValueError("cannot render a chat template for an empty conversation")
     # What apply_chat_template reads from the tokenizer: the template (a dict of named templates
     # resolved as it resolves them) and the special tokens, which templates read by name.
-    from transformers.tokenization_utils_base import _normalize_chat_messages
-
     template = tokenizer.get_chat_template()
-    conversation = _normalize_chat_messages(messages)
+    conversation = _normalized(messages)
     special = dict(tokenizer.special_tokens_map)
     name = _tokenizer_name(tokenizer)
     fix = (
