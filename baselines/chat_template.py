@@ -8,7 +8,7 @@ sandbox, which stops *code* (no attribute access to internals, no imports) but n
 process of a per-process :class:`agentgym.deadline.WorkerPool` (a fresh interpreter, never a fork),
 with transformers' own renderer (``transformers.utils.chat_template_utils.render_jinja_template``,
 what ``tokenizer.apply_chat_template(..., tokenize=False)`` calls), so the text is byte-identical
-to ``apply_chat_template``'s, under three limits per render:
+to ``apply_chat_template``'s, under four limits per render:
 
 * :data:`TEMPLATE_CPU_S` seconds of CPU time (``RLIMIT_CPU``, raised to "used so far + limit" for
   the render and lifted after it: its ``SIGXCPU`` stops the render, the worker lives on);
@@ -27,7 +27,9 @@ hundreds of milliseconds of generation per turn (``benchmarks/bench_chat_templat
 
 Example:
     >>> text = render_chat_template(tokenizer, messages, add_generation_prompt=True)  # doctest: +SKIP
-    >>> text == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    >>> text == tokenizer.apply_chat_template(  # doctest: +SKIP
+    ...     messages, tokenize=False, add_generation_prompt=True
+    ... )
     True
 """
 
