@@ -745,7 +745,8 @@ def test_pass_fail_feedback_tells_neither_count_nor_reward_until_the_end() -> No
     """The default feedback: HumanEval/0's 7 tests expect True 4 times, so ``return True``
     passes 4/7 and ``return False`` 3/7. Both attempts read the same ("not every test passed",
     some wrong value) and earn 0; the last attempt pays the best fraction, 4/7, the same return
-    as with counts. An invalid last turn still ends the episode with it (4/7 - 0.1)."""
+    as with counts. A full pass after a partial one pays the whole 1.0 (nothing was paid before).
+    An invalid last turn still ends the episode with the best fraction (4/7 - 0.1)."""
     wrong_true = _answer("def has_close_elements(numbers, threshold):\n    return True\n")
     wrong_false = _answer("def has_close_elements(numbers, threshold):\n    return False\n")
     said = (
@@ -766,6 +767,11 @@ def test_pass_fail_feedback_tells_neither_count_nor_reward_until_the_end() -> No
         assert reward == pytest.approx(4 / 7)
         assert (info["tests_passed"], info["tests_total"]) == (4, 7)
         assert info["pass_fraction"] == pytest.approx(4 / 7)
+        env.reset(options={"task_id": "HumanEval/0"})
+        assert env.step(wrong_true)[1] == 0.0
+        _, reward, terminated, _, info = env.step(env.unwrapped.oracle_answer())
+        assert (reward, terminated, info["success"]) == (1.0, True, True)  # the whole return
+        assert (info["tests_passed"], info["pass_fraction"]) == (7, 1.0)
         env.reset(options={"task_id": "HumanEval/0"})
         assert env.step(wrong_true)[1] == 0.0
         assert env.step("no code")[1] == -0.1

@@ -30,8 +30,9 @@
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
 * Info of a graded turn: ``all_tests_passed`` and ``grade_error`` (why the answer could not be
   called at all, e.g. its module code raised or it wrote to the grader's report, else ``None``;
-  the observation shows it too); on the episode's last step (and with ``feedback="counts"`` on
-  every graded turn) ``tests_passed``, ``tests_total`` and ``pass_fraction`` of the best attempt.
+  the observation shows it too); ``tests_passed``, ``tests_total`` and ``pass_fraction``: of the
+  best attempt on the episode's last step (``feedback="pass_fail"``), of that attempt on every
+  graded turn (``feedback="counts"``).
 * Reward: the episode's return is the best fraction of tests passed over its attempts (1.0 for a
   full pass). With ``feedback="pass_fail"`` it is paid on the episode's last step (a full pass, or
   the last attempt, whatever that turn's action), every earlier turn earning 0 (so the reward says
@@ -300,10 +301,16 @@ class CodeExecEnv(TextEnv):
         self._solved = self._solved or solved
         self._feedback = self._describe(result)
         info: dict[str, Any] = {"all_tests_passed": solved, "grade_error": result.error}
-        if self.feedback == "counts" or solved:
+        if self.feedback == "counts":
+            reward = improvement
+            info.update(
+                tests_passed=result.passed, tests_total=result.total, pass_fraction=fraction
+            )
+        elif solved:  # nothing was paid before: the whole return now
+            reward = fraction
             info.update(self._best_info())
-        # pass_fail: the partial credit waits for the episode's end (step), a full pass is paid now
-        reward = improvement if self.feedback == "counts" or solved else 0.0
+        else:  # the partial credit waits for the episode's end (step)
+            reward = 0.0
         return ActionOutcome(reward=reward, effective=True, terminated=solved, info=info)
 
     def _best_info(self) -> dict[str, Any]:
