@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.chat import render_generation_prompt
 from agentgym.cli import main as agentgym_main
 from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
 from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings
-from baselines.episodes import collect_rollouts
+from baselines.episodes import collect_rollouts, render_prompt
 from baselines.policy import build_tiny_policy, load_policy
 from baselines.sft import (
     IGNORE,
@@ -139,7 +138,7 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
     examples = build_examples(tokenizer, frozen_chat, eot)
     assistant = [i for i, m in enumerate(frozen_chat) if m["role"] == "assistant"]
     assert len(examples) == len(assistant) >= 2
-    first = render_generation_prompt(tokenizer, frozen_chat[: assistant[0]])
+    first = render_prompt(tokenizer, frozen_chat[: assistant[0]], True)
     first_ids = tokenizer(first, add_special_tokens=False)["input_ids"]
     assert first.endswith("<|im_start|>assistant\n<think>")
     assert examples[0].input_ids[: len(first_ids)] == first_ids  # turn 1: the rendered prompt
@@ -451,7 +450,7 @@ def test_resume_into_a_folder_with_planted_links_is_refused(tmp_path):
 
 def _oracle_mi(model, tokenizer, records) -> dict[str, float]:
     """MI of the oracle's reasonings under ``model``, as the trainer's diagnostics score them."""
-    prompts = [render_generation_prompt(tokenizer, r["messages"][:2]) for r in records]
+    prompts = [render_prompt(tokenizer, r["messages"][:2], True) for r in records]
     replies = [r["messages"][2]["content"] for r in records]
     distinct, zs, index, _ = mi_pairs(prompts, replies)
     prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in distinct]

@@ -114,6 +114,7 @@ _WEBSHOP = {
 _CODE_EXEC = {
     "source": TaskParam("choice", choices=("humaneval", "generated")),
     "feedback_chars": TaskParam("int", 0, 100_000),
+    "feedback": TaskParam("choice", choices=("pass_fail", "counts")),
 }
 
 

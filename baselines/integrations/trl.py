@@ -49,6 +49,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym.chat import ChatEpisode
+from baselines.chat_template import render_chat_template
 
 __all__ = ["AgentgymRollout", "episode_return"]
 
@@ -150,8 +151,8 @@ class AgentgymRollout:
     # ------------------------------------------------------------------ the rollout
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt
+        return render_chat_template(
+            self.tokenizer, messages, add_generation_prompt=generation_prompt
         )
 
     def _ids(self, text: str) -> list[int]:
