@@ -1,4 +1,4 @@
-"""CodeExec-v0 and CodeExecGenerated-v0: problems, check planning, grading and the episode rules.
+"""CodeExec and CodeExecGenerated (v1; v0 shows pass counts): problems, check planning, grading and the episode rules.
 
 Runs on the process back end (bubblewrap); tests/test_sandbox_docker.py repeats the HumanEval
 oracle on Docker. Hand-worked values are explained where they are asserted.
@@ -703,12 +703,12 @@ def test_a_sandbox_that_never_started_is_retried_then_reported(box: Any) -> None
 # ----------------------------------------------------------------------------- the environment
 
 
-def _make(env_id: str = "agentgym/CodeExec-v0", **kwargs: Any) -> gymnasium.Env:
+def _make(env_id: str = "agentgym/CodeExec-v1", **kwargs: Any) -> gymnasium.Env:
     return gymnasium.make(env_id, backend="process", **kwargs)
 
 
 def test_episode_partial_then_oracle_with_counts() -> None:
-    env = _make(feedback="counts")
+    env = _make("agentgym/CodeExec-v0")  # v0's feedback: the pass count of every attempt
     obs, info = env.reset(options={"task_id": "HumanEval/0"})
     assert info["task_id"] == "HumanEval/0" and info["num_tests"] == 7
     assert obs.startswith("```python\nfrom typing import List")
@@ -794,7 +794,7 @@ def test_code_without_the_function_is_invalid_and_not_run() -> None:
 
 
 def test_generated_env_oracle_over_seeds() -> None:
-    env = _make("agentgym/CodeExecGenerated-v0")
+    env = _make("agentgym/CodeExecGenerated-v1")
     for seed in range(5):
         env.reset(seed=seed)
         *_, info = env.step(env.unwrapped.oracle_answer())

@@ -547,10 +547,12 @@ def test_a_blind_agent_gains_nothing_from_the_feedback_of_an_attempt(
     solve (worked out offline by the same minimax over the expected outputs in YES_NO)."""
     backend = request.node.callspec.params["box"]
     solved_on = {}
-    for feedback, kwargs in (("counts", {"feedback": "counts"}), ("default", {})):
-        env = gymnasium.make(
-            "agentgym/CodeExec-v0", backend=backend, per_test_timeout_s=1, **kwargs
-        )
+    # v0 shows the pass count of every attempt; v1, its successor, only pass or fail.
+    for feedback, env_id in (
+        ("counts", "agentgym/CodeExec-v0"),
+        ("default", "agentgym/CodeExec-v1"),
+    ):
+        env = gymnasium.make(env_id, backend=backend, per_test_timeout_s=1)
         try:
             _, info = env.reset(options={"task_id": task_id})
             agent, entry_point = BlindEnumerator(info["num_tests"]), info["entry_point"]

@@ -12,8 +12,8 @@ The bounds: a step's wall time stays within its env's documented per-answer limi
 (:func:`step_limit_s`) plus :data:`SLACK_S` (a step that never returns ends the test process at
 twice that, with every thread's stack, rather than hang CI); the example counts (:data:`EXAMPLES`) are fixed and
 derandomized, sized for one to two minutes of the whole file on a loaded 2-core machine (1 min
-24 s measured, niced, at a load average of 5: 2,400 steps over the 15 ids, the slowest 4.2 s, a
-CodeExec grading run), so the run is the same every time and no assertion depends on speed beyond
+24 s measured, niced, at a load average of 5: 2,400 steps over the 15 ids of that day, before
+CodeExec's v1 made 17, the slowest 4.2 s, a CodeExec grading run), so the run is the same every time and no assertion depends on speed beyond
 that generous bound. At a157022~1 (before the math deadline) this file stops at Math-v0: a step
 stuck in ``_too_many_digits`` past 70 s, its stack printed.
 """
@@ -68,7 +68,7 @@ CODE_BODIES = [
 
 def test_every_registered_id_is_fuzzed() -> None:
     assert FUZZ_IDS == sorted(agentgym.registered_envs())
-    assert len(FUZZ_IDS) == 15
+    assert len(FUZZ_IDS) == 17  # CodeExec and CodeExecGenerated in v0 and v1
 
 
 def step_limit_s(env: gymnasium.Env) -> float:

@@ -170,10 +170,11 @@ _webshop = partial(
     task_params=_WEBSHOP,
     min_ranked_episodes=4,
 )
+_CODE_EXEC_DEFAULTS = {"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1}
 _code_exec = partial(
     EnvEntry,
     entry_point="agentgym.envs.code_exec:CodeExecEnv",
-    default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+    default_kwargs=_CODE_EXEC_DEFAULTS,
     task_params=_CODE_EXEC,
 )
 
@@ -261,14 +262,35 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
         task_kwargs={"backend": "text"},
     ),
+    # v0: each attempt's feedback and reward count the passed tests (feedback="counts"), which
+    # lets a blind agent solve a problem with few yes/no tests from the counts (issue 25). v1
+    # says only pass or fail per attempt and pays the best attempt at the end (the env's default).
+    # v0 stays as it was, so its episodes and the bundles made on it replay unchanged (DESIGN.md:
+    # a change that alters episodes bumps the version).
     _code_exec(
         id="agentgym/CodeExec-v0",
-        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts.",
+        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts "
+        "(superseded by v1: each attempt's pass count is shown).",
+        default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
         task_kwargs={"source": "humaneval"},
     ),
     _code_exec(
         id="agentgym/CodeExecGenerated-v0",
-        summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts.",
+        summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts "
+        "(superseded by v1: each attempt's pass count is shown).",
+        default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
+        task_kwargs={"source": "generated"},
+    ),
+    _code_exec(
+        id="agentgym/CodeExec-v1",
+        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts, "
+        "each told only pass or fail.",
+        task_kwargs={"source": "humaneval"},
+    ),
+    _code_exec(
+        id="agentgym/CodeExecGenerated-v1",
+        summary="Write a small generated Python function (7 families); sandboxed tests; 3 "
+        "attempts, each told only pass or fail.",
         task_kwargs={"source": "generated"},
     ),
 )
