@@ -178,6 +178,28 @@ _code_exec = partial(
     task_params=_CODE_EXEC,
 )
 
+
+def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry, EnvEntry]:
+    """v0 and v1 of one CodeExec task. v0: each attempt's feedback and reward count the passed
+    tests (``feedback="counts"``), which lets a blind agent solve a problem with few yes/no tests
+    from the counts (issue 25). v1 says only pass or fail per attempt and pays the best attempt
+    at the end (the env's default). v0 stays as it was, so its episodes and the bundles made on
+    it replay unchanged (DESIGN.md: a change that alters episodes bumps the version)."""
+    return (
+        _code_exec(
+            id=f"agentgym/{name}-v0",
+            summary=f"{summary}; 3 attempts, each shown its pass count (superseded by v1).",
+            default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
+            task_kwargs={"source": source},
+        ),
+        _code_exec(
+            id=f"agentgym/{name}-v1",
+            summary=f"{summary}; 3 attempts, each told only pass or fail.",
+            task_kwargs={"source": source},
+        ),
+    )
+
+
 ENTRIES: tuple[EnvEntry, ...] = (
     _sokoban(
         id="agentgym/Sokoban-v0",
@@ -262,36 +284,13 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
         task_kwargs={"backend": "text"},
     ),
-    # v0: each attempt's feedback and reward count the passed tests (feedback="counts"), which
-    # lets a blind agent solve a problem with few yes/no tests from the counts (issue 25). v1
-    # says only pass or fail per attempt and pays the best attempt at the end (the env's default).
-    # v0 stays as it was, so its episodes and the bundles made on it replay unchanged (DESIGN.md:
-    # a change that alters episodes bumps the version).
-    _code_exec(
-        id="agentgym/CodeExec-v0",
-        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts "
-        "(superseded by v1: each attempt's pass count is shown).",
-        default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
-        task_kwargs={"source": "humaneval"},
+    *_code_exec_versions(
+        "CodeExec", "Complete a HumanEval function; hidden tests run in a sandbox", "humaneval"
     ),
-    _code_exec(
-        id="agentgym/CodeExecGenerated-v0",
-        summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts "
-        "(superseded by v1: each attempt's pass count is shown).",
-        default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
-        task_kwargs={"source": "generated"},
-    ),
-    _code_exec(
-        id="agentgym/CodeExec-v1",
-        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts, "
-        "each told only pass or fail.",
-        task_kwargs={"source": "humaneval"},
-    ),
-    _code_exec(
-        id="agentgym/CodeExecGenerated-v1",
-        summary="Write a small generated Python function (7 families); sandboxed tests; 3 "
-        "attempts, each told only pass or fail.",
-        task_kwargs={"source": "generated"},
+    *_code_exec_versions(
+        "CodeExecGenerated",
+        "Write a small generated Python function (7 families); sandboxed tests",
+        "generated",
     ),
 )
 
