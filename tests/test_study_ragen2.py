@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from agentgym import provenance
+from baselines.studies import stats
 from baselines.studies.ragen2 import (
     RESULT_CODE,
+    _decide,
     load_study,
     main,
     mark_stale,
@@ -33,14 +35,68 @@ def test_spearman_hand_values():
 
 
 def test_paired_t_hand_values():
-    # diffs 0.1, 0.3: mean 0.2, sd 0.141421, t(1) = 12.706: half-width 12.706 * 0.1 = 1.2706
+    # diffs 0.1, 0.3: mean 0.2, sd 0.141421, t_0.975(1) = 12.7062: half-width 1.27062
     s = paired_t([0.1, 0.3])
-    assert s["mean"] == pytest.approx(0.2) and s["low"] == pytest.approx(0.2 - 1.2706)
+    assert s["mean"] == pytest.approx(0.2) and s["low"] == pytest.approx(0.2 - 1.270620, abs=1e-6)
     # diffs 0, .1, .2, .1, .1: mean 0.1, SS 0.02, sd sqrt(0.02 / 4) = 0.0707107;
-    # t(4) = 2.776: half-width 2.776 * 0.0707107 / sqrt(5) = 0.0877848
+    # t_0.975(4) = 2.776445: half-width 2.776445 * 0.0707107 / sqrt(5) = 0.0877989
     s = paired_t([0.0, 0.1, 0.2, 0.1, 0.1])
-    assert s["high"] == pytest.approx(0.1877848, abs=1e-6)
+    assert s["high"] == pytest.approx(0.1877989, abs=1e-6)
     assert math.isnan(paired_t([0.5])["low"])
+
+
+def _filtering(p_one_sided: dict[str, float], n: int = 5) -> dict:
+    return {
+        "differences": {
+            f"{env}/softmax": {"arm": "softmax", "n": n, "p_one_sided": p}
+            for env, p in p_one_sided.items()
+        }
+    }
+
+
+def test_verdicts_by_hand():
+    """Holm over [0.01, 0.02, 0.03]: 0.01 x 3 = 0.03, 0.02 x 2 = 0.04, 0.03 x 1 -> 0.04 (kept
+    monotone): all within 0.05, so (b) (both envs) and (c) (its interval above 0) reproduce.
+    The power is that of the paper's effect at alpha / 3."""
+    power = {
+        "alpha": 0.05,
+        "filtering_effect": 0.1,
+        "filtering_sd": 0.14,
+        "correlation_mi": 0.39,
+        "correlation_entropy": -0.14,
+        "correlation_between": 0.0,
+    }
+    claims = {
+        "filtering": _filtering({"Bandit-v0": 0.01, "FrozenLake-v0": 0.02}),
+        "correlation": {"p_one_sided": 0.03, "ci_abs_mi_minus_abs_entropy": [0.1, 0.5], "runs": 18},
+        "collapse": {"reproduced": False},
+    }
+    _decide(claims, power)
+    b, c, a = claims["filtering"], claims["correlation"], claims["collapse"]
+    assert [d["p_holm"] for d in b["differences"].values()] == [0.03, 0.04]
+    assert c["p_holm"] == 0.04
+    assert (b["verdict"], c["verdict"], a["verdict"]) == ("reproduced",) * 2 + ("inconclusive",)
+    assert b["power"] == pytest.approx(stats.paired_t_power(0.1, 0.14, 5, 2 * 0.05 / 3))
+    assert c["power"] == pytest.approx(
+        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 3)
+    )
+    assert b["power"] < 0.8 and c["power"] < 0.8  # 5 seeds, 18 runs: far from enough
+    # Not significant: "not reproduced" only with power >= 0.8 for the paper's effect.
+    big = {**power, "filtering_effect": 1.0, "filtering_sd": 0.1}
+    for effect, expected in ((big, "not reproduced"), (power, "inconclusive")):
+        claims = {"filtering": _filtering({"Bandit-v0": 0.4, "FrozenLake-v0": 0.01})}
+        _decide(claims, effect)
+        assert claims["filtering"]["verdict"] == expected and not claims["filtering"]["reproduced"]
+    # (c) significant by its p but its seed-resampled interval reaches 0: not significant.
+    claims = {
+        "correlation": {
+            "p_one_sided": 0.001,
+            "ci_abs_mi_minus_abs_entropy": [-0.1, 0.4],
+            "runs": 18,
+        }
+    }
+    _decide(claims, power)
+    assert claims["correlation"]["verdict"] == "inconclusive"
 
 
 def test_spec_quick_replaces_sections():
@@ -201,6 +257,16 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     claims = results["claims"]
     assert set(claims) == {"collapse", "filtering", "correlation"}
     assert all(isinstance(c["reproduced"], bool) for c in claims.values())
+    assert {c["verdict"] for c in claims.values()} <= {
+        "reproduced",
+        "not reproduced",
+        "inconclusive",
+    }
+    # The gate measured the warm start: its oracle reasoning keeps at least a quarter of its MI
+    # ceiling (the quick gate; its success check is off: see the quick spec).
+    gate = results["gate"]["agentgym/Bandit-v0"]
+    assert gate["passed"] and gate["mi"] >= 0.25 * gate["mi_ceiling"] > 0
+    assert all(r["void"] is None for r in runs)
     assert claims["filtering"]["differences"]["Bandit-v0/softmax"]["n"] == 2
     # (c) is computed on its own sweep; the pooled figures read all 8 runs.
     assert claims["correlation"]["runs"] == 2
@@ -229,3 +295,24 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     assert (out / "reproduction" / "entropy_mi.png").is_file()
     assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
     assert "reproduced=" in capsys.readouterr().out
+    # A warm start that fails the gate: no run of its env starts, each is void with the reason,
+    # and no claim counts one.
+    import shutil
+
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "baselines" / "studies" / "ragen2.yaml").read_text())
+    spec["quick"]["gate"]["mi_fraction"] = 1.5  # more than any MI can reach
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump(spec))
+    shutil.rmtree(out / "gate")
+    shutil.rmtree(out / "runs")
+    assert main(["--quick", "--spec", str(strict), "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert not results["gate"]["agentgym/Bandit-v0"]["passed"]
+    assert all(
+        r["void"].startswith("warm-start gate: the oracle reasoning MI") for r in results["runs"]
+    )
+    assert not (out / "runs").exists()
+    assert {c["verdict"] for c in results["claims"].values()} == {"inconclusive"}
+    assert "| Bandit-v0 | False |" in (out / "reproduction.md").read_text()

@@ -49,13 +49,23 @@ SUCCESS_FLOOR = 0.05
 SUCCESS_CEILING = 0.95
 
 
-def gate_reasons(mi: float, ceiling: float, success: float) -> list[str]:
+def gate_reasons(
+    mi: float,
+    ceiling: float,
+    success: float,
+    *,
+    mi_fraction: float = MI_FRACTION,
+    success_floor: float = SUCCESS_FLOOR,
+    success_ceiling: float = SUCCESS_CEILING,
+) -> list[str]:
     """Why a warm start fails the gate (empty: it passes).
 
     Args:
         mi: the oracle reasoning's MI estimate under the warm start (nats).
         ceiling: its ceiling, the entropy of the prompt mixture (nats, > 0).
         success: the warm start's validation success rate in [0, 1].
+        mi_fraction, success_floor, success_ceiling: the thresholds (a study spec's ``gate``
+            section may set them; the defaults are this module's constants).
 
     Example:
         >>> gate_reasons(1.2, 2.0, 0.4)
@@ -66,18 +76,18 @@ def gate_reasons(mi: float, ceiling: float, success: float) -> list[str]:
     """
     reasons = []
     share = mi / ceiling if ceiling > 0 else math.nan
-    if not (math.isfinite(share) and share >= MI_FRACTION):
+    if not (math.isfinite(share) and share >= mi_fraction):
         reasons.append(
             f"the oracle reasoning MI is {mi:.3f} nats, {share:.2f} of its ceiling "
-            f"{ceiling:.3f} (needs >= {MI_FRACTION})"
+            f"{ceiling:.3f} (needs >= {mi_fraction})"
         )
-    if not math.isfinite(success) or success <= SUCCESS_FLOOR:
+    if not math.isfinite(success) or success <= success_floor:
         reasons.append(
-            f"validation success {success:.3f} is at its floor (needs > {SUCCESS_FLOOR})"
+            f"validation success {success:.3f} is at its floor (needs > {success_floor})"
         )
-    elif success >= SUCCESS_CEILING:
+    elif success >= success_ceiling:
         reasons.append(
-            f"validation success {success:.3f} is at its ceiling (needs < {SUCCESS_CEILING})"
+            f"validation success {success:.3f} is at its ceiling (needs < {success_ceiling})"
         )
     return reasons
 
@@ -131,6 +141,7 @@ def warm_start_gate(
     out: Path,
     *,
     oracle_episodes: int = 32,
+    thresholds: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Measure one environment's warm start and decide whether its RL runs may start.
 
@@ -142,6 +153,8 @@ def warm_start_gate(
             ``env_kwargs``), resolved with :func:`baselines.config.load_config`.
         out: a folder for the gate's validation bundle (``gate_eval.json``).
         oracle_episodes: oracle chats scored for the MI check.
+        thresholds: ``mi_fraction``, ``success_floor``, ``success_ceiling`` for
+            :func:`gate_reasons` (absent keys: the module's constants).
 
     Returns:
         ``passed`` (bool), ``reasons`` (list of str), ``mi``, ``mi_ceiling``,
@@ -173,7 +186,7 @@ def warm_start_gate(
     model, tokenizer = load_policy(str(checkpoint), device="cpu", dtype="float32")
     seeds = range(GATE_SEED, GATE_SEED + oracle_episodes)
     mi = oracle_mi(model, tokenizer, rc.env_id, rc.env_kwargs, seeds, rc.think_prefix)
-    reasons = gate_reasons(mi["mi_estimate"], mi["mi_upper_bound"], success)
+    reasons = gate_reasons(mi["mi_estimate"], mi["mi_upper_bound"], success, **(thresholds or {}))
     return {
         "passed": not reasons,
         "reasons": reasons,

@@ -4,7 +4,10 @@ The study (configs in ``baselines/studies/ragen2.yaml``, seeds explicit) runs, i
 folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
 
 1. one supervised warm start per environment (``agentgym export-sft`` data, then
-   :func:`baselines.sft.train_sft`), so that every RL run starts input-dependent;
+   :func:`baselines.sft.train_sft`), then the warm-start gate (:mod:`baselines.studies.gate`,
+   thresholds in the spec's ``gate`` section): an environment whose warm start fails it (the
+   oracle's reasoning under it below half its MI ceiling, or validation success at its floor or
+   ceiling) gets no RL runs; they are reported ``void`` with the reason and never counted;
 2. every RL run of every claim in its own process (``python -m baselines.train``), skipped when
    its ``done.json`` exists (the study resumes where it stopped); a configuration that several
    claims name (the same resolved config and seeds, :func:`shared_runs`) runs once, in the folder
@@ -21,23 +24,28 @@ a run whose code (:data:`RESULT_CODE` and its env's module) changed since its co
 on uncommitted changes to it, or that records no commit, is marked ``stale`` with the reason, and
 the report counts and lists such runs: re-run them into a fresh ``--out``.
 
-Claims and their tests (issue 13):
+Claims and their tests (issues 13 and 23), the statistics through :mod:`baselines.studies.stats`:
 
 (a) ``collapse``: the ``regularised`` arm reproduces template collapse when, for every seed, MI falls
     below 0.1 of its ceiling with retrieval at chance (retrieval - chance < 0.05) for >= 3
     evaluations while entropy does not fall (last >= 0.9 x first) and the flag fires; and the
-    ``control`` keeps MI >= 0.5 of its ceiling at the end and never fires.
+    ``control`` keeps MI >= 0.5 of its ceiling at the end and never fires. No test statistic:
+    ``reproduced`` or ``inconclusive``.
 (b) ``filtering``: paired per-seed differences of final validation success, each arm minus the
-    ``baseline`` arm, mean with a 95 % t interval; reproduced when some filtered arm's interval
-    lies above 0 on every environment.
+    ``baseline`` arm: mean, 95 % t interval and one-sided p for "the arm helps"; significant when
+    some filtered arm's Holm-corrected p is within alpha on every environment.
 (c) ``correlation``: Spearman correlation of final MI (summed), per-token MI, RAGEN's MI-ZScore and
-    the entropy with final validation success over the claim's own sweep, 95 % bootstrap
-    intervals (2000 seeded resamples of runs), the paired difference rho(MI) - rho(entropy) and
-    |rho(MI)| - |rho(entropy)|; reproduced when the interval of the latter lies above 0 (the same
-    figures pooled over every run of the study are reported, never deciding: pooling envs
-    confounds the scores with the env).
+    the entropy with final validation success over the claim's own sweep, 95 % intervals from
+    resamples of whole seeds, and the statistic fixed in advance, ``|rho(MI)| - |rho(entropy)|``,
+    tested by Meng, Rosenthal and Rubin's test of dependent correlations; significant when its
+    Holm-corrected p is within alpha and its interval lies above 0 (the figures pooled over every
+    run of the study are reported, never deciding: pooling envs confounds the scores with the
+    env).
 
-A claim that does not reproduce is reported as such.
+Each claim's verdict (:func:`_decide`) carries the power its design had for the paper's effect
+sizes (the spec's ``power`` section, written before the study runs): ``reproduced`` when
+significant, ``not reproduced`` only when not and the power was at least 0.8, else
+``inconclusive``.
 """
 
 from __future__ import annotations
@@ -61,6 +69,9 @@ import yaml
 import agentgym
 from agentgym import provenance
 from agentgym.fileio import write_text_atomic
+from baselines.studies import stats as st
+from baselines.studies.gate import warm_start_gate
+from baselines.studies.stats import paired_t, spearman
 
 __all__ = [
     "RESULT_CODE",
@@ -75,11 +86,6 @@ __all__ = [
 ]
 
 SPEC = Path(__file__).with_name("ragen2.yaml")
-# Two-sided 95 % Student t quantiles, df = 1..30 (beyond: 1.96).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
-
 
 CLAIMS = ("collapse", "filtering", "correlation")
 
@@ -133,74 +139,6 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
         if not body or not body.get("seeds") or not body.get("envs") or not body.get("arms"):
             raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
     return spec
-
-
-def spearman(x: list[float], y: list[float]) -> float:
-    """Spearman's rho: the Pearson correlation of average ranks (ties share their mean rank).
-
-    Returns NaN when either side is constant or fewer than 3 pairs are given.
-
-    Example:
-        >>> round(spearman([1, 2, 3, 4], [10, 20, 40, 30]), 6)
-        0.8
-    """
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(a) < 3 or len(a) != len(b):
-        return math.nan
-
-    def ranks(v: np.ndarray) -> np.ndarray:
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(1, len(v) + 1)
-        for value in np.unique(v):
-            tie = v == value
-            r[tie] = r[tie].mean()
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def paired_t(diffs: list[float]) -> dict[str, float]:
-    """Mean of paired differences with a 95 % Student t interval (n - 1 degrees of freedom).
-
-    Example:
-        >>> paired_t([0.1, 0.3])["mean"], round(paired_t([0.1, 0.3])["low"], 4)
-        (0.2, -1.0706)
-    """
-    d = np.asarray(diffs, dtype=float)
-    n = len(d)
-    mean = float(d.mean()) if n else math.nan
-    if n < 2:
-        return {"n": n, "mean": mean, "low": math.nan, "high": math.nan}
-    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * float(d.std(ddof=1)) / math.sqrt(n)
-    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
-
-
-def _bootstrap(x: list[float], y: list[float], z: list[float], seed: int = 0, n: int = 2000):
-    """Percentile 95 % intervals of rho(x, z), rho(y, z), their difference and the difference of
-    their absolute values, resampling runs."""
-    rng = np.random.default_rng(seed)
-    idx = np.arange(len(z))
-    rx, ry, rd, ra = [], [], [], []
-    for _ in range(n):
-        pick = rng.choice(idx, size=len(idx), replace=True)
-        a = spearman([x[i] for i in pick], [z[i] for i in pick])
-        b = spearman([y[i] for i in pick], [z[i] for i in pick])
-        if math.isfinite(a) and math.isfinite(b):
-            rx.append(a)
-            ry.append(b)
-            rd.append(a - b)
-            ra.append(abs(a) - abs(b))
-
-    def interval(v: list[float]) -> list[float]:
-        return (
-            [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))] if v else [math.nan] * 2
-        )
-
-    return interval(rx), interval(ry), interval(rd), interval(ra)
 
 
 # ------------------------------------------------------------------------------ running
@@ -475,28 +413,45 @@ def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _claim_filtering(runs: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
+    """(b): per env and arm, the paired per-seed differences of final validation success (arm
+    minus ``baseline``): :func:`~baselines.studies.stats.paired_t` and its one-sided p-value for
+    "the arm helps" (``p_one_sided``); the decision is :func:`_decide`'s."""
     out: dict[str, Any] = {"baseline": baseline, "differences": {}}
-    helps_everywhere: dict[str, bool] = {}
     for env_id in sorted({r["env"] for r in runs}):
         base = {r["seed"]: r for r in runs if r["env"] == env_id and r["arm"] == baseline}
         for arm in sorted({r["arm"] for r in runs} - {baseline}):
             mine = {r["seed"]: r for r in runs if r["env"] == env_id and r["arm"] == arm}
             seeds = sorted(set(base) & set(mine))
             diffs = [mine[s]["final_val_success"] - base[s]["final_val_success"] for s in seeds]
-            stats = paired_t(diffs)
-            stats["mi_arm"] = float(np.nanmean([mine[s]["final_mi"] for s in seeds] or [math.nan]))
-            stats["mi_baseline"] = float(
+            result = paired_t(diffs)
+            p = result["p"]
+            result["p_one_sided"] = (
+                p / 2 if result["mean"] > 0 else 1 - p / 2 if math.isfinite(p) else math.nan
+            )
+            result["arm"], result["env"] = arm, env_id
+            result["mi_arm"] = float(np.nanmean([mine[s]["final_mi"] for s in seeds] or [math.nan]))
+            result["mi_baseline"] = float(
                 np.nanmean([base[s]["final_mi"] for s in seeds] or [math.nan])
             )
-            out["differences"][f"{_short(env_id)}/{arm}"] = stats
-            helps = math.isfinite(stats["low"]) and stats["low"] > 0
-            helps_everywhere[arm] = helps_everywhere.get(arm, True) and helps
-    out["reproduced"] = any(helps_everywhere.values())
+            out["differences"][f"{_short(env_id)}/{arm}"] = result
     return out
 
 
+def _rho(key: str):
+    """Spearman of ``key`` with final validation success over a list of runs."""
+
+    def value(rows: list[dict[str, Any]]) -> float:
+        return spearman([r[key] for r in rows], [r["final_val_success"] for r in rows])
+
+    return value
+
+
 def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Spearman rho of each score with final validation success over ``runs``, with intervals."""
+    """Spearman rho of each score with final validation success over ``runs``; percentile 95 %
+    intervals from 2000 resamples of whole seeds (runs of one seed move together:
+    :func:`~baselines.studies.stats.cluster_bootstrap`); the Meng-Rosenthal-Rubin test of
+    ``|rho(MI)| > |rho(entropy)|`` (``mrr_z``, ``p_one_sided``) with rho(MI, entropy) as the
+    predictors' correlation."""
     usable = [
         r
         for r in runs
@@ -505,39 +460,165 @@ def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for k in ("final_val_success", "final_mi", "final_mi_per_token", "final_entropy")
         )
     ]
-    success = [r["final_val_success"] for r in usable]
-    out: dict[str, Any] = {"runs": len(usable)}
+    out: dict[str, Any] = {"runs": len(usable), "seeds": len({r["seed"] for r in usable})}
     for key, name in (
         ("final_mi", "mi"),
         ("final_mi_per_token", "mi_per_token"),
         ("final_ragen_mi_zscore", "ragen_mi_zscore"),
         ("final_entropy", "entropy"),
     ):
-        out[f"spearman_{name}"] = spearman([r[key] for r in usable], success)
-    mi_ci, ent_ci, diff_ci, abs_ci = _bootstrap(
-        [r["final_mi"] for r in usable], [r["final_entropy"] for r in usable], success
-    )
-    out.update({"ci_mi": mi_ci, "ci_entropy": ent_ci, "ci_mi_minus_entropy": diff_ci})
+        out[f"spearman_{name}"] = _rho(key)(usable)
+    by_seed: dict[int, list[dict[str, Any]]] = {}
+    for r in usable:
+        by_seed.setdefault(r["seed"], []).append(r)
+    mi, entropy = _rho("final_mi"), _rho("final_entropy")
+    for name, fn in (
+        ("ci_mi", mi),
+        ("ci_entropy", entropy),
+        ("ci_mi_minus_entropy", lambda rows: mi(rows) - entropy(rows)),
+        ("ci_abs_mi_minus_abs_entropy", lambda rows: abs(mi(rows)) - abs(entropy(rows))),
+    ):
+        out[name] = list(
+            st.cluster_bootstrap(
+                lambda picked, fn=fn: fn([r for s in picked for r in by_seed[s]]),
+                [r["seed"] for r in usable],
+            )
+        )
     out["mi_minus_entropy"] = out["spearman_mi"] - out["spearman_entropy"]
     out["abs_mi_minus_abs_entropy"] = abs(out["spearman_mi"]) - abs(out["spearman_entropy"])
-    out["ci_abs_mi_minus_abs_entropy"] = abs_ci
+    between = spearman([r["final_mi"] for r in usable], [r["final_entropy"] for r in usable])
+    out["spearman_mi_entropy"] = between
+    r1, r2 = out["spearman_mi"], out["spearman_entropy"]
+    if len(usable) >= 4 and all(math.isfinite(v) and abs(v) < 1 for v in (r1, r2, between)):
+        test = st.dependent_correlations_test(r1, r2, between, len(usable))
+        out["mrr_z"], out["p_one_sided"] = test["z"], test["p"]
+    else:
+        out["mrr_z"] = out["p_one_sided"] = math.nan
     return out
 
 
 def _claim_correlation(sweep: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str, Any]:
     """(c) on the claim's own sweep (one env), and, for comparison only, pooled over every run.
 
-    Reproduced when the 95 % bootstrap interval of ``|rho(MI)| - |rho(entropy)|`` on the sweep lies
-    above 0: MI predicts success better than entropy does in either direction (an entropy that
-    falls as success rises predicts it too). Pooling runs of different envs confounds the scores
-    with the env (e.g. one env where the warm start left MI at 0 and success near 0), so the
-    pooled figures are reported but never decide.
+    The statistic, fixed before the study runs: ``|rho(MI)| - |rho(entropy)|`` with final
+    validation success on the sweep (MI predicts success better than entropy does, in either
+    direction: an entropy that falls as success rises predicts it too). Pooling runs of
+    different envs confounds the scores with the env, so the pooled figures are reported but
+    never decide. The decision is :func:`_decide`'s.
     """
     out = _correlations(sweep)
     out["pooled_all_runs"] = _correlations(every)
-    low = out["ci_abs_mi_minus_abs_entropy"][0]
-    out["reproduced"] = bool(math.isfinite(low) and low > 0)
     return out
+
+
+def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
+    """Each claim's ``verdict``, ``power`` and ``reproduced`` (issue 23, item 5).
+
+    The one-sided p-values of every (b) comparison (each env and filtered arm) and of (c) are
+    corrected together by Holm's method (:func:`~baselines.studies.stats.holm`) at
+    ``power["alpha"]``. (b) is significant when some arm's adjusted p is within alpha on every
+    env; (c) when its adjusted p is and its cluster-bootstrap interval lies above 0. The power
+    of each is computed for the effect sizes of the spec's ``power`` section, written before the
+    study runs, at the Bonferroni level alpha / m (a lower bound of Holm's): (b) the best arm's
+    smallest power over envs, :func:`~baselines.studies.stats.paired_t_power` with the spec's
+    ``filtering_effect`` and ``filtering_sd`` (one-sided: the two-sided test at twice the
+    level); (c) :func:`~baselines.studies.stats.dependent_correlations_power` for
+    ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs (an
+    upper bound: runs of one seed are not independent). (a) has no test statistic: power NaN,
+    so it is ``reproduced`` or ``inconclusive``. Verdicts: :func:`~baselines.studies.stats.verdict`.
+    """
+    alpha = float(power.get("alpha", 0.05))
+    nan = math.nan
+    effect, sd = power.get("filtering_effect", nan), power.get("filtering_sd", nan)
+    paper_rhos = [power.get(k, nan) for k in ("correlation_mi", "correlation_entropy")]
+    paper_between = power.get("correlation_between", 0.0)
+    keys: list[tuple[str, str]] = []
+    pvalues: list[float] = []
+    for name, d in claims.get("filtering", {}).get("differences", {}).items():
+        keys.append(("filtering", name))
+        pvalues.append(d["p_one_sided"])
+    if "correlation" in claims:
+        keys.append(("correlation", ""))
+        pvalues.append(claims["correlation"]["p_one_sided"])
+    adjusted = dict(zip(keys, st.holm(pvalues), strict=True))
+    m = max(1, sum(1 for p in pvalues if math.isfinite(p)))
+    level = alpha / m
+    if "filtering" in claims:
+        c = claims["filtering"]
+        arms: dict[str, dict[str, Any]] = {}
+        for name, d in c["differences"].items():
+            d["p_holm"] = adjusted[("filtering", name)]
+            d["power"] = (
+                st.paired_t_power(effect, sd, d["n"], 2 * level)
+                if d["n"] >= 2 and math.isfinite(effect) and sd > 0
+                else math.nan
+            )
+            arm = arms.setdefault(d["arm"], {"significant": True, "power": math.inf})
+            arm["significant"] &= bool(math.isfinite(d["p_holm"]) and d["p_holm"] <= alpha)
+            arm["power"] = min(arm["power"], d["power"])
+        c["significant"] = any(a["significant"] for a in arms.values())
+        c["power"] = max((a["power"] for a in arms.values()), default=math.nan)
+    if "correlation" in claims:
+        c = claims["correlation"]
+        c["p_holm"] = adjusted[("correlation", "")]
+        low = c["ci_abs_mi_minus_abs_entropy"][0]
+        c["significant"] = bool(
+            math.isfinite(c["p_holm"]) and c["p_holm"] <= alpha and math.isfinite(low) and low > 0
+        )
+        c["power"] = (
+            st.dependent_correlations_power(*paper_rhos, paper_between, c["runs"], level)
+            if c["runs"] >= 4 and all(math.isfinite(r) for r in paper_rhos)
+            else math.nan
+        )
+    if "collapse" in claims:
+        claims["collapse"]["significant"] = claims["collapse"].pop("reproduced")
+        claims["collapse"]["power"] = math.nan
+    for c in claims.values():
+        c["verdict"] = st.verdict(c["significant"], c["power"])
+        c["reproduced"] = c["verdict"] == "reproduced"
+        c["alpha"] = alpha
+
+
+def _gate(spec: dict[str, Any], env_id: str, checkpoint: Path, out: Path) -> dict[str, Any]:
+    """The warm-start gate of ``env_id`` (:func:`baselines.studies.gate.warm_start_gate`),
+    measured once per results folder (``gate/<env>.json``; a resumed study reads it)."""
+    path = out / "gate" / f"{_short(env_id)}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    settings = dict(spec.get("gate") or {})
+    oracle = int(settings.pop("oracle_episodes", 32))
+    result = warm_start_gate(
+        checkpoint,
+        env_id,
+        list(spec["common"]),
+        out / "gate" / _short(env_id),
+        oracle_episodes=oracle,
+        thresholds=settings,
+    )
+    write_text_atomic(path, json.dumps(result, indent=1))
+    return result
+
+
+def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A run the gate kept from starting: reported with its reason, never counted."""
+    nan = math.nan
+    return {
+        **run,
+        "void": reason,
+        "provenance": None,
+        "metrics_path": None,
+        "final_val_success": nan,
+        "final_mi": nan,
+        "final_mi_per_token": nan,
+        "final_ragen_mi_zscore": nan,
+        "final_entropy": nan,
+        "mi_ceiling": nan,
+        "near_chance_evaluations": 0,
+        "entropy_held": False,
+        "flag_fired": False,
+        "series": {},
+        "run_s": 0.0,
+    }
 
 
 # ------------------------------------------------------------------------------ report
@@ -562,7 +643,8 @@ def _plots(runs: list[dict[str, Any]], folder: Path, scatter: bool = True) -> li
     """Entropy and MI over steps per arm (mean over seeds), final validation success per arm with
     95 % t intervals over seeds, and (``scatter``: the study has claim (c)) the correlation scatter;
     PNGs in ``folder``, whose names are returned. Without the scatter a stale ``correlation.png``
-    is removed, so that the folder holds what the report shows."""
+    is removed, so that the folder holds what the report shows (with no run to draw, every
+    picture is)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -570,6 +652,10 @@ def _plots(runs: list[dict[str, Any]], folder: Path, scatter: bool = True) -> li
 
     folder.mkdir(parents=True, exist_ok=True)
     groups = _groups(runs)
+    if not groups:  # every run void: nothing to draw, and no older picture left behind
+        for stale in ("entropy_mi.png", "correlation.png"):
+            (folder / stale).unlink(missing_ok=True)
+        return []
     names = []
     fig, axes = plt.subplots(len(groups), 3, figsize=(15, 3.2 * len(groups)), squeeze=False)
     for row, ((claim, env_id), arms) in enumerate(sorted(groups.items())):
@@ -668,6 +754,10 @@ def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -
     return lines
 
 
+def _alpha(claims: dict[str, Any]) -> float:
+    return next((c["alpha"] for c in claims.values()), 0.05)
+
+
 def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, doc.parent)
     c = results["claims"]
@@ -689,11 +779,32 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         f"{len(stale)} of {len(results['runs'])}.  ",
         f"Data: `{rel}/results.json` (every run's config, seed, code and per-step series).",
         "",
-        "| claim | reproduced | stale runs |",
-        "| --- | --- | --- |",
+        "Verdicts: *reproduced* when the claim's test is significant in the paper's direction "
+        f"(Holm-corrected over the claims' comparisons, alpha {_alpha(c)}); *not reproduced* "
+        "only when it is not and the design had at least 0.8 power for the paper's effect size "
+        "(the spec's `power` section, fixed before the runs); else *inconclusive*.",
+        "",
+        "| claim | verdict | power for the paper's effect | stale runs | void runs |",
+        "| --- | --- | --- | --- | --- |",
         *[
-            f"| {titles[k]} | {v['reproduced']} | {sum(1 for r in stale if r['claim'] == k)} |"
+            f"| {titles[k]} | {v['verdict']} | {v['power']:.2f} | "
+            f"{sum(1 for r in stale if r['claim'] == k)} | "
+            f"{sum(1 for r in results['runs'] if r['claim'] == k and r['void'])} |"
             for k, v in c.items()
+        ],
+        "",
+        "## Warm-start gate",
+        "",
+        "An environment's RL runs start only when the oracle's reasoning keeps at least half its "
+        "MI ceiling under the warm start and the warm start's validation success is off its "
+        "floor and ceiling (`baselines/studies/gate.py`); else they are void.",
+        "",
+        "| env | passed | oracle MI / ceiling (nats) | validation success | reasons |",
+        "| --- | --- | --- | --- | --- |",
+        *[
+            f"| {_short(env)} | {g['passed']} | {g['mi']:.3f} / {g['mi_ceiling']:.3f} | "
+            f"{g['success']:.3f} ({g['val_episodes']} episodes) | {'; '.join(g['reasons'])} |"
+            for env, g in results["gate"].items()
         ],
     ]
     if "filtering" in c:
@@ -701,12 +812,14 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "",
             "## (b) paired differences in final validation success (arm minus baseline)",
             "",
-            "| env/arm | n | mean | 95% low | 95% high | MI arm | MI baseline |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| env/arm | n | mean | 95% low | 95% high | p (one-sided) | p (Holm) | power | "
+            "MI arm | MI baseline |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for key, s in c["filtering"]["differences"].items():
             lines.append(
                 f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
+                f"{s['p_one_sided']:.3f} | {s['p_holm']:.3f} | {s['power']:.2f} | "
                 f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} |"
             )
     if "correlation" in c:
@@ -729,6 +842,7 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             ("MI per token (RAGEN's headline)", "spearman_mi_per_token", None),
             ("RAGEN MI-ZScore", "spearman_ragen_mi_zscore", None),
             ("entropy", "spearman_entropy", "ci_entropy"),
+            ("rho(MI, entropy)", "spearman_mi_entropy", None),
             ("rho(MI) - rho(entropy)", "mi_minus_entropy", "ci_mi_minus_entropy"),
             (
                 "abs rho(MI) - abs rho(entropy) (decides)",
@@ -740,6 +854,12 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"| {name} | {cc[key]:.3f} | {ci(cc[interval]) if interval else ''} | "
                 f"{pooled[key]:.3f} | {ci(pooled[interval]) if interval else ''} |"
             )
+        lines += [
+            "",
+            f"Meng-Rosenthal-Rubin test of |rho(MI)| > |rho(entropy)| on the sweep: z "
+            f"{cc['mrr_z']:.3f}, one-sided p {cc['p_one_sided']:.3f}, Holm {cc['p_holm']:.3f}; "
+            f"intervals resample whole seeds ({cc['seeds']} seeds).",
+        ]
     if "collapse" in c:
         lines += [
             "",
@@ -774,6 +894,7 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     runs = _runs(spec)
     checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
+    gates = {env: _gate(spec, env, checkpoint, out) for env, checkpoint in checkpoints.items()}
     names = [f"{r['claim']}/{_short(r['env'])}/{r['arm']}/seed{r['seed']}" for r in runs]
     settings = [_train_overrides(run, checkpoints[run["env"]], spec) for run in runs]
     # A configuration two claims name runs once, in the folder of the first run that names it.
@@ -785,7 +906,7 @@ def run_study(
         futures = [
             pool.submit(_execute, settings[i], folders[i])
             for i in range(len(runs))
-            if made_by[i] == i
+            if made_by[i] == i and gates[runs[i]["env"]]["passed"]
         ]
         try:
             for future in futures:
@@ -793,14 +914,23 @@ def run_study(
         except BaseException:  # a failed run or Ctrl-C: start no further runs
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-    summaries = [_summary(run, folder) for run, folder in zip(runs, folders, strict=True)]
+    summaries = [
+        _summary(run, folder)
+        if gates[run["env"]]["passed"]
+        else _void_summary(run, "warm-start gate: " + "; ".join(gates[run["env"]]["reasons"]))
+        for run, folder in zip(runs, folders, strict=True)
+    ]
     for i, (summary, j) in enumerate(zip(summaries, made_by, strict=True)):
         summary["same_run_as"] = None if j == i else names[j]  # shared, and said so
     for s in summaries:  # the warm start's folder holds the checkpoint and its provenance
         s["warm_start_provenance"] = _read_provenance(checkpoints[s["env"]].parent)
     now = provenance.describe()
-    mark_stale(summaries, provenance.source_root())
-    by_claim = {name: [s for s in summaries if s["claim"] == name] for name in spec["claims"]}
+    counted = [s for s in summaries if not s.get("void")]
+    mark_stale(counted, provenance.source_root())
+    for s in summaries:
+        s.setdefault("void", None)
+        s.setdefault("stale", None)
+    by_claim = {name: [s for s in counted if s["claim"] == name] for name in spec["claims"]}
     keep = (
         "claim",
         "env",
@@ -814,6 +944,7 @@ def run_study(
         "provenance",
         "warm_start_provenance",
         "stale",
+        "void",
         "series",
     )
     claims: dict[str, Any] = {}
@@ -823,8 +954,9 @@ def run_study(
         baseline = spec["claims"]["filtering"].get("baseline", "none")
         claims["filtering"] = _claim_filtering(by_claim["filtering"], baseline)
     if "correlation" in by_claim:
-        once = [s for s in summaries if s["same_run_as"] is None]  # a shared run counts once
+        once = [s for s in counted if s["same_run_as"] is None]  # a shared run counts once
         claims["correlation"] = _claim_correlation(by_claim["correlation"], once)
+    _decide(claims, dict(spec.get("power") or {}))
     results = {
         "command": command,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
@@ -832,12 +964,14 @@ def run_study(
         "wall_s": time.perf_counter() - t0,
         "provenance": now,  # the code that made this report (each run's own is in the run)
         "runs": [{k: s[k] for k in keep} for s in summaries],
+        "gate": gates,
+        "power": spec.get("power") or {},
         "claims": claims,
     }
     text = json.dumps(results, indent=1, default=float)
     write_text_atomic(out / "results.json", text)
     plot_dir = doc.parent / (doc.stem)
-    plots = _plots(summaries, plot_dir, scatter="correlation" in claims)
+    plots = _plots(counted, plot_dir, scatter="correlation" in claims)
     write_text_atomic(plot_dir / "results.json", text)  # committed beside the report
     _write_doc(doc, results, plots, plot_dir)
     return results
@@ -871,7 +1005,10 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
     results = run_study(spec, out, doc, command.strip(), jobs=args.jobs)
     for name, claim in results["claims"].items():
-        print(f"{name}: reproduced={claim['reproduced']}")
+        print(
+            f"{name}: {claim['verdict']} (power {claim['power']:.2f} for the paper's effect; "
+            f"reproduced={claim['reproduced']})"
+        )
     stale = sum(1 for r in results["runs"] if r["stale"])
     if stale:
         print(f"{stale} of {len(results['runs'])} runs are stale (made by older code): see {doc}")

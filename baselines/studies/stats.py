@@ -52,7 +52,7 @@ SPEARMAN_VARIANCE = 1.06
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (average ranks for ties), ``scipy.stats.spearmanr``.
 
-    Returns NaN when either sample is constant or shorter than 2.
+    Returns NaN when either sample is constant or has fewer than 3 pairs.
 
     Example:
         >>> round(spearman([1, 2, 3, 4], [10, 20, 40, 30]), 6)
@@ -60,7 +60,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """
     if len(x) != len(y):
         raise ValueError(f"spearman: samples of different lengths {len(x)} and {len(y)}")
-    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
         return math.nan
     return float(stats.spearmanr(x, y).statistic)
 
