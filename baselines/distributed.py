@@ -94,13 +94,18 @@ class Ranks:
             device: ``model.device`` (``"auto"``, ``"cpu"`` or ``"cuda"``).
 
         Raises:
-            ValueError: a bad ``WORLD_SIZE``.
+            ValueError: a bad ``WORLD_SIZE``, or ``device="cuda"`` without a CUDA device.
         """
         size = world_size_from_environment()
         if size == 1:
             return cls()
         from accelerate import Accelerator
 
+        if device == "cuda" and not torch.cuda.is_available():
+            raise ValueError(
+                "model.device=cuda but no CUDA device is available; use model.device=cpu "
+                "(torchrun on CPUs runs on gloo)"
+            )
         accelerator = Accelerator(cpu=device == "cpu" or not torch.cuda.is_available())
         return cls(accelerator.process_index, accelerator.num_processes, accelerator)
 

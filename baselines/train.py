@@ -5,8 +5,8 @@ embedded configs and README.md for every metric it logs.
 
 Data parallel: ``torchrun --nproc_per_node N -m baselines.train --config ...`` on CPUs (gloo), or
 ``accelerate launch --num_processes N -m baselines.train --config ...`` on GPUs; every rank runs
-this same program (:mod:`baselines.distributed`), rank 0 prints the summary and each rank prints
-its peak RSS (``rank r/N: peak RSS x GB``) to stderr at the end.
+this same program (:mod:`baselines.distributed`), rank 0 prints the summary. Each rank (one process
+too) prints its peak RSS (``rank r/N: peak RSS x GB``) to stderr at the end.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return _train(trainer, config)
     finally:
         ranks = trainer.ranks
-        if ranks.distributed:
-            print(f"rank {ranks.rank}/{ranks.world_size}: {peak_rss_text()}", file=sys.stderr)
+        print(f"rank {ranks.rank}/{ranks.world_size}: {peak_rss_text()}", file=sys.stderr)
         ranks.close()
 
 

@@ -245,6 +245,8 @@ class Trainer:
         SymlinkInRunFolder: ``out_dir`` holds a symbolic link (a ``ValueError``; see
             :func:`baselines.checkpoint.refuse_symlinks`).
         FileNotFoundError: ``resume`` is True but there is no checkpoint.
+        ValueError: launched as W processes (``WORLD_SIZE``) with ``rollout.num_groups`` not a
+            multiple of W.
     """
 
     def __init__(
