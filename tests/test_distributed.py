@@ -280,7 +280,8 @@ def test_an_episode_samples_the_same_ids_alone_in_a_batch_of_64_and_in_split_bat
 
 #: Bandit with one-token raw answers on the tiny model. PPO with a KL term and 2 epochs runs
 #: every pre-update pass (old and reference log-probs, values) and 4 optimizer steps; the filter
-#: keeps 2 of 4 groups (top_k_abs), validation plays 3 episodes (split 1 + 2 over ranks).
+#: keeps 2 of 4 groups (top_k_abs), validation plays 3 episodes (split 1 + 2 over ranks), the
+#: MI diagnostics run on rank 0 and are broadcast (raw answers hold no reasoning: counts only).
 #: EQUAL_LAYOUT: the rows of a group have equal length (one sampled token), so micro-batches of
 #: 4 rows are whole groups in one process (longest first, ties by index) and the 8 kept rows
 #: split over 2 ranks are one group each: both layouts run the same two micro-batches.
@@ -301,7 +302,7 @@ EQUAL_LAYOUT = [
     "algorithm.micro_batch_size=4",
     "filter.strategy=top_k_abs",
     "filter.k=2",
-    "diagnostics.every=0",
+    "diagnostics.every=1",
     "train.threads=1",
     "train.dump_rollouts=true",
     "train.final_optimizer_state=true",
