@@ -163,8 +163,16 @@ class Ranks:
             torch.distributed.destroy_process_group()
 
     def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """SUM-reduce ``tensor`` over ranks, in place; returns it."""
-        if self.distributed:
+        """SUM-reduce ``tensor`` over ranks, in place; returns it. A CPU tensor under nccl (which
+        reduces device tensors only) is reduced through a copy on this rank's device."""
+        if not self.distributed:
+            return tensor
+        device = torch.device(self.device)
+        if tensor.device != device and torch.distributed.get_backend() == "nccl":
+            staged = tensor.to(device)
+            torch.distributed.all_reduce(staged, op=torch.distributed.ReduceOp.SUM)
+            tensor.copy_(staged.to(tensor.device))
+        else:
             torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
         return tensor
 
