@@ -308,10 +308,12 @@ class TrainSettings:
 
     Attributes:
         steps: optimizer steps (each on one rollout batch).
-        seed: seed of torch's generator (sampling, init of new heads).
+        seed: seed of each episode's sampling generator (with the step, group and member:
+            :func:`baselines.episodes.episode_seed`) and of torch's generator (init of new heads).
         out_dir: where metrics.jsonl, plots and checkpoints go.
         save_every: checkpoint every this many steps, and at the end; 0: at the end only.
-        threads: torch CPU threads; 0 picks half the CPUs this process may use, at least 1
+        threads: torch CPU threads (per rank when launched as several processes); 0 picks half
+            the CPUs this process may use, at least 1
             (:func:`baselines.threads.resolve_threads`: torch's default of one thread per core
             made a decode step 40x slower when another process held a core).
         keep_checkpoints: checkpoints kept in all: ``checkpoint/`` (the newest) plus

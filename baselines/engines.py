@@ -30,6 +30,15 @@ either), at a stop string (``</answer>``: the reply is cut at the first token af
 right-stripped, ends with the stop string), or at ``max_new_tokens``. The end token, when sampled,
 is part of :attr:`Generation.token_ids` with its log-prob: the policy chose it, so it is trained.
 
+**Per-episode randomness.** ``generate(prompt_ids, sampling, generators=...)`` may be given one
+``torch.Generator`` per prompt (the trainer gives each episode its own, seeded by
+:func:`baselines.episodes.episode_seed` and carried across its turns): the HF engine then draws
+each row's token from its own generator (:func:`sample_rows`), and only for rows still decoding,
+so an episode's tokens do not depend on which other episodes share its batch, on how batches are
+split (``max_batch_tokens``) or on how groups are split over ranks; vLLM gets a per-request seed
+drawn from the prompt's generator. Without ``generators`` sampling draws from torch's global
+generator. Greedy decoding (``temperature = 0``) is the argmax either way.
+
 **One temperature.** Log-probs are those of the distribution sampled from: ``log_softmax(logits /
 T)`` with ``T = temperature`` (``T = 1`` for greedy decoding, ``temperature = 0``), before top-p
 truncation, as verl computes them. The trainer computes the same quantity
@@ -70,6 +79,7 @@ __all__ = [
     "vllm_available",
     "end_token_ids",
     "logit_temperature",
+    "sample_rows",
     "generate",
     "generate_cached",
     "PrefixCache",
@@ -137,8 +147,10 @@ class RolloutEngine(Protocol):
     """What the episode loop (:mod:`baselines.episodes`) needs from a generator.
 
     ``generate`` takes prompt token ids (one list per prompt, exactly the policy's context) and
-    returns one :class:`Generation` per prompt, in order, sampling with torch's global generator
-    (seed it for reproducible rollouts). ``sync_weights`` makes the engine sample from the given
+    returns one :class:`Generation` per prompt, in order. ``generators`` (optional, one
+    ``torch.Generator`` per prompt, on the policy's device) makes each prompt's draws come from its
+    own generator (module docstring, per-episode randomness); without it sampling draws from torch's
+    global generator (seed it for reproducible rollouts). ``sync_weights`` makes the engine sample from the given
     model's current weights and returns the seconds it took; ``close`` frees what it holds.
     """
 
@@ -146,7 +158,10 @@ class RolloutEngine(Protocol):
     provides_logprobs: bool
 
     def generate(
-        self, prompt_ids: list[list[int]], sampling: SamplingSettings
+        self,
+        prompt_ids: list[list[int]],
+        sampling: SamplingSettings,
+        generators: list[torch.Generator] | None = None,
     ) -> list[Generation]: ...
 
     def sync_weights(self, model: Any) -> float: ...
@@ -505,6 +520,44 @@ def _top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return TopPLogitsWarper(top_p)(None, scores)  # it reads only the scores
 
 
+def sample_rows(
+    probs: torch.Tensor,
+    rows: list[int],
+    generators: list[torch.Generator] | None = None,
+) -> torch.Tensor:
+    """One token per row of ``probs`` (float ``[B, V]``, rows summing to 1), drawn for ``rows``.
+
+    With ``generators`` (one per row of ``probs``, on its device) row ``r`` draws with
+    ``torch.multinomial(probs[r], 1, generator=generators[r])``, so its token depends only on its
+    own distribution and generator: not on the other rows of the batch. Rows not in ``rows``
+    (episodes that already stopped) draw nothing, so a generator advances once per token its
+    episode samples, whatever the batch. Without ``generators`` one batched draw from torch's
+    global generator.
+
+    Returns:
+        int64 ``[B]``: the drawn ids (0 for rows not in ``rows``).
+
+    Raises:
+        ValueError: ``generators`` is not one per row.
+
+    Example:
+        >>> g = [torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)]
+        >>> sample_rows(torch.tensor([[0.0, 1.0], [1.0, 0.0]]), [0, 1], g).tolist()
+        [1, 0]
+    """
+    if generators is None:
+        return torch.multinomial(probs, 1).squeeze(1)
+    if len(generators) != probs.shape[0]:
+        raise ValueError(
+            f"sample_rows: {len(generators)} generators for {probs.shape[0]} rows; give one "
+            "torch.Generator per prompt"
+        )
+    chosen = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
+    for r in rows:
+        chosen[r] = torch.multinomial(probs[r], 1, generator=generators[r])[0]
+    return chosen
+
+
 @torch.no_grad()
 def generate_cached(
     model: Any,
@@ -512,6 +565,7 @@ def generate_cached(
     prompt_ids: list[list[int]],
     sampling: SamplingSettings,
     store: PrefixCache | None = None,
+    generators: list[torch.Generator] | None = None,
 ) -> list[Generation]:
     """One reply per prompt, decoding with an explicit KV cache reused across turns.
 
@@ -521,8 +575,9 @@ def generate_cached(
     as ``[pad | cached prefix | pad | new prompt tokens | generated]`` per row, with a 2-D
     attention mask over all of it and explicit position ids (a row's real tokens are numbered
     0, 1, ... whatever the padding), so a row's logits equal those of the row alone up to float
-    rounding. Sampling: logits / temperature, top-p (as ``TopPLogitsWarper``), one draw from
-    torch's global generator per row and step; greedy (``temperature = 0``) takes the argmax.
+    rounding. Sampling: logits / temperature, top-p (as ``TopPLogitsWarper``), one draw per live
+    row and step (:func:`sample_rows`: from the row's own generator when ``generators`` is given,
+    else from torch's global generator); greedy (``temperature = 0``) takes the argmax.
     Stopping and log-probs are those of :func:`generate` (module docstring).
 
     Args:
@@ -534,15 +589,21 @@ def generate_cached(
         store: the cache of the previous call (updated in place: the entries this call extends
             are consumed, one entry per prompt is added, other entries are kept), or None for
             no reuse.
+        generators: one ``torch.Generator`` per prompt (on the model's device), or None.
 
     Returns:
         One :class:`Generation` per prompt.
 
     Raises:
-        ValueError: an empty prompt.
+        ValueError: an empty prompt, or ``generators`` not one per prompt.
     """
     if not prompt_ids:
         return []
+    if generators is not None and len(generators) != len(prompt_ids):
+        raise ValueError(
+            f"generate_cached: {len(generators)} generators for {len(prompt_ids)} prompts; give "
+            "one torch.Generator per prompt"
+        )
     for row, p in enumerate(prompt_ids):
         if not p:
             raise ValueError(f"prompt {row} is empty; a prompt needs at least one token")
@@ -622,7 +683,8 @@ def generate_cached(
             scaled = scores / sampling.temperature
             if sampling.top_p < 1.0:
                 scaled = _top_p_filter(scaled, sampling.top_p)
-            chosen = torch.multinomial(torch.softmax(scaled, dim=-1), 1).squeeze(1)
+            live = [r for r in range(batch) if not done[r]]
+            chosen = sample_rows(torch.softmax(scaled, dim=-1), live, generators)
         else:
             chosen = scores.argmax(dim=-1)
         chosen_lp = logp.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
@@ -765,21 +827,40 @@ class HFEngine:
                 longest = need
         return out
 
-    def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        sampling: SamplingSettings,
+        generators: list[torch.Generator] | None = None,
+    ) -> list[Generation]:
         """One reply per prompt, decoded in batches of at most ``max_batch_tokens`` cache slots
         (:meth:`chunks`): the decoding batch's padded KV cache, not the number of live episodes,
         sets the memory; the previous turn's keys/values of every live episode stay stored in
-        between (:class:`PrefixCache`)."""
+        between (:class:`PrefixCache`). With ``generators`` (one per prompt) each row samples
+        from its own (:func:`sample_rows`); ``kv_cache=False`` then decodes with
+        :func:`generate_cached` without reuse, as ``model.generate`` has no per-row generator.
+
+        Raises:
+            ValueError: ``generators`` is not one per prompt, or an empty prompt.
+        """
+        if generators is not None and len(generators) != len(prompt_ids):
+            raise ValueError(
+                f"HFEngine.generate: {len(generators)} generators for {len(prompt_ids)} prompts; "
+                "give one torch.Generator per prompt"
+            )
         out: list[Generation] = []
         if self.cache is not None:
             self.cache.valid_for(self.model)
             self.cache.keep_extended_by(prompt_ids)
         for chunk in self.chunks(prompt_ids, sampling.max_new_tokens):
             prompts = [prompt_ids[i] for i in chunk]
-            if self.cache is None:
+            rows = None if generators is None else [generators[i] for i in chunk]
+            if self.cache is None and rows is None:
                 out += generate(self.model, self.tokenizer, prompts, sampling)
             else:
-                out += generate_cached(self.model, self.tokenizer, prompts, sampling, self.cache)
+                out += generate_cached(
+                    self.model, self.tokenizer, prompts, sampling, self.cache, generators=rows
+                )
         return out
 
     def sync_weights(self, model: Any) -> float:
@@ -816,7 +897,8 @@ class VLLMEngine:
         max_model_len: the engine's context length in tokens (prompt + reply).
         kv_cache_gib: on CPU, ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache).
         gpu_memory_utilization: on CUDA, the share of GPU memory vLLM may take.
-        seed: vLLM's own seed (per-request seeds are drawn from torch's generator).
+        seed: vLLM's own seed (per-request seeds are drawn from each prompt's generator, or from
+            torch's global generator when none is given).
         workdir: parent of the snapshot folder (default ``/dev/shm`` when it exists).
 
     Raises:
@@ -888,7 +970,12 @@ class VLLMEngine:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
 
-    def _params(self, sampling: SamplingSettings, budgets: list[int]) -> list[Any]:
+    def _params(
+        self,
+        sampling: SamplingSettings,
+        budgets: list[int],
+        generators: list[torch.Generator] | None = None,
+    ) -> list[Any]:
         from vllm import SamplingParams
 
         n = len(budgets)
@@ -901,8 +988,16 @@ class VLLMEngine:
         if sampling.stop_strings:
             common.update(stop=list(sampling.stop_strings), include_stop_str_in_output=True)
         if sampling.temperature > 0 and self.per_request_seeds:
-            # Per-request seeds from torch's global generator: reproducible under manual_seed.
-            seeds = torch.randint(0, 2**31 - 1, (n,)).tolist()
+            # Per-request seeds from each prompt's own generator (an episode's requests do not
+            # depend on the batch), else from torch's global generator (reproducible under
+            # manual_seed).
+            if generators is None:
+                seeds = torch.randint(0, 2**31 - 1, (n,)).tolist()
+            else:
+                seeds = [
+                    int(torch.randint(0, 2**31 - 1, (1,), generator=g, device=g.device))
+                    for g in generators
+                ]
             return [
                 SamplingParams(
                     temperature=sampling.temperature,
@@ -920,8 +1015,15 @@ class VLLMEngine:
             for b in budgets
         ]
 
-    def generate(self, prompt_ids: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
-        """One reply per prompt, with the stopping rules of :func:`generate`.
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        sampling: SamplingSettings,
+        generators: list[torch.Generator] | None = None,
+    ) -> list[Generation]:
+        """One reply per prompt, with the stopping rules of :func:`generate`; ``generators``
+        (one per prompt) seed each request (on CPU, where vLLM has no per-request seeds, the
+        engine's own generator draws and they are not used).
 
         vLLM stops at the first occurrence of a stop string, even inside a token, while the
         transformers rule fires only once the text *ends* with it (after right-stripping) at a
@@ -941,7 +1043,9 @@ class VLLMEngine:
             if not pending:
                 break
             params = self._params(
-                sampling, [sampling.max_new_tokens - len(ids[r]) for r in pending]
+                sampling,
+                [sampling.max_new_tokens - len(ids[r]) for r in pending],
+                None if generators is None else [generators[r] for r in pending],
             )
             inputs = [TokensPrompt(prompt_token_ids=list(prompt_ids[r]) + ids[r]) for r in pending]
             outputs = self.llm.generate(inputs, params, use_tqdm=False)

@@ -26,6 +26,11 @@ one row under a prefix-preserving template (ChatML, SmolLM2) and one row per cha
 otherwise. A chat template that renders no generation prompt cannot be used and raises
 :class:`ValueError` naming the template.
 
+**Per-episode randomness.** Given ``generators`` (:func:`episode_generators`), every episode
+samples from its own ``torch.Generator``, seeded by :func:`episode_seed` from (``train.seed``,
+stream, step, group, member) and carried across its turns, so its token ids do not depend on the
+other episodes of its decoding batch, on how batches are split or on which rank plays it.
+
 Source: the token-in-token-out multi-turn rollouts of verl (``agent_loop``) and RAGEN, and
 TRL's GRPO trainer (training on the completion ids the generator returned).
 """
@@ -41,6 +46,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
@@ -57,6 +63,10 @@ __all__ = [
     "TurnRecord",
     "EpisodeRecord",
     "collect_rollouts",
+    "episode_seed",
+    "episode_generators",
+    "TRAIN_STREAM",
+    "VALIDATION_STREAM",
     "render_prompt",
     "think_prefix_for",
     "extract_reasoning",
@@ -68,6 +78,70 @@ __all__ = [
 ]
 
 THINK_PREFIX = "<think>"
+
+#: :func:`episode_seed` streams: training rollouts and validation episodes never share a seed.
+TRAIN_STREAM = 0
+VALIDATION_STREAM = 1
+
+
+def episode_seed(seed: int, stream: int, step: int, group: int, member: int) -> int:
+    """The seed of one episode's sampling generator, a function of where the episode sits only.
+
+    ``np.random.SeedSequence([seed mod 2**64, stream, step, group, member])``'s first 64-bit word,
+    top bit cleared (a non-negative ``int`` below ``2**63``, as ``torch.Generator.manual_seed``
+    takes it). SeedSequence hashes its whole entropy list, so neighbouring tuples give unrelated
+    seeds (no ``seed + index`` overlaps between steps or groups).
+
+    Args:
+        seed: ``train.seed``.
+        stream: :data:`TRAIN_STREAM` (training rollouts) or :data:`VALIDATION_STREAM`
+            (validation: ``step`` 0, ``group`` the validation episode's index, ``member`` 0).
+        step: the training step (>= 0).
+        group: the group's index in the step's batch (>= 0), the same on every rank.
+        member: the episode's index in its group (>= 0).
+
+    Raises:
+        ValueError: a negative ``stream``, ``step``, ``group`` or ``member``.
+
+    Example:
+        >>> episode_seed(0, TRAIN_STREAM, 0, 0, 0) == episode_seed(0, TRAIN_STREAM, 0, 0, 0)
+        True
+        >>> episode_seed(0, TRAIN_STREAM, 0, 0, 1) != episode_seed(0, TRAIN_STREAM, 0, 1, 0)
+        True
+    """
+    if min(stream, step, group, member) < 0:
+        raise ValueError(
+            f"episode_seed: stream, step, group and member must be >= 0; got {stream}, {step}, "
+            f"{group}, {member}"
+        )
+    words = np.random.SeedSequence([seed % 2**64, stream, step, group, member]).generate_state(
+        1, dtype=np.uint64
+    )
+    return int(words[0]) & (2**63 - 1)
+
+
+def episode_generators(
+    seed: int,
+    stream: int,
+    step: int,
+    groups: range,
+    group_size: int,
+    device: torch.device | str = "cpu",
+) -> list[torch.Generator]:
+    """One seeded ``torch.Generator`` per episode of ``groups`` (group-major, member-minor: the
+    order of :func:`collect_rollouts`), on ``device``, seeded by :func:`episode_seed`.
+
+    Example:
+        >>> len(episode_generators(0, TRAIN_STREAM, 3, range(2, 4), 4))
+        8
+    """
+    out = []
+    for group in groups:
+        for member in range(group_size):
+            g = torch.Generator(device=device)
+            g.manual_seed(episode_seed(seed, stream, step, group, member))
+            out.append(g)
+    return out
 
 
 def think_prefix_for(sampling: SamplingSettings, action_format: str) -> str:
@@ -372,6 +446,8 @@ def collect_rollouts(
     envs: list[gym.Env] | Any | None = None,
     timings: dict[str, float] | None = None,
     engine: RolloutEngine | None = None,
+    generators: list[torch.Generator] | None = None,
+    first_group: int = 0,
 ) -> list[EpisodeRecord]:
     """Play ``len(seeds) * group_size`` episodes in lock step; group g resets with ``seeds[g]``.
 
@@ -393,14 +469,26 @@ def collect_rollouts(
             the new part of each prompt), in seconds.
         engine: a :class:`baselines.engines.RolloutEngine`; ``None`` uses
             :class:`baselines.engines.HFEngine` on ``model``.
+        generators: one ``torch.Generator`` per episode (:func:`episode_generators`), used by
+            every turn of that episode; ``None``: the engine's default (torch's global generator).
+        first_group: the batch index of ``seeds[0]``'s group (``EpisodeRecord.group`` is
+            ``first_group + g``), for a rank that plays a block of the step's groups.
 
     Returns:
         Episodes ordered by group, then member (``group * group_size + member``), each with its
         turns and training rows.
 
     Raises:
-        ValueError: fewer environments than episodes, or an unusable chat template.
+        ValueError: fewer environments than episodes, ``generators`` not one per episode, or an
+            unusable chat template.
     """
+    if generators is not None and len(generators) != len(seeds) * group_size:
+        raise ValueError(
+            f"collect_rollouts: {len(generators)} generators for {len(seeds) * group_size} "
+            "episodes; give one per episode (episode_generators)"
+        )
+    if not seeds:
+        return []
     if engine is None:
         engine = HFEngine(model, tokenizer)
     env_kwargs = dict(env_kwargs or {})
@@ -428,7 +516,12 @@ def collect_rollouts(
         if not fits:
             return actions
         t0 = time.perf_counter()
-        generations = engine.generate([prompts[j] for j in fits], sampling)
+        chosen = [prompts[j] for j in fits]
+        if generators is None:
+            generations = engine.generate(chosen, sampling)
+        else:
+            rows = [generators[live[j].index] for j in fits]
+            generations = engine.generate(chosen, sampling, generators=rows)
         clock["timing/generation_s"] += time.perf_counter() - t0
         for j, gen in zip(fits, generations, strict=True):
             index = live[j].index
@@ -450,7 +543,9 @@ def collect_rollouts(
     episodes: list[EpisodeRecord] = []
     for live, context, turns in zip(played, contexts, sampled, strict=True):
         assert live.chat is not None and len(turns) == len(live.steps)
-        episode = EpisodeRecord(live.index // group_size, live.seed, live.chat, env_id)
+        episode = EpisodeRecord(
+            first_group + live.index // group_size, live.seed, live.chat, env_id
+        )
         for (prompt, gen, row), step in zip(turns, live.steps, strict=True):
             episode.turns.append(
                 TurnRecord(

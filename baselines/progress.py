@@ -308,10 +308,13 @@ class ProgressEngine:
         self._engine = engine
         self._progress = progress
 
-    def generate(self, prompts: list[str], sampling: Any) -> list[Any]:
+    def generate(self, prompts: list[Any], sampling: Any, generators: Any = None) -> list[Any]:
         self._progress.generating(len(prompts))
         t0 = time.perf_counter()
-        out = self._engine.generate(prompts, sampling)
+        if generators is None:
+            out = self._engine.generate(prompts, sampling)
+        else:
+            out = self._engine.generate(prompts, sampling, generators=generators)
         self._progress.generated(sum(len(g.token_ids) for g in out), time.perf_counter() - t0)
         return out
 

@@ -2,6 +2,11 @@
 
 Trains a policy with :class:`baselines.trainer.Trainer`; see ``baselines/configs/`` for the
 embedded configs and README.md for every metric it logs.
+
+Data parallel: ``torchrun --nproc_per_node N -m baselines.train --config ...`` on CPUs (gloo), or
+``accelerate launch --num_processes N -m baselines.train --config ...`` on GPUs; every rank runs
+this same program (:mod:`baselines.distributed`), rank 0 prints the summary. Each rank (one process
+too) prints its peak RSS (``rank r/N: peak RSS x GB``) to stderr at the end.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from baselines.checkpoint import add_run_options, resumed_config
 from baselines.config import TrainConfig, keys_help, load_config
@@ -38,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(*resumed_config(args, "train.out_dir", TrainConfig().train.out_dir))
     except (ValueError, FileNotFoundError) as err:
         parser.error(str(err))
-    from baselines.tracking import complete_metrics
     from baselines.trainer import Trainer
 
     try:
@@ -46,12 +51,31 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from baselines.scoring import describe_precision
+    try:
+        return _train(trainer, config)
+    finally:
+        ranks = trainer.ranks
+        print(f"rank {ranks.rank}/{ranks.world_size}: {peak_rss_text()}", file=sys.stderr)
+        ranks.close()
 
-    print(
-        describe_precision(config.model.dtype, trainer.device, trainer.autocast_dtype),
-        file=sys.stderr,
-    )
+
+def peak_rss_text() -> str:
+    """This process's peak resident set size, ``"peak RSS 1.23 GB"`` (Linux ``ru_maxrss``)."""
+    import resource
+
+    return f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
+
+
+def _train(trainer: Any, config: TrainConfig) -> int:
+    from baselines.scoring import describe_precision
+    from baselines.tracking import complete_metrics
+
+    main = trainer.ranks.is_main
+    if main:
+        print(
+            describe_precision(config.model.dtype, trainer.device, trainer.autocast_dtype),
+            file=sys.stderr,
+        )
     if trainer.start_step >= config.train.steps:
         print(
             f"{trainer.out_dir} is already complete: {trainer.start_step} of "
@@ -64,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as err:  # a train.report_to tracker that is not installed
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if not main:
+        return 0
     if trainer.stopped_early:
         when = f"after step {history[-1]['step']:.0f}" if history else "on resume, before a step"
         print(f"stopped early {when}: see the warnings and the stop message above")

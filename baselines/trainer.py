@@ -4,8 +4,10 @@ One step, top to bottom (:meth:`Trainer.step`):
 
 1. **Rollout.** P groups x N episodes (:func:`baselines.episodes.collect_rollouts`: token ids in,
    token ids out, each episode's training rows assembled from the ids the engine sampled); group g of
-   step s resets with seed ``train_seed + s*P + g``, and torch's generator is reseeded from
-   ``(train.seed, s)``, so a step is reproducible on its own and a resumed run repeats nothing.
+   step s resets with seed ``train_seed + s*P + g``, and member n of group g samples from its own
+   ``torch.Generator`` seeded by :func:`baselines.episodes.episode_seed` of
+   ``(train.seed, s, g, n)``, so a step is reproducible on its own, a resumed run repeats nothing,
+   and an episode's ids do not depend on its decoding batch or on the number of ranks.
 2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
    *before* filtering: the matrix ``log p(z_m | x_j)`` (:func:`baselines.diagnostics.score_matrix`,
    which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates. z is
@@ -39,6 +41,21 @@ Every log-prob (policy, old, reference, entropy, MI scorer) is of the sampling d
 those of the policy that sampled the batch. With ``ppo_epochs == 1`` the policy that sampled the batch is the one being updated, so the old
 log-probabilities equal the current ones and are taken from the same forward pass (detached);
 the ratio is then exactly 1 and clipping starts to act from the second epoch.
+
+Data parallel (:mod:`baselines.distributed`): launched by ``torchrun --nproc_per_node W -m
+baselines.train ...`` (CPUs, gloo) or ``accelerate launch --num_processes W -m baselines.train
+...`` (GPUs, nccl), the trainer starts ``accelerate.Accelerator`` and runs as W ranks that hold
+identical weights and optimizer state. Each rank plays a contiguous block of ``P / W`` groups
+(``rollout.num_groups`` must be a multiple of W) and the episode records are gathered to every
+rank, so the filter, the advantages and the decision to update read the whole ``P x N`` batch
+alike; the pre-update scoring and each mini-batch's rows are split over ranks, each rank's
+micro-batch losses are weighted by their share of the mini-batch's *global* sampled tokens, and
+the gradients are SUM-reduced before clipping and the AdamW step (:meth:`Trainer._update` says why
+this is not a DDP wrapper). The MI diagnostics (and the entropies an entropy filter reads) are
+computed on rank 0 and broadcast; validation episodes are split and gathered. Rank 0 alone writes
+``metrics.jsonl``, samples, dumps, plots, trackers and checkpoints (the others wait at a barrier
+after each save); a checkpoint holds no per-rank state, so a run resumes at any world size.
+``timing/*`` are rank 0's.
 
 Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step, every name of
 :data:`baselines.tracking.METRIC_NAMES`, null where undefined), ``plots/*.png``, ``checkpoint/``
@@ -85,10 +102,14 @@ from baselines.checkpoint import (
 )
 from baselines.config import TrainConfig, config_to_dict
 from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
+from baselines.distributed import Ranks, world_size_from_environment
 from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import (
+    TRAIN_STREAM,
+    VALIDATION_STREAM,
     EpisodeRecord,
     collect_rollouts,
+    episode_generators,
     reasoning_span,
     write_rollouts,
 )
@@ -224,6 +245,8 @@ class Trainer:
         SymlinkInRunFolder: ``out_dir`` holds a symbolic link (a ``ValueError``; see
             :func:`baselines.checkpoint.refuse_symlinks`).
         FileNotFoundError: ``resume`` is True but there is no checkpoint.
+        ValueError: launched as W processes (``WORLD_SIZE``) with ``rollout.num_groups`` not a
+            multiple of W.
     """
 
     def __init__(
@@ -235,14 +258,30 @@ class Trainer:
         engine: Any | None = None,
     ):
         self.config = config
-        self.progress = progress
         self.out_dir = Path(config.train.out_dir)
         self.metrics_path = self.out_dir / "metrics.jsonl"
         self.checkpoint_dir = self.out_dir / "checkpoint"
         set_torch_threads(config.train.threads)
+        P = config.rollout.num_groups
+        world = world_size_from_environment()
+        if P % world:
+            raise ValueError(
+                f"rollout.num_groups={P} is not divisible by the {world} processes (WORLD_SIZE): "
+                f"each rank plays a whole block of groups; set rollout.num_groups to a multiple "
+                f"of {world} or launch with --nproc_per_node dividing {P}"
+            )
+        # One process, or this rank of torchrun / accelerate launch (baselines.distributed).
+        self.ranks = Ranks.from_environment(config.model.device)
+        self.progress = progress and self.ranks.is_main
         refuse_symlinks(self.out_dir)  # fresh or resumed: nothing is written through a link
-        # Crash safety: put the newest complete checkpoint back in place (baselines.checkpoint).
-        resume_from_scratch = resume and begin_resume(self.out_dir, config.train.keep_checkpoints)
+        # Crash safety: put the newest complete checkpoint back in place (baselines.checkpoint);
+        # rank 0 alone moves files, the others wait for it.
+        resume_from_scratch = False
+        if self.ranks.is_main:
+            resume_from_scratch = resume and begin_resume(
+                self.out_dir, config.train.keep_checkpoints
+            )
+        resume_from_scratch = self.ranks.broadcast(resume_from_scratch)
         if (
             resume
             and not resume_from_scratch
@@ -250,25 +289,29 @@ class Trainer:
         ):
             raise FileNotFoundError(f"--resume: no checkpoint in {self.checkpoint_dir}")
         if resume_from_scratch:
-            print(
-                f"--resume: {self.out_dir} has no complete checkpoint yet (the run stopped during "
-                "its first step); starting again from step 0",
-                file=sys.stderr,
-            )
             resume = False
-            truncate_metrics_after(self.metrics_path, 0)
-        if not resume and not resume_from_scratch and self.metrics_path.exists():
+            if self.ranks.is_main:
+                print(
+                    f"--resume: {self.out_dir} has no complete checkpoint yet (the run stopped "
+                    "during its first step); starting again from step 0",
+                    file=sys.stderr,
+                )
+                truncate_metrics_after(self.metrics_path, 0)
+        elif not resume and self.metrics_path.exists():
             raise FileExistsError(
                 f"{self.out_dir} already holds a run; pass --resume to continue it or choose "
                 "another train.out_dir"
             )
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.ranks.barrier()  # every rank has checked before rank 0 writes
         config_path = self.out_dir / "config.yaml"
-        if (resume or resume_from_scratch) and config_path.is_file():
-            _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
-        write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
-        # The code that runs: commit, uncommitted changes, library versions (provenance.json).
-        provenance.record(self.out_dir, resumed=resume, write=write_text_durable)
+        if self.ranks.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if (resume or resume_from_scratch) and config_path.is_file():
+                _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
+            write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
+            # The code that runs: commit, uncommitted changes, library versions (provenance.json).
+            provenance.record(self.out_dir, resumed=resume, write=write_text_durable)
+        self.ranks.barrier()
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)
@@ -279,7 +322,11 @@ class Trainer:
         # Float32 master weights and AdamW state whatever model.dtype says; model.dtype picks the
         # autocast of the forward/backward passes (baselines.scoring.resolve_autocast).
         self.model, self.tokenizer = load_policy(
-            source, device=mc.device, dtype="float32", texts=texts, seed=config.train.seed
+            source,
+            device=self.ranks.device or mc.device,
+            dtype="float32",
+            texts=texts,
+            seed=config.train.seed,
         )
         self.device = next(self.model.parameters()).device
         self.autocast_dtype = resolve_autocast(mc.dtype, self.device)
@@ -289,9 +336,21 @@ class Trainer:
         self.lora = mc.lora_rank > 0
         if self.lora:
             self._attach_lora(resume)
+        self.ranks.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
         self.reference = None
         if config.algorithm.kl_coef > 0 and not self.lora:
-            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+            if resume:  # the reference is the initial policy (model.path), not the checkpoint
+                reference, _ = load_policy(
+                    mc.path,
+                    device=self.ranks.device or mc.device,
+                    dtype="float32",
+                    texts=texts,
+                    seed=config.train.seed,
+                )
+                self.ranks.broadcast_parameters(reference)
+            else:
+                reference = copy.deepcopy(self.model)
+            self.reference = reference.eval().requires_grad_(False)
         self.value_head = None
         params = [p for p in self.model.parameters() if p.requires_grad]
         groups = [{"params": params, "lr": config.algorithm.lr}]
@@ -385,9 +444,17 @@ class Trainer:
     # ------------------------------------------------------------------ one step
 
     def _rollout(self, step: int) -> tuple[list[EpisodeRecord], dict[str, float]]:
+        """This rank's block of the step's groups, played with one generator per episode
+        (:func:`baselines.episodes.episode_seed` of ``(train.seed, step, group, member)``), then
+        every rank's episodes gathered in group order on every rank. Timings are this rank's."""
         rc = self.config.rollout
-        seeds = [rc.train_seed + step * rc.num_groups + g for g in range(rc.num_groups)]
-        torch.manual_seed(self.config.train.seed * 1_000_003 + step)
+        P, N = rc.num_groups, rc.group_size
+        mine = self.ranks.block(P)
+        seeds = [rc.train_seed + step * P + g for g in mine]
+        generators = episode_generators(
+            self.config.train.seed, TRAIN_STREAM, step, mine, N, self.device
+        )
+        torch.manual_seed(self.config.train.seed * 1_000_003 + step)  # anything else global
         self.model.eval()
         timings: dict[str, float] = {}
         with self._amp():
@@ -396,14 +463,16 @@ class Trainer:
                 self.tokenizer,
                 rc.env_id,
                 seeds,
-                rc.group_size,
+                N,
                 self.sampling,
                 env_kwargs=rc.env_kwargs,
                 envs=self.env_pool,
                 timings=timings,
                 engine=self.engine,
+                generators=generators,
+                first_group=mine.start,
             )
-        return episodes, timings
+        return self.ranks.gather(episodes), timings
 
     @staticmethod
     def rollout_metrics(episodes: list[EpisodeRecord], prefix: str) -> dict[str, float]:
@@ -539,14 +608,18 @@ class Trainer:
 
     def _score_before_update(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
         """The pre-update pass: old log-probs (when the policy moves within the batch), reference
-        log-probs (KL) and values (PPO), written into ``batch`` as float32 ``[R, T-1]``."""
+        log-probs (KL) and values (PPO), written into ``batch`` as float32 ``[R, T-1]``.
+
+        Each rank scores its block of rows (:meth:`Ranks.block`) into zero-filled tensors that
+        are then SUM-reduced: the blocks are disjoint, so every rank ends with every row's values
+        exactly as its owner computed them (PPO's whitened GAE needs all of them)."""
         is_ppo = self.value_head is not None
         old = torch.zeros_like(batch.loss_mask) if need_old else None
         ref = torch.zeros_like(batch.loss_mask) if need_ref else None
         values = torch.zeros_like(batch.loss_mask) if is_ppo else None
         self.model.eval()
         with torch.no_grad():
-            for rows in self._micro_batches(batch, list(range(batch.num_rows))):
+            for rows in self._micro_batches(batch, list(self.ranks.block(batch.num_rows))):
                 part = batch.select(rows).to(self.device)
                 w = part.loss_mask.shape[1]
                 index = torch.as_tensor(rows)
@@ -560,6 +633,9 @@ class Trainer:
                     with self._reference_context():
                         scored = self._score(self.reference or self.model, part)
                     ref[index, :w] = scored["logprobs"].cpu()
+        for tensor in (old, ref, values):
+            if tensor is not None:
+                self.ranks.sum_(tensor)
         batch.old_logprobs, batch.ref_logprobs, batch.values = old, ref, values
 
     def _advantages(self, batch: RolloutBatch, group_rewards: torch.Tensor) -> None:
@@ -625,6 +701,17 @@ class Trainer:
            accumulated gradient is that of the token-mean over the whole mini-batch;
         4. the logged figures, each a token-weighted mean over the pass (:class:`_Meter`).
 
+        Data parallel (several ranks): every rank holds the whole batch; each mini-batch's rows
+        are split over ranks in contiguous blocks (:meth:`Ranks.block`), each rank weights its
+        micro-batch losses by ``tokens / (the mini-batch's sampled tokens over all ranks)``, and
+        the accumulated gradients are SUM-reduced (:meth:`Ranks.sum_gradients`) before
+        ``clip_grad_norm_`` and the AdamW step: the sum is the one-process gradient, so every
+        rank takes the same step. Not DDP: :func:`baselines.scoring.score_targets` runs the
+        model's body and reads the LM head at the loss positions itself, bypassing a DDP
+        wrapper's ``forward`` (whose hooks arm the reducer), and accumulation over micro-batches
+        would need ``no_sync`` anyway; one explicit all-reduce per optimizer step is what DDP
+        with ``no_sync`` does. The logged sums are gathered and added (:meth:`Ranks.sum_floats`).
+
         Args:
             batch: rows of the kept episodes.
             group_rewards: float ``[P_kept, N]`` episode rewards of the kept groups (GRPO).
@@ -664,7 +751,8 @@ class Trainer:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
                 step_meter = _Meter()
-                for rows in self._micro_batches(batch, mini):
+                mine = [mini[i] for i in self.ranks.block(len(mini))]
+                for rows in self._micro_batches(batch, mine) if mine else []:
                     part = batch.select(rows).to(self.device)
                     tokens = float(part.loss_mask.sum())
                     # A row over the token budget goes alone, checkpointed (scoring.py).
@@ -681,10 +769,17 @@ class Trainer:
                         (loss * (tokens / mini_tokens)).backward()
                     meter.add(stats, tokens / total_tokens)
                     step_meter.add(stats, tokens / mini_tokens)
+                self.ranks.sum_gradients(params)  # the one-process gradient on every rank
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
                 self.optimizer.step()
                 grad_norms.append(float(grad_norm))
-                self.minibatch_stats.append(step_meter.sums)
+                self.minibatch_stats.append(self.ranks.sum_floats(step_meter.sums))
+        if self.ranks.distributed:
+            meter.sums = self.ranks.sum_floats(meter.sums)
+            meter.weight = self.ranks.sum_floats({"w": meter.weight})["w"]
+            if not need_old:  # each rank compared its own rows
+                diffs = [torch.cat(diffs)] if diffs else []
+                diffs = [d for d in self.ranks.gather(diffs) if d.numel()]
         metrics.update(meter.means())
         metrics["actor/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else math.nan
         metrics["actor/optimizer_steps"] = float(len(grad_norms))
@@ -701,10 +796,11 @@ class Trainer:
         t_start = time.perf_counter()
         episodes, timings = self._rollout(step)
         release_memory()  # the decoding batches' KV caches are gone: give their pages back
-        self._on_rollout(step, episodes)  # hook: sample episodes as text
+        if self.ranks.is_main:
+            self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
         metrics.update(self.rollout_metrics(episodes, "rollout/"))
-        if cfg.train.dump_rollouts:
+        if cfg.train.dump_rollouts and self.ranks.is_main:
             self._dump_rollouts(episodes, step)
         P, N = cfg.rollout.num_groups, cfg.rollout.group_size
         rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
@@ -715,8 +811,11 @@ class Trainer:
             t0 = time.perf_counter()
             self._phase("scoring (MI diagnostics)")  # hook: live progress
             self.model.eval()
-            with self._amp():
-                diag = self._diagnostics(episodes, step)
+            diag = {}
+            if self.ranks.is_main:  # rank 0 scores, every rank gets its figures
+                with self._amp():
+                    diag = self._diagnostics(episodes, step)
+            diag = self.ranks.broadcast(diag)
             timings["timing/diagnostics_s"] = time.perf_counter() - t0
         else:
             diag = {}
@@ -727,8 +826,9 @@ class Trainer:
                 [sum(len(t.generated_ids) for t in e.turns) for e in episodes],
                 dtype=torch.float64,
             ).view(P, N)
-        elif cfg.filter.needs == "entropies":
-            extra["entropies"] = self._episode_entropies(full, (P, N))
+        elif cfg.filter.needs == "entropies":  # rank 0 scores: every rank filters alike
+            entropies = self._episode_entropies(full, (P, N)) if self.ranks.is_main else None
+            extra["entropies"] = self.ranks.broadcast(entropies)
         result = snr_filter(rewards, cfg.filter, **extra)
         metrics.update(result.stats)
         # RAGEN's rollout/in_group_reward_std (rollout_filter.py:428,439): the mean over groups
@@ -782,26 +882,35 @@ class Trainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Play ``val_episodes`` held-out seeds (``val_seed + i``), greedy by default."""
+        """Play ``val_episodes`` held-out seeds (``val_seed + i``), greedy by default; episode i
+        samples from its own generator (:func:`baselines.episodes.episode_seed` on the
+        validation stream), the episodes split over ranks in blocks and gathered."""
         rc = self.config.rollout
         if rc.val_episodes == 0:
             return {}
         sampling = copy.copy(self.sampling)
         sampling.temperature = rc.val_temperature
         torch.manual_seed(self.config.train.seed)
+        mine = self.ranks.block(rc.val_episodes)  # this rank's block, gathered below
+        generators = episode_generators(
+            self.config.train.seed, VALIDATION_STREAM, 0, mine, 1, self.device
+        )
         self.model.eval()
         with self._amp():
             episodes = collect_rollouts(
                 self.model,
                 self.tokenizer,
                 rc.env_id,
-                [rc.val_seed + i for i in range(rc.val_episodes)],
+                [rc.val_seed + i for i in mine],
                 1,
                 sampling,
                 env_kwargs=rc.env_kwargs,
                 envs=self.env_pool,
                 engine=self.engine,
+                generators=generators,
+                first_group=mine.start,
             )
+        episodes = self.ranks.gather(episodes)
         self.last_val_episodes = episodes
         return self.rollout_metrics(episodes, "val/")
 
@@ -843,7 +952,9 @@ class Trainer:
                 "reward_variance_stop": self.variance_stop_state,
             }
 
-        save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
+        if self.ranks.is_main:  # every rank holds the same weights and optimizer state
+            save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
+        self.ranks.barrier()  # no rank reads a checkpoint rank 0 is still writing
 
     def _load_state(self) -> None:
         state = json.loads((self.checkpoint_dir / "state.json").read_text())
@@ -866,8 +977,10 @@ class Trainer:
         self.steps_without_signal = int(state.get("steps_without_signal", 0))
         self.variance_stop_state = state.get("reward_variance_stop")
         self.start_step = int(state["step"]) + 1
-        # Drop lines of steps after the checkpoint (they run again), atomically.
-        truncate_metrics_after(self.metrics_path, self.start_step)
+        # Drop lines of steps after the checkpoint (they run again), atomically (rank 0).
+        if self.ranks.is_main:
+            truncate_metrics_after(self.metrics_path, self.start_step)
+        self.ranks.barrier()
 
     # ------------------------------------------------------------------ the run
 
@@ -926,8 +1039,15 @@ class Trainer:
         )
         variance_stop = RewardVarianceStop(self.variance_stop_state)
         trackers = []
+        main = self.ranks.is_main  # rank 0 alone writes, logs and speaks
+
+        def tell(message: str) -> None:
+            if main:
+                say(message)
+
         try:
-            trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
+            if main:
+                trackers = make_trackers(cfg.train.report_to, self.out_dir, config_to_dict(cfg))
             initial = {}
             if self.start_step == 0 and cfg.rollout.val_episodes:
                 # The policy before any update: the reference point of every validation curve.
@@ -937,11 +1057,11 @@ class Trainer:
                 }
             for step in bar:
                 if stall.should_stop:  # resumed at the limit: no step is rolled out
-                    say(stall.stop_message())
+                    tell(stall.stop_message())
                     self.stopped_early = True
                     break
                 if cfg.train.reward_variance_stop and variance_stop.should_stop:
-                    say(variance_stop.stop_message())
+                    tell(variance_stop.stop_message())
                     self.stopped_early = True
                     break
                 self.phases.begin_step(step)
@@ -957,7 +1077,8 @@ class Trainer:
                 variance_stop.observe(metrics)
                 self.variance_stop_state = variance_stop.state()
                 line = complete_metrics(metrics)
-                append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
+                if main:
+                    append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
                 for tracker in trackers:
                     tracker.log(line, step)
                 history.append(metrics)
@@ -968,16 +1089,17 @@ class Trainer:
                     updated="no" if metrics.get("actor/skipped") else "yes",
                 )
                 if warning:
-                    say(warning)
+                    tell(warning)
                 variance_stopped = cfg.train.reward_variance_stop and variance_stop.should_stop
                 stop = stall.should_stop or variance_stopped
                 every = cfg.train.save_every
                 if (every and (step + 1) % every == 0) or last or stop:
                     self.phases.set("saving checkpoint")
                     self.save(step, final=last or stop)
-                    write_plots(self.metrics_path, self.out_dir / "plots")
+                    if main:
+                        write_plots(self.metrics_path, self.out_dir / "plots")
                 if stop:
-                    say(variance_stop.stop_message() if variance_stopped else stall.stop_message())
+                    tell(variance_stop.stop_message() if variance_stopped else stall.stop_message())
                     self.stopped_early = True
                     break
         finally:

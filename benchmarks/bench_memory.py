@@ -107,10 +107,12 @@ def main() -> int:
     wrap(trainer, "release_memory", "release_memory")
     original_generate = engines.generate_cached
 
-    def generate_cached(model, tokenizer, prompt_ids, sampling, store=None):
+    def generate_cached(model, tokenizer, prompt_ids, sampling, store=None, generators=None):
         previous = sampler.enter(f"decode (batch of {len(prompt_ids)})")
         try:
-            return original_generate(model, tokenizer, prompt_ids, sampling, store)
+            return original_generate(
+                model, tokenizer, prompt_ids, sampling, store, generators=generators
+            )
         finally:
             if store is not None:
                 size = sum(

@@ -87,7 +87,7 @@ class _KillBeforeTurn(HFEngine):
         self.pool, self.rank, self.turn, self.calls = pool, rank, turn, 0
         self.killed_pid = None
 
-    def generate(self, prompts, sampling):
+    def generate(self, prompts, sampling, generators=None):
         self.calls += 1
         if self.calls == self.turn:
             self.killed_pid = self.pool.worker_pids()[self.rank]
@@ -98,7 +98,7 @@ class _KillBeforeTurn(HFEngine):
                 except ProcessLookupError:
                     break
                 time.sleep(0.05)
-        return super().generate(prompts, sampling)
+        return super().generate(prompts, sampling, generators)
 
 
 def test_a_killed_worker_is_replaced_and_the_batch_is_complete_and_correct(tiny, in_process):

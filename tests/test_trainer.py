@@ -326,7 +326,7 @@ class _ThinkEngine:
         self.ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         self.generation = Generation(list(self.ids), tokenizer.decode(self.ids), [], False)
 
-    def generate(self, prompt_ids, sampling):
+    def generate(self, prompt_ids, sampling, generators=None):
         return [self.generation for _ in prompt_ids]
 
     def sync_weights(self, model):
@@ -485,10 +485,12 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-7), key
     # AdamW's first step is about lr * sign(grad): entries whose gradient is ~0 amplify float
-    # rounding (seen: 2e-6 on 4 of 6,144 entries); 1e-5 is 0.1 % of the step size lr = 0.01.
+    # rounding (seen: 2e-6 on 4 of 6,144 entries with the global-generator rollouts; 1.2e-5 on 1
+    # of 8,192 with the per-episode generators' batch); 3e-5 is 0.3 % of the step size
+    # lr = 0.01, while a mis-weighted micro-batch moves entries by a sizeable part of lr.
     # The gradient's scale is checked above (grad_norm), which AdamW's update hides.
     for a, b in zip(w1, w2, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+        torch.testing.assert_close(a, b, rtol=0, atol=3e-5)
 
 
 def test_bf16_autocast_keeps_float32_master_weights_and_optimizer_state(tmp_path: Path) -> None:

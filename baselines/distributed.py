@@ -1,0 +1,208 @@
+"""Data parallelism for the trainer: which rank does what, and the few collectives it needs.
+
+The trainer runs as one process or as ``WORLD_SIZE`` processes started by ``torchrun`` (CPUs,
+gloo) or ``accelerate launch`` (GPUs, nccl). Under a launcher (``WORLD_SIZE > 1``)
+:meth:`Ranks.from_environment` starts ``accelerate.Accelerator(cpu=...)``, which sets up the
+process group; everything else here is a plain function of ``(rank, world_size)``:
+
+* :func:`block` splits ``n`` items (the step's groups, the validation episodes, a mini-batch's
+  rows) into contiguous blocks, one per rank, sizes differing by at most one;
+* :meth:`Ranks.gather` concatenates every rank's list in rank order on every rank
+  (``accelerate.utils.gather_object``), so the filter, the advantages and the decision to update
+  read the same whole batch everywhere;
+* :meth:`Ranks.broadcast` sends rank 0's object to every rank (what rank 0 alone computes and
+  control flow reads);
+* :meth:`Ranks.sum_` and :meth:`Ranks.sum_gradients` SUM-reduce tensors in place
+  (``torch.distributed.all_reduce``).
+
+With one process every method is the identity and nothing imports ``torch.distributed``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["Ranks", "block", "world_size_from_environment"]
+
+T = TypeVar("T")
+
+
+def world_size_from_environment() -> int:
+    """``WORLD_SIZE`` as a launcher sets it (``torchrun``, ``accelerate launch``), 1 when unset.
+
+    Raises:
+        ValueError: ``WORLD_SIZE`` is set but is not a positive integer.
+    """
+    raw = os.environ.get("WORLD_SIZE", "1")
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ValueError(f"WORLD_SIZE={raw!r}: expected a positive integer (torchrun sets it)")
+    return size
+
+
+def block(n: int, rank: int, world_size: int) -> range:
+    """The contiguous block of ``range(n)`` that ``rank`` of ``world_size`` takes.
+
+    Block ``r`` is ``range(r * n // W, (r + 1) * n // W)``: the blocks cover ``range(n)`` once, in
+    rank order, and their sizes differ by at most one (a rank may get an empty block when
+    ``n < W``).
+
+    Raises:
+        ValueError: ``n < 0``, ``world_size < 1`` or ``rank`` outside ``[0, world_size)``.
+
+    Example:
+        >>> [list(block(5, r, 2)) for r in range(2)]
+        [[0, 1], [2, 3, 4]]
+    """
+    if n < 0 or world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"block: need n >= 0, world_size >= 1 and 0 <= rank < world_size; got n={n}, "
+            f"rank={rank}, world_size={world_size}"
+        )
+    return range(rank * n // world_size, (rank + 1) * n // world_size)
+
+
+@dataclass
+class Ranks:
+    """This process's place among the trainer's processes.
+
+    Attributes:
+        rank: 0 .. ``world_size - 1`` (``RANK`` of the launcher).
+        world_size: number of processes (1: no process group, every collective is the identity).
+        accelerator: the ``accelerate.Accelerator`` that set up the process group, or None.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    accelerator: Any = None
+
+    @classmethod
+    def from_environment(cls, device: str) -> Ranks:
+        """One process, or this rank of a ``torchrun`` / ``accelerate launch`` run.
+
+        With ``WORLD_SIZE > 1`` it starts ``accelerate.Accelerator(cpu=device == "cpu")``: gloo
+        on CPUs, nccl on GPUs (each rank on ``cuda:LOCAL_RANK``, :attr:`device`).
+
+        Args:
+            device: ``model.device`` (``"auto"``, ``"cpu"`` or ``"cuda"``).
+
+        Raises:
+            ValueError: a bad ``WORLD_SIZE``, or ``device="cuda"`` without a CUDA device.
+        """
+        size = world_size_from_environment()
+        if size == 1:
+            return cls()
+        from accelerate import Accelerator
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise ValueError(
+                "model.device=cuda but no CUDA device is available; use model.device=cpu "
+                "(torchrun on CPUs runs on gloo)"
+            )
+        accelerator = Accelerator(cpu=device == "cpu" or not torch.cuda.is_available())
+        return cls(accelerator.process_index, accelerator.num_processes, accelerator)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that writes metrics, samples, dumps, plots and checkpoints."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def device(self) -> str | None:
+        """The accelerator's device (``cpu`` or ``cuda:LOCAL_RANK``), None with one process."""
+        return None if self.accelerator is None else str(self.accelerator.device)
+
+    def block(self, n: int) -> range:
+        """This rank's contiguous block of ``range(n)`` (:func:`block`)."""
+        return block(n, self.rank, self.world_size)
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here (e.g. after rank 0 wrote a checkpoint)."""
+        if self.distributed:
+            self.accelerator.wait_for_everyone()
+
+    def gather(self, items: list[T]) -> list[T]:
+        """Every rank's ``items`` (picklable), concatenated in rank order, on every rank."""
+        if not self.distributed:
+            return list(items)
+        from accelerate.utils import gather_object
+
+        return list(gather_object(list(items)))
+
+    def broadcast(self, obj: T) -> T:
+        """Rank 0's ``obj`` (picklable) on every rank; other ranks' ``obj`` is ignored."""
+        if not self.distributed:
+            return obj
+        from accelerate.utils import broadcast_object_list
+
+        return broadcast_object_list([obj], from_process=0)[0]
+
+    def broadcast_parameters(self, module: torch.nn.Module) -> None:
+        """Copy rank 0's parameters and buffers of ``module`` to every rank, in place (so every
+        rank starts from the same weights, whatever its own loading or initialisation did)."""
+        if not self.distributed:
+            return
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                torch.distributed.broadcast(tensor.data, src=0)
+
+    def close(self) -> None:
+        """Leave the process group (the end of a run); nothing with one process."""
+        if self.distributed and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """SUM-reduce ``tensor`` over ranks, in place; returns it. A CPU tensor under nccl (which
+        reduces device tensors only) is reduced through a copy on this rank's device."""
+        if not self.distributed:
+            return tensor
+        device = torch.device(self.device)
+        if tensor.device != device and torch.distributed.get_backend() == "nccl":
+            staged = tensor.to(device)
+            torch.distributed.all_reduce(staged, op=torch.distributed.ReduceOp.SUM)
+            tensor.copy_(staged.to(tensor.device))
+        else:
+            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
+        return tensor
+
+    def sum_gradients(self, params: list[torch.nn.Parameter]) -> None:
+        """SUM-reduce every parameter's ``.grad`` over ranks, in place.
+
+        A parameter that has a gradient on some rank gets the sum on every rank (a rank that ran
+        no micro-batch for it adds zeros); one that has none anywhere keeps ``grad = None``, so
+        AdamW skips it exactly as one process would. One ``all_reduce`` per parameter, no flat
+        copy: no extra memory, as many messages as parameter tensors.
+        """
+        if not self.distributed:
+            return
+        device = params[0].device if params else torch.device("cpu")
+        has = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
+        torch.distributed.all_reduce(has, op=torch.distributed.ReduceOp.MAX)
+        for p, anywhere in zip(params, has.tolist(), strict=True):
+            if not anywhere:
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.SUM)
+
+    def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
+        """Per key, the sum over ranks of ``values`` (keys missing on a rank count 0), the same
+        float on every rank (summed in rank order from gathered copies)."""
+        if not self.distributed:
+            return dict(values)
+        total: dict[str, float] = {}
+        for part in self.gather([values]):
+            for key, value in part.items():
+                total[key] = total.get(key, 0.0) + value
+        return total

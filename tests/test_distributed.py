@@ -1,0 +1,436 @@
+"""Data-parallel training (baselines.distributed): the split and reduce logic, rollouts that do not
+depend on how they are batched, and ``torchrun --nproc_per_node 2`` (gloo) against one process.
+
+The end-to-end runs (module fixture ``runs``) train the tiny model for 2 steps three ways: one
+process, two ranks under torchrun, and two ranks for step 0 resumed as one process for step 1.
+The config is chosen so the two layouts run the *same* micro-batches (see ``EQUAL_LAYOUT``);
+then the only difference in the update is the order of a two-term gradient sum, which is exact,
+and the weights agree to ``atol=1e-6`` (float32). With micro-batches of another make-up the sums
+round differently, and AdamW turns a rounding difference in a gradient entry near 0 into a
+weight difference up to ``lr`` (its step is ``lr * m / (sqrt(v) + eps)``): that is why the
+layout is pinned rather than the tolerance loosened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from baselines.distributed import Ranks, block, world_size_from_environment
+from baselines.engines import HFEngine, SamplingSettings, sample_rows
+from baselines.episodes import (
+    TRAIN_STREAM,
+    VALIDATION_STREAM,
+    collect_rollouts,
+    episode_generators,
+    episode_seed,
+)
+from tests.helpers import ROOT
+
+# ----------------------------------------------------------------------------- unit tests
+
+
+def test_block_splits_contiguously_and_evenly() -> None:
+    """Worked by hand: r * n // W .. (r + 1) * n // W."""
+    assert [list(block(8, r, 2)) for r in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [list(block(5, r, 2)) for r in range(2)] == [[0, 1], [2, 3, 4]]
+    assert [list(block(3, r, 4)) for r in range(4)] == [[], [0], [1], [2]]
+    assert list(block(7, 0, 1)) == list(range(7))
+    for n in range(10):
+        for w in range(1, 5):
+            parts = [list(block(n, r, w)) for r in range(w)]
+            assert sum(parts, []) == list(range(n))
+            assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("args", [(-1, 0, 2), (4, 2, 2), (4, -1, 2), (4, 0, 0)])
+def test_block_refuses_bad_arguments(args) -> None:
+    with pytest.raises(ValueError, match="0 <= rank < world_size"):
+        block(*args)
+
+
+def test_world_size_from_environment(monkeypatch) -> None:
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert world_size_from_environment() == 1
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert world_size_from_environment() == 3
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match="positive integer"):
+        world_size_from_environment()
+
+
+def test_one_process_collectives_are_the_identity() -> None:
+    ranks = Ranks()
+    assert (ranks.is_main, ranks.distributed, ranks.device) == (True, False, None)
+    assert ranks.gather([1, 2]) == [1, 2]
+    assert ranks.broadcast({"a": 1}) == {"a": 1}
+    t = torch.ones(3)
+    assert ranks.sum_(t) is t and t.tolist() == [1.0, 1.0, 1.0]
+    assert ranks.sum_floats({"x": 0.5}) == {"x": 0.5}
+
+
+def _two_rank_worker(rank: int, port: int, out: str) -> None:
+    """Rank ``rank`` of 2 (gloo, through accelerate): the collectives the trainer uses, with the
+    answers worked by hand written to ``out/rank<r>.json``."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    ranks = Ranks.from_environment("cpu")
+    result = {"rank": ranks.rank, "world": ranks.world_size, "block": list(ranks.block(5))}
+    result["gathered"] = ranks.gather([f"r{rank}a", f"r{rank}b"][: rank + 1])
+    result["broadcast"] = ranks.broadcast({"from": rank})
+    result["floats"] = ranks.sum_floats({"x": 1.0 + rank, f"only{rank}": 0.5})
+    # The update's gradients: each rank's micro-batch loss weighted by its tokens over the
+    # mini-batch's global tokens; after the SUM, the gradient of the token mean of all rows.
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    unused = torch.nn.Parameter(torch.zeros(3))  # no gradient on any rank: stays None
+    only0 = torch.nn.Parameter(torch.ones(1))  # a gradient on rank 0 only
+    rows = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.0, 3.0], [1.0, 1.0], [4.0, 0.0]])
+    tokens = torch.tensor([1.0, 2.0, 2.0, 3.0, 1.0])  # sampled tokens per row (sum 9)
+    mine = list(ranks.block(5))
+    part = (rows[mine] @ w * tokens[mine]).sum() / tokens[mine].sum()
+    loss = part * (tokens[mine].sum() / tokens.sum())
+    if rank == 0:
+        loss = loss + only0.sum()
+    loss.backward()
+    ranks.sum_gradients([w, unused, only0])
+    result["grad_w"] = w.grad.tolist()
+    result["unused_is_none"] = unused.grad is None
+    result["grad_only0"] = only0.grad.tolist()
+    t = torch.tensor([float(rank + 1)])
+    result["sum"] = ranks.sum_(t).tolist()
+    ranks.barrier()
+    Path(out, f"rank{rank}.json").write_text(json.dumps(result))
+    ranks.close()
+
+
+def test_two_gloo_ranks_gather_broadcast_and_sum_gradients(tmp_path) -> None:
+    """Two spawned ranks: gather in rank order, rank 0's broadcast, per-key float sums, and the
+    SUM of token-share-weighted gradients equal to the one-batch token-mean gradient; a parameter
+    with no gradient anywhere keeps ``grad = None`` (AdamW skips it, as in one process)."""
+    import multiprocessing
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_two_rank_worker, args=(r, port, str(tmp_path))) for r in range(2)]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join(timeout=TIMEOUT_S)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    assert [proc.exitcode for proc in procs] == [0, 0]
+    rows = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.0, 3.0], [1.0, 1.0], [4.0, 0.0]])
+    tokens = torch.tensor([1.0, 2.0, 2.0, 3.0, 1.0])
+    expected = ((rows * tokens[:, None]).sum(0) / tokens.sum()).tolist()  # d/dw of the mean
+    for rank in range(2):
+        got = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert (got["rank"], got["world"]) == (rank, 2)
+        assert got["block"] == [[0, 1], [2, 3, 4]][rank]
+        assert got["gathered"] == ["r0a", "r1a", "r1b"]
+        assert got["broadcast"] == {"from": 0}
+        assert got["floats"] == {"x": 3.0, "only0": 0.5, "only1": 0.5}
+        assert got["grad_w"] == pytest.approx(expected, rel=1e-6)
+        assert got["unused_is_none"] is True
+        assert got["grad_only0"] == [1.0]
+        assert got["sum"] == [3.0]
+
+
+def test_num_groups_not_divisible_by_the_world_size_names_the_fix(tmp_path, monkeypatch) -> None:
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    config = load_config(
+        None, ["model.path=tiny", "rollout.num_groups=3", f"train.out_dir={tmp_path}/run"]
+    )
+    with pytest.raises(ValueError, match="multiple of 2"):
+        Trainer(config, progress=False)
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_episode_seed_is_a_function_of_the_position_only() -> None:
+    seeds = {
+        episode_seed(0, stream, step, group, member)
+        for stream in (TRAIN_STREAM, VALIDATION_STREAM)
+        for step in range(3)
+        for group in range(4)
+        for member in range(4)
+    }
+    assert len(seeds) == 2 * 3 * 4 * 4  # no two positions share a seed
+    assert all(0 <= s < 2**63 for s in seeds)
+    assert episode_seed(7, 0, 1, 2, 3) == episode_seed(7, 0, 1, 2, 3)
+    assert episode_seed(7, 0, 1, 2, 3) != episode_seed(8, 0, 1, 2, 3)
+    assert episode_seed(-1, 0, 0, 0, 0) == episode_seed(2**64 - 1, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        episode_seed(0, 0, -1, 0, 0)
+    # A block of groups gets the generators of those groups in the whole batch.
+    whole = episode_generators(3, TRAIN_STREAM, 5, range(4), 2)
+    part = episode_generators(3, TRAIN_STREAM, 5, range(2, 4), 2)
+    assert [g.initial_seed() for g in whole[4:]] == [g.initial_seed() for g in part]
+
+
+def test_sample_rows_draws_each_row_from_its_own_generator() -> None:
+    """A row's draw depends on its distribution and generator only, and rows that are done draw
+    nothing (their generator does not advance)."""
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(6, 50), dim=-1)
+
+    def gens():
+        return [torch.Generator().manual_seed(100 + r) for r in range(6)]
+
+    together = sample_rows(probs, list(range(6)), gens())
+    for r in range(6):
+        alone = sample_rows(probs[r : r + 1], [0], [gens()[r]])
+        assert int(alone[0]) == int(together[r])
+    g = gens()
+    before = g[2].get_state().clone()
+    sample_rows(probs, [0, 1, 3], g)
+    assert torch.equal(g[2].get_state(), before)
+    with pytest.raises(ValueError, match="one torch.Generator per prompt"):
+        sample_rows(probs, [0], gens()[:2])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from baselines.policy import load_policy
+    from baselines.trainer import vocabulary_texts
+
+    texts = vocabulary_texts("agentgym/FrozenLake-v0", {}, range(32))
+    return load_policy("tiny", device="cpu", dtype="float32", texts=texts, seed=0)
+
+
+def _tokens(episodes) -> list[list[list[int]]]:
+    return [[t.generated_ids for t in e.turns] for e in episodes]
+
+
+def test_an_episode_samples_the_same_ids_alone_in_a_batch_of_64_and_in_split_batches(tiny):
+    """16 groups x 4 of multi-turn FrozenLake (up to 3 turns of up to 12 sampled tokens, so the
+    generators carry across turns and rows stop at different times) in one decoding batch of
+    64, in batches of a few rows (``max_batch_tokens``), and each episode alone with its own
+    generator: the same token ids everywhere."""
+    model, tokenizer = tiny
+    torch.set_num_threads(1)
+    sampling = SamplingSettings(max_new_tokens=12, temperature=1.0, stop_strings=())
+    kwargs = {"max_turns": 3}
+    P, N = 16, 4
+    seeds = list(range(100, 100 + P))
+
+    def play(engine, groups, generators):
+        with torch.no_grad():
+            return collect_rollouts(
+                model,
+                tokenizer,
+                "agentgym/FrozenLake-v0",
+                [seeds[g] for g in groups],
+                N,
+                sampling,
+                env_kwargs=kwargs,
+                engine=engine,
+                generators=generators,
+                first_group=groups.start,
+            )
+
+    batch = play(HFEngine(model, tokenizer), range(P), episode_generators(1, 0, 2, range(P), N))
+    assert sum(len(e.turns) for e in batch) > P * N  # several turns
+    assert len({tuple(map(tuple, t)) for t in _tokens(batch)}) > 1
+    split_engine = HFEngine(model, tokenizer, max_batch_tokens=4 * 300)
+    split = play(split_engine, range(P), episode_generators(1, 0, 2, range(P), N))
+    assert _tokens(split) == _tokens(batch)
+    assert [e.group for e in split] == [g for g in range(P) for _ in range(N)]
+    for g in (0, 7, 15):
+        alone_groups = range(g, g + 1)
+        gens = episode_generators(1, 0, 2, alone_groups, N)
+        for member in range(N):
+            one = collect_rollouts(
+                model,
+                tokenizer,
+                "agentgym/FrozenLake-v0",
+                [seeds[g]],
+                1,
+                sampling,
+                env_kwargs=kwargs,
+                engine=HFEngine(model, tokenizer),
+                generators=[gens[member]],
+            )
+            assert _tokens(one) == _tokens([batch[g * N + member]])
+
+
+# ----------------------------------------------------------------------------- torchrun runs
+
+#: Bandit with one-token raw answers on the tiny model. PPO with a KL term and 2 epochs runs
+#: every pre-update pass (old and reference log-probs, values) and 4 optimizer steps; the filter
+#: keeps 2 of 4 groups (top_k_abs), validation plays 3 episodes (split 1 + 2 over ranks), the
+#: MI diagnostics run on rank 0 and are broadcast (raw answers hold no reasoning: counts only).
+#: EQUAL_LAYOUT: the rows of a group have equal length (one sampled token), so micro-batches of
+#: 4 rows are whole groups in one process (longest first, ties by index) and the 8 kept rows
+#: split over 2 ranks are one group each: both layouts run the same two micro-batches.
+EQUAL_LAYOUT = [
+    "model.path=tiny",
+    "rollout.env_id=agentgym/Bandit-v0",
+    "rollout.env_kwargs={action_format: raw, high_arm_prob: 1.0}",
+    "rollout.think_prefix=false",
+    "rollout.max_new_tokens=1",
+    "rollout.num_groups=4",
+    "rollout.group_size=4",
+    "rollout.val_episodes=3",
+    "rollout.val_every=1",
+    "algorithm.name=ppo",
+    "algorithm.kl_coef=0.05",
+    "algorithm.ppo_epochs=2",
+    "algorithm.lr=0.01",
+    "algorithm.micro_batch_size=4",
+    "filter.strategy=top_k_abs",
+    "filter.k=2",
+    "diagnostics.every=1",
+    "train.threads=1",
+    "train.dump_rollouts=true",
+    "train.final_optimizer_state=true",
+    "model.dtype=float32",
+]
+
+TIMEOUT_S = 900  # a bound against hangs, far above the ~1 min a run takes on a busy 2-core box
+
+
+def _launch(out_dir: Path, nproc: int, *extra: str) -> str:
+    """``python -m baselines.train`` (``nproc`` 1) or ``torchrun --standalone --nproc_per_node
+    nproc -m baselines.train`` in its own process group, killed as a group on failure or time
+    out (no rank outlives the test); returns the combined output."""
+    args = [*EQUAL_LAYOUT, f"train.out_dir={out_dir}", "--no-progress", *extra]
+    if nproc == 1:
+        command = [sys.executable, "-m", "baselines.train", *args]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "baselines.train",
+            *args,
+        ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None or proc.returncode != 0:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    state = load_file(run / "checkpoint" / "model.safetensors")
+    state.update({f"value_head.{k}": v for k, v in _value_head(run).items()})
+    return state
+
+
+def _value_head(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoint" / "value_head.pt", map_location="cpu")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ddp")
+    out = {"one": root / "one", "two": root / "two", "resumed": root / "resumed"}
+    _launch(out["one"], 1, "train.steps=2")
+    out["two_log"] = _launch(out["two"], 2, "train.steps=2")  # type: ignore[assignment]
+    _launch(out["resumed"], 2, "train.steps=1")
+    _launch(out["resumed"], 1, "train.steps=2", "--resume")
+    return out
+
+
+def _assert_same_steps(a: list[dict], b: list[dict]) -> None:
+    assert [m["step"] for m in a] == [m["step"] for m in b]
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            if key.startswith("timing/") or x[key] is None:
+                assert key.startswith("timing/") or y[key] is None, key
+                continue
+            if key.startswith(("filter/", "rollout/reward", "rollout/success", "val/")):
+                assert x[key] == y[key], key  # decided on the same gathered episodes
+            elif key.startswith("rollout/logprob_diff"):
+                # The engine's log-probs come from decoding batches of another size (rounding).
+                assert y[key] == pytest.approx(x[key], abs=1e-5), key
+            else:
+                assert y[key] == pytest.approx(x[key], rel=1e-5, abs=1e-7), key
+
+
+def test_two_ranks_equal_one_process(runs) -> None:
+    """torchrun with 2 ranks (gloo) vs one process, same global batch, 2 steps: the same sampled
+    ids of every episode, the same filter decisions (filter/* exactly), the same actor/* to
+    float tolerance, and the same final weights and value head (atol 1e-6; module docstring)."""
+    one, two = _metrics(runs["one"]), _metrics(runs["two"])
+    assert len(one) == 2
+    _assert_same_steps(one, two)
+    assert one[0]["filter/num_kept"] == 2  # the filter did drop groups
+    assert one[1]["actor/optimizer_steps"] == 2
+    for step in (0, 1):
+        name = f"rollouts/step_{step:06d}.jsonl"
+        a = (runs["one"] / name).read_text().splitlines()
+        b = (runs["two"] / name).read_text().splitlines()
+        assert [json.loads(x)["turns"][0]["sampled_ids"] for x in a] == [
+            json.loads(y)["turns"][0]["sampled_ids"] for y in b
+        ]
+        assert [json.loads(x)["group"] for x in b] == [g for g in range(4) for _ in range(4)]
+    wa, wb = _weights(runs["one"]), _weights(runs["two"])
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        torch.testing.assert_close(wb[key], wa[key], atol=1e-6, rtol=0, msg=key)
+    log = runs["two_log"]
+    assert "rank 0/2: peak RSS" in log and "rank 1/2: peak RSS" in log  # type: ignore[operator]
+    assert sorted(p.name for p in (runs["two"] / "checkpoint").iterdir()) == sorted(
+        p.name for p in (runs["one"] / "checkpoint").iterdir()
+    )
+
+
+def test_two_ranks_resume_as_one_process_and_continue_identically(runs) -> None:
+    """Step 0 on 2 ranks, then ``--resume`` in one process for step 1: the metrics and final
+    weights of the 2-step one-process run (the checkpoint holds no per-rank state)."""
+    _assert_same_steps(_metrics(runs["one"]), _metrics(runs["resumed"]))
+    wa, wr = _weights(runs["one"]), _weights(runs["resumed"])
+    for key in wa:
+        torch.testing.assert_close(wr[key], wa[key], atol=1e-6, rtol=0, msg=key)
