@@ -397,6 +397,27 @@ def test_the_readme_snippet_runs_one_step(tmp_path: Path, monkeypatch) -> None:
     assert "filter/num_kept" in logged and "collapse/num_pairs_total" in logged
 
 
+def test_the_multi_gpu_recipe_runs_one_cpu_step_and_its_configs_parse(tmp_path: Path) -> None:
+    """The recipe's script in one CPU process with the tiny model (its GPU launch is untested
+    here); the accelerate configs it ships name DeepSpeed ZeRO-3 and FSDP2 with bf16."""
+    import yaml
+
+    from baselines.integrations.trl_recipe import main
+
+    out = tmp_path / "recipe"
+    argv = ["--model", "tiny", "--env", "Bandit-v0", "--env-kwargs", '{"action_format": "raw"}']
+    argv += ["--num-prompts", "2", "--num-generations", "4", "--batch-size", "8"]
+    argv += ["--max-new-tokens", "2", "--max-steps", "1", "--cpu", "--output-dir", str(out)]
+    assert main([*argv, "--report-to"]) == 0
+    assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+    folder = ROOT / "baselines" / "configs" / "trl"
+    zero3 = yaml.safe_load((folder / "deepspeed_zero3.yaml").read_text())
+    assert zero3["distributed_type"] == "DEEPSPEED"
+    assert zero3["deepspeed_config"]["zero_stage"] == 3 and zero3["mixed_precision"] == "bf16"
+    fsdp = yaml.safe_load((folder / "fsdp.yaml").read_text())
+    assert fsdp["distributed_type"] == "FSDP" and fsdp["fsdp_config"]["fsdp_version"] == 2
+
+
 def test_episode_return_and_short_ids() -> None:
     assert episode_return([None, None], episode_return=[1, -0.5]) == [1.0, -0.5]
     with pytest.raises(ValueError, match="unknown environment id 'Nope-v0'"):

@@ -81,12 +81,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import torch
+from accelerate.utils import gather_object
 
 from agentgym.chat import ChatEpisode
 from baselines.config import DiagnosticsConfig
@@ -259,6 +261,29 @@ class TRLVLLMEngine:
         pass
 
 
+@contextmanager
+def generation_context(trainer: Any) -> Iterator[Any]:
+    """The trainer's policy, ready for forward passes outside the update: TRL's
+    ``unwrap_model_for_generation`` (ZeRO-3 shards gathered, gradient checkpointing off), FSDP1
+    parameters summoned, ``torch.no_grad`` and the accelerator's autocast. Yields the model."""
+    models = _require("trl.models")
+    args = trainer.args
+    dist = getattr(trainer, "_dist", None)
+    full = dist.summon_full_params(trainer.model_wrapped, recurse=False) if dist else nullcontext()
+    with (
+        models.unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as model,
+        torch.no_grad(),
+        full,
+        trainer.accelerator.autocast(),
+    ):
+        yield model
+
+
 class AgentgymRollout:
     """A TRL ``rollout_func`` that plays agentgym episodes on the shared episode loop.
 
@@ -400,22 +425,8 @@ class AgentgymRollout:
         :func:`baselines.episodes.collect_rollouts`; returns the records and TRL sequences."""
         seeds, size = self._groups(prompts, trainer)
         sampling = self.sampling(trainer)
-        models = _require("trl.models")
-        args = trainer.args
-        dist = getattr(trainer, "_dist", None)
-        full = dist.summon_full_params(trainer.model_wrapped, recurse=False) if dist else None
         timings: dict[str, float] = {}
-        with (
-            models.unwrap_model_for_generation(
-                trainer.model_wrapped,
-                trainer.accelerator,
-                gather_deepspeed3_params=args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-            ) as model,
-            torch.no_grad(),
-            full if full is not None else nullcontext(),
-            trainer.accelerator.autocast(),
-        ):
+        with generation_context(trainer) as model:
             episodes = collect_rollouts(
                 model,
                 self.tokenizer,
@@ -485,7 +496,7 @@ class AgentgymGRPOTrainer(GRPOTrainer):
             every step; ``every=0`` turns the diagnostics off).
 
     Logged (TRL's ``self._metrics``, so every ``report_to`` tracker gets them), with the agentgym
-    trainer's names: ``rollout/*`` (this process's episodes), ``filter/*``,
+    trainer's names: ``rollout/*`` (all processes' episodes), ``filter/*``,
     ``rollout/in_group_reward_std``, ``collapse/*``, ``timing/generation_s``, ``timing/env_s``,
     ``timing/prompt_s``, ``timing/diagnostics_s``; a value that is not defined for a step (NaN)
     is left out, as the agentgym trackers leave it out.
@@ -626,26 +637,31 @@ class AgentgymGRPOTrainer(GRPOTrainer):
         self._agentgym_rows = None
         mode = "train" if self.model.training else "eval"
         step = self.state.global_step
-        metrics = Trainer.rollout_metrics(batch.episodes, "rollout/")
+        # Every process sees the whole batch (as the agentgym trainer does), so the metrics and
+        # the diagnostics are of all episodes and every rank runs the same forward passes (a
+        # sharded model's forward is a collective).
+        episodes = batch.episodes
+        if self.accelerator.num_processes > 1:
+            episodes = gather_object(episodes)
+        metrics = Trainer.rollout_metrics(episodes, "rollout/")
         metrics.update(batch.timings)
         if mode == "train" and self.diagnostics.every and step % self.diagnostics.every == 0:
             t0 = time.perf_counter()
-            model = self.accelerator.unwrap_model(self.model)
-            was_training = model.training
-            model.eval()
-            try:
-                with self.accelerator.autocast():
+            with generation_context(self) as model:
+                was_training = model.training
+                model.eval()
+                try:
                     diag = episode_mi_diagnostics(
                         model,
                         self.processing_class,
-                        batch.episodes,
+                        episodes,
                         self.diagnostics,
                         seed=self.args.seed,
                         step=step,
                         temperature=logit_temperature(self.temperature),
                     )
-            finally:
-                model.train(was_training)
+                finally:
+                    model.train(was_training)
             metrics["timing/diagnostics_s"] = time.perf_counter() - t0
             metrics.update({f"collapse/{k}": v for k, v in diag.items()})
             metrics.update(self.collapse_tracker.update(diag))
