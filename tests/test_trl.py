@@ -309,22 +309,32 @@ def test_the_filter_inside_trl_drops_the_groups_snr_filter_drops(tmp_path: Path)
 def test_the_filtered_loss_is_the_loss_over_the_kept_groups_alone(
     tmp_path: Path, loss_type: str
 ) -> None:
-    """At the first pass the ratio is 1, so each token's loss is -A of its episode. By hand: dapo
-    (token mean) is -sum_kept(A_i * T_i) / sum_kept(T_i); grpo (mean of per-row means) is
-    -mean_kept(A_i); both equal TRL's loss on a batch of the kept rows alone, and so do the
-    gradients."""
+    """Old log-probs set to the current ones minus a shift d_b per row (0 to 0.15 nats, inside
+    the clip range), so each token's loss is -r_b * A_b with r_b = exp(d_b). By hand: dapo (token
+    mean) is -sum_kept(r_b A_b T_b) / sum_kept(T_b); grpo (mean of per-row means) is
+    -mean_kept(r_b A_b); both equal TRL's loss on a batch of the kept rows alone, and so do the
+    gradients (A: TRL's advantages of the kept groups, which the other groups do not change)."""
     trainer, output = _filtered_trainer(tmp_path, loss_type)
     trainer.current_gradient_accumulation_steps = 1
     kept = [g * 4 + n for g in (1, 2) for n in range(4)]
-    # TRL's own advantages of the kept groups: (r - mean) / (std + 1e-4), independent of others.
-    rewards = torch.tensor(REWARDS)
+    ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+    mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+    with torch.no_grad():
+        current, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, mask, output["completion_ids"].size(1)
+        )
+    shift = torch.linspace(0.0, 0.15, 16)
+    output["old_per_token_logps"] = current - shift[:, None]
+    ratio = torch.exp(shift[kept])
+    rewards = torch.tensor(REWARDS)  # TRL's advantages: (r - mean) / (std + 1e-4)
     mean, std = rewards.mean(1, keepdim=True), rewards.std(1, keepdim=True)
     advantages = ((rewards - mean) / (std + 1e-4)).flatten()[kept]
     tokens = torch.stack([output["completion_mask"][b].sum() for b in kept]).float()
     if loss_type == "dapo":
-        by_hand = -float((advantages * tokens).sum() / tokens.sum())
+        by_hand = -float((ratio * advantages * tokens).sum() / tokens.sum())
     else:
-        by_hand = -float(advantages.mean())
+        by_hand = -float((ratio * advantages).mean())
+    assert abs(by_hand) > 1e-3
 
     def loss_and_grads(inputs):
         trainer.model.zero_grad(set_to_none=True)
@@ -340,8 +350,8 @@ def test_the_filtered_loss_is_the_loss_over_the_kept_groups_alone(
     alone["advantages"] = advantages
     alone["num_items_in_batch"] = tokens.sum()
     reference, reference_grads = loss_and_grads(alone)
-    assert filtered == pytest.approx(by_hand, rel=1e-5, abs=1e-7)
-    assert reference == pytest.approx(by_hand, rel=1e-5, abs=1e-7)
+    assert filtered == pytest.approx(by_hand, rel=1e-4)
+    assert reference == pytest.approx(by_hand, rel=1e-4)
     for a, b in zip(grads, reference_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
 

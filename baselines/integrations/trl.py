@@ -265,7 +265,8 @@ class TRLVLLMEngine:
 def generation_context(trainer: Any) -> Iterator[Any]:
     """The trainer's policy, ready for forward passes outside the update: TRL's
     ``unwrap_model_for_generation`` (ZeRO-3 shards gathered, gradient checkpointing off), FSDP1
-    parameters summoned, ``torch.no_grad`` and the accelerator's autocast. Yields the model."""
+    parameters summoned, ``torch.no_grad``, the accelerator's autocast and eval mode (restored
+    after). Yields the model."""
     models = _require("trl.models")
     args = trainer.args
     dist = getattr(trainer, "_dist", None)
@@ -281,7 +282,12 @@ def generation_context(trainer: Any) -> Iterator[Any]:
         full,
         trainer.accelerator.autocast(),
     ):
-        yield model
+        training = model.training
+        model.eval()  # as the agentgym trainer rolls out and scores (no dropout)
+        try:
+            yield model
+        finally:
+            model.train(training)
 
 
 class AgentgymRollout:
@@ -648,20 +654,15 @@ class AgentgymGRPOTrainer(GRPOTrainer):
         if mode == "train" and self.diagnostics.every and step % self.diagnostics.every == 0:
             t0 = time.perf_counter()
             with generation_context(self) as model:
-                was_training = model.training
-                model.eval()
-                try:
-                    diag = episode_mi_diagnostics(
-                        model,
-                        self.processing_class,
-                        episodes,
-                        self.diagnostics,
-                        seed=self.args.seed,
-                        step=step,
-                        temperature=logit_temperature(self.temperature),
-                    )
-                finally:
-                    model.train(was_training)
+                diag = episode_mi_diagnostics(
+                    model,
+                    self.processing_class,
+                    episodes,
+                    self.diagnostics,
+                    seed=self.args.seed,
+                    step=step,
+                    temperature=logit_temperature(self.temperature),
+                )
             metrics["timing/diagnostics_s"] = time.perf_counter() - t0
             metrics.update({f"collapse/{k}": v for k, v in diag.items()})
             metrics.update(self.collapse_tracker.update(diag))
