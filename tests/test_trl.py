@@ -10,6 +10,7 @@ metrics reach TRL's logs under the trainer's names; the README's snippet runs a 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -362,12 +363,21 @@ def test_the_filtered_loss_is_the_loss_over_the_kept_groups_alone(
 def test_mi_and_collapse_metrics_reach_trls_logs_after_one_step(tmp_path: Path) -> None:
     """Scripted think-answer replies give every episode a valid z, scored by the tiny model
     against the 2 distinct prompts: TRL's log holds the trainer's collapse/, filter/, rollout/
-    names after one real step."""
+    names after one real step; the checkpoint holds the collapse tracker, and a resume reads it."""
     env_kwargs = {"max_turns": 1}
     model, tokenizer = _tiny("Sokoban-v0", env_kwargs)
     kwargs = _scripted(tmp_path, model, tokenizer, [("push the box", "Up")], env_kwargs)
+    kwargs["args"] = _args(tmp_path, save_strategy="steps", save_steps=1)
     trainer = AgentgymGRPOTrainer(**kwargs, diagnostics=DiagnosticsConfig(permutations=19))
     trainer.train()
+    checkpoint = tmp_path / "trl" / "checkpoint-1"
+    saved = (checkpoint / "agentgym_collapse.json").read_text()
+    assert saved == json.dumps(trainer.collapse_tracker.state_dict())  # NaN-safe: as text
+    assert len(json.loads(saved)["history"]) == 1
+    resumed = AgentgymGRPOTrainer(**kwargs, diagnostics=DiagnosticsConfig(permutations=19))
+    resumed.create_optimizer_and_scheduler(num_training_steps=1)  # as train() does first
+    resumed._load_optimizer_and_scheduler(str(checkpoint))
+    assert json.dumps(resumed.collapse_tracker.state_dict()) == saved
     (logged,) = [h for h in trainer.state.log_history if "loss" in h]
     ours = {k for k in logged if k.split("/")[0] in ("collapse", "filter", "rollout", "timing")}
     assert ours <= set(METRIC_NAMES), ours - set(METRIC_NAMES)
@@ -434,3 +444,79 @@ def test_episode_return_and_short_ids() -> None:
         AgentgymRollout("Nope-v0", tokenizer=None)
     with pytest.raises(TypeError, match="rollout_func=AgentgymRollout"):
         AgentgymGRPOTrainer(model=None, rollout_func=lambda prompts, trainer: {})
+
+
+class _LengthEngine:
+    """Replies ``<answer> 1 </answer>`` padded to ``1 + (7 i) % 5`` ids for the i-th prompt of a
+    call (no end id), so the episodes' policy-token counts are known by hand."""
+
+    name = "lengths"
+    provides_logprobs = True
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, prompt_ids, sampling):
+        from baselines.engines import Generation
+
+        word = self.tokenizer.convert_tokens_to_ids("1")
+        out = []
+        for i in range(len(prompt_ids)):
+            ids = [word] * (1 + (7 * i) % 5)
+            out.append(Generation(ids, self.tokenizer.decode(ids), [-1.0] * len(ids), False))
+        return out
+
+    def sync_weights(self, model):
+        return 0.0
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("metric", ["length", "entropy"])
+def test_the_filter_inside_trl_reads_lengths_and_entropies(tmp_path: Path, metric: str) -> None:
+    """``filter.metric`` length: the episodes' sampled-token counts 1 + (7 i) % 5 by hand give
+    group means 2.75, 3.25, 2.5, 3.0 (i = 0..15), so top_k_abs k=2 keeps groups 1 and 3. entropy: the mean token entropy of each episode's sampled ids, computed
+    here from the model's logits, through snr_filter gives the same kept groups as TRL's."""
+    env_kwargs = {"action_format": "raw"}
+    torch.manual_seed(0)
+    model, tokenizer = _tiny("Bandit-v0", env_kwargs)
+    engine = _LengthEngine(tokenizer) if metric == "length" else None
+    rollout = AgentgymRollout(
+        "Bandit-v0", tokenizer, env_kwargs=env_kwargs, max_new_tokens=4, engine=engine
+    )
+    config = FilterConfig(strategy="top_k_abs", k=2, metric=metric)
+    trainer = AgentgymGRPOTrainer(
+        **_kwargs(model, tokenizer, rollout, 4, reward=_fixed_reward),
+        args=_args(tmp_path, per_device_train_batch_size=16),
+        snr_filter=config,
+        diagnostics=DiagnosticsConfig(every=0),
+    )
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(
+        [{"prompt": p} for p in _prompts(rollout, 4, 4)]
+    )
+    trained = (output["completion_mask"] * output["tool_mask"]).sum(1)
+    kept_groups = sorted({b // 4 for b in range(16) if int(trained[b]) > 0})
+    if metric == "length":
+        lengths = [[1 + (7 * (g * 4 + n)) % 5 for n in range(4)] for g in range(4)]
+        assert [sum(len(t.generated_ids) for t in e.turns) for e in rollout.last.episodes] == [
+            x for group in lengths for x in group
+        ]
+        assert kept_groups == [1, 3]
+        return
+    entropies = []
+    for episode in rollout.last.episodes:
+        (row,) = episode.rows
+        with torch.no_grad():
+            logits = model(torch.tensor([row.input_ids])).logits[0, :-1].float()
+        p = torch.log_softmax(logits, dim=-1)
+        h = -(p.exp() * p).sum(-1)
+        sampled = torch.tensor(row.loss_mask[1:], dtype=torch.bool)
+        entropies.append(float(h[sampled].mean()))
+    expected = snr_filter(
+        torch.tensor(REWARDS, dtype=torch.float64),
+        config,
+        entropies=torch.tensor(entropies, dtype=torch.float64).view(4, 4),
+    )
+    assert kept_groups == expected.kept.tolist()

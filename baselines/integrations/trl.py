@@ -33,7 +33,8 @@ refuses such episodes there (``ValueError`` naming :class:`AgentgymGRPOTrainer`)
 prefix-preserving template (ChatML, SmolLM2) every episode is one row and either trainer works.
 
 **Groups.** TRL repeats each prompt ``num_generations`` times in a row; the rollout plays them as
-one group (the same reset seed) exactly as the trainer's ``collect_rollouts`` call does.
+one group (the same reset seed) exactly as the trainer's ``collect_rollouts`` call does (a process
+whose prompts split a group plays each episode as a group of one, with the same seeds).
 
 **The filter inside TRL.** After TRL computed its rewards and advantages,
 :meth:`AgentgymGRPOTrainer._generate_and_score_completions` scores each group (TRL's summed,
@@ -56,7 +57,7 @@ written: that path is untested here. In server mode every process must call the 
 number of times (a collective): give every rank the same number of turns (fixed ``max_turns``,
 episodes that run to it) or use colocate mode.
 
-Example (the README's "With Hugging Face TRL", which a test runs)::
+Example (the README's "With Hugging Face TRL" holds the full CPU version, which a test runs)::
 
     from trl import GRPOConfig
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
@@ -84,11 +85,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym.chat import ChatEpisode
 from baselines.config import DiagnosticsConfig
@@ -110,6 +113,7 @@ __all__ = [
     "AgentgymRollout",
     "AgentgymGRPOTrainer",
     "RolloutBatch",
+    "SEED_KEY",
     "TRLVLLMEngine",
     "episode_return",
     "episode_sequence",
@@ -349,19 +353,19 @@ class AgentgymRollout:
         self.stop_strings = tuple(stop_strings)
         self.generation_batch_tokens = generation_batch_tokens
         self.engine = engine
-        self._seed_of: dict[str, int] = {}
         self.last: RolloutBatch | None = None
         self.__name__ = "agentgym_rollout"  # TRL logs functions by name
 
     # ------------------------------------------------------------------ the dataset
 
-    @staticmethod
-    def _key(prompt: Any) -> str:
-        return json.dumps(prompt, sort_keys=True, ensure_ascii=False)
-
     def dataset(self, num_prompts: int) -> Any:
         """A ``datasets.Dataset`` of ``num_prompts`` conversational prompts (column ``prompt``):
-        the first chat of the episodes with seeds ``seed .. seed + num_prompts - 1``."""
+        the first chat of the episodes with seeds ``seed .. seed + num_prompts - 1``.
+
+        The first message of each prompt carries its reset seed (key :data:`SEED_KEY`, which
+        chat templates do not read), so episodes whose first chats are equal (e.g. every Bandit
+        seed) still reset with their own seeds, as the agentgym trainer's groups do.
+        """
         datasets = _require("datasets")
         prompts = []
         env = gym.make(self.env_id, **self.env_kwargs)
@@ -369,8 +373,7 @@ class AgentgymRollout:
             for i in range(num_prompts):
                 observation, info = env.reset(seed=self.seed + i)
                 messages = ChatEpisode.from_reset(observation, info).messages()
-                # Seeds with the same first chat play the same episode start; the first wins.
-                self._seed_of.setdefault(self._key(messages), self.seed + i)
+                messages[0] = {**messages[0], SEED_KEY: self.seed + i}
                 prompts.append(messages)
         finally:
             env.close()
@@ -406,18 +409,18 @@ class AgentgymRollout:
         training = trainer.model.training
         size = trainer.num_generations if training else trainer.num_generations_eval
         size = size or 1
-        keys = [self._key(p) for p in prompts]
-        for key in keys:
-            if key not in self._seed_of:
+        seeds = []
+        for prompt in prompts:
+            seed = prompt[0].get(SEED_KEY) if prompt and isinstance(prompt[0], dict) else None
+            if seed is None:
                 raise ValueError(
-                    "a prompt that AgentgymRollout.dataset() did not make: build train_dataset "
-                    "with rollout.dataset(num_prompts)"
+                    "a prompt that AgentgymRollout.dataset() did not make (its first message has "
+                    f"no {SEED_KEY!r}): build train_dataset with rollout.dataset(num_prompts)"
                 )
-        if len(keys) % size or any(
-            keys[i] != keys[i - i % size] for i in range(len(keys))
-        ):  # a group split across processes: play each episode as a group of one
-            size = 1
-        return [self._seed_of[keys[i]] for i in range(0, len(keys), size)], size
+            seeds.append(int(seed))
+        if len(seeds) % size or any(seeds[i] != seeds[i - i % size] for i in range(len(seeds))):
+            size = 1  # a group split across processes: each episode a group of one
+        return seeds[::size], size
 
     def _engine(self, trainer: Any, model: Any) -> RolloutEngine:
         if self.engine is not None:
@@ -483,6 +486,12 @@ class AgentgymRollout:
             "turns": [len(e.turns) for e in batch.episodes],
         }
 
+
+#: The key of a prompt's first message that holds the episode's reset seed (:meth:`dataset`).
+SEED_KEY = "agentgym_seed"
+
+#: The collapse tracker's state in a TRL checkpoint folder.
+_TRACKER_FILE = "agentgym_collapse.json"
 
 #: TRL loss types normalised by the number of rows (a mean over sequences), not by tokens.
 _PER_ROW_LOSSES = ("grpo", "dr_grpo", "sapo", "luspo")
@@ -622,6 +631,23 @@ class AgentgymGRPOTrainer(GRPOTrainer):
             return super()._compute_loss(model, inputs)
         finally:
             self._agentgym_rows = None
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def _save_checkpoint(self, model, trial):
+        """TRL's checkpoint, plus the collapse tracker's state (``agentgym_collapse.json``)."""
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = Path(self._get_output_dir(trial=trial)) / folder / _TRACKER_FILE
+            path.write_text(json.dumps(self.collapse_tracker.state_dict()))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        """TRL's resume, plus the collapse tracker's state when the checkpoint holds it."""
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and (Path(checkpoint) / _TRACKER_FILE).is_file():
+            state = json.loads((Path(checkpoint) / _TRACKER_FILE).read_text())
+            self.collapse_tracker.load_state_dict(state)
 
     # ---------------------------------------------------------------- RAGEN-2's tools
 
