@@ -435,7 +435,9 @@ class AgentgymRollout:
         seeds, size = self._groups(prompts, trainer)
         sampling = self.sampling(trainer)
         timings: dict[str, float] = {}
-        with generation_context(trainer) as model:
+        # The policy itself generates only with the transformers engine (vLLM holds a copy).
+        own = self.engine is None and not getattr(trainer, "use_vllm", False)
+        with generation_context(trainer) if own else nullcontext(trainer.model) as model:
             episodes = collect_rollouts(
                 model,
                 self.tokenizer,
