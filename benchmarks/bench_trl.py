@@ -154,7 +154,7 @@ def trl_child(a: dict) -> None:
 def agentgym_child(a: dict) -> None:
     """agentgym's Trainer on quick.yaml for ``a["steps"]`` steps; prints ``RESULT {json}``.
 
-    ``a``: {"threads", "steps", "out_dir", "diagnostics_every"}.
+    ``a``: {"threads", "steps", "out_dir", "diagnostics_every", "dtype"}.
     """
     import resource
 
@@ -169,6 +169,7 @@ def agentgym_child(a: dict) -> None:
             f"train.steps={a['steps']}",
             "rollout.val_episodes=0",
             f"diagnostics.every={a['diagnostics_every']}",
+            f"model.dtype={a.get('dtype', 'auto')}",
         ],
     )
     trainer = Trainer(cfg, progress=False)
@@ -231,6 +232,12 @@ def main() -> None:
     parser.add_argument(
         "--agentgym-diagnostics", type=int, nargs="+", default=[0, 1], help="diagnostics.every"
     )
+    parser.add_argument(
+        "--agentgym-dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="model.dtype of the agentgym runs (auto: bf16 autocast where the CPU has bf16)",
+    )
     add_child_options(parser, CHILDREN)
     args = parser.parse_args()
     if run_if_child(args, CHILDREN):
@@ -240,7 +247,11 @@ def main() -> None:
     for n in args.threads:
         runs = [("trl " + v, "trl", {"variant": v}) for v in args.trl_variants]
         runs += [
-            (f"agentgym diag={d}", "agentgym", {"diagnostics_every": d})
+            (
+                f"agentgym diag={d}",
+                "agentgym",
+                {"diagnostics_every": d, "dtype": args.agentgym_dtype},
+            )
             for d in args.agentgym_diagnostics
         ]
         for name, child, extra in runs:
