@@ -48,6 +48,9 @@ kept rows' advantages are multiplied by ``rows / kept rows``, which gives the sa
 those losses are linear in the advantage; there a KL term (``beta > 0``) would not be rescaled, so
 that combination is refused. TRL's advantages of a kept group do not depend on the other groups
 unless ``scale_rewards="batch"`` (then the std is of the whole batch, dropped groups included).
+The dropped rows still go through TRL's forward and backward passes (with a zero mask): the
+filter changes the gradient, not the cost of the update, unlike the agentgym trainer, which
+leaves them out of the batch.
 
 **vLLM.** With ``GRPOConfig(use_vllm=True)`` (colocate or server mode) the rollout generates
 through TRL's own vLLM (:class:`TRLVLLMEngine`: TRL syncs the weights before each rollout), turn by
