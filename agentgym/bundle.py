@@ -9,6 +9,7 @@ A bundle (format ``agentgym-eval``, version 1; the JSON Schema is
       "agent": {"spec": "random", "name": "random", "description": "...", "seed": 0,
                 "settings": {...}},
       "eval_config": {...},            # the arguments of the run (used to resume it)
+      "provenance": {"commit": ...},   # the code that made it (agentgym.provenance; optional)
       "runs": [{
         "env_id": "agentgym/Sokoban-v0", "env_version": 0,
         "env_kwargs": {},              # the task parameters given (a replay uses these)
@@ -349,10 +350,15 @@ def run_record(
 
 
 def make_bundle(
-    agent: Mapping[str, Any], eval_config: Mapping[str, Any], runs: list[dict[str, Any]]
+    agent: Mapping[str, Any],
+    eval_config: Mapping[str, Any],
+    runs: list[dict[str, Any]],
+    provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A whole bundle: the format header (format, version, the installed agentgym's version, the
-    creation time in UTC) before ``agent``, ``eval_config`` and ``runs``."""
+    creation time in UTC) before ``agent``, ``eval_config``, ``provenance`` (when given: the code
+    that made it, :func:`agentgym.provenance.describe`; never part of :func:`bundle_digest`) and
+    ``runs``."""
     return {
         "format": BUNDLE_FORMAT,
         "format_version": BUNDLE_VERSION,
@@ -360,6 +366,7 @@ def make_bundle(
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "agent": agent,
         "eval_config": eval_config,
+        **({"provenance": dict(provenance)} if provenance is not None else {}),
         "runs": runs,
     }
 

@@ -4,7 +4,9 @@ The system message holds the environment's ``instructions`` (rules, action forma
 budget). Each user message holds ``Turn t:``, the reward of the previous turn (and why it was invalid,
 if it was), the state, and the actions left; each assistant message is the policy's reply verbatim.
 The trainer and the eval harness both build prompts from :class:`ChatEpisode`, so a model sees the
-same text in training and in evaluation.
+same text in training and in evaluation. The chat template that turns these messages into a
+prompt runs in :func:`baselines.episodes.render_prompt` (under CPU and memory limits: a
+checkpoint's template is untrusted code), since rendering needs transformers.
 
 Example:
     >>> import gymnasium, agentgym
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatEpisode", "ChatTurn", "THINK_PREFIX", "render_generation_prompt"]
+__all__ = ["ChatEpisode", "ChatTurn", "THINK_PREFIX"]
 
 THINK_PREFIX = "<think>"
 
@@ -123,24 +125,3 @@ class ChatEpisode:
             if turn.response is not None:
                 out.append({"role": "assistant", "content": turn.response})
         return out
-
-
-def render_generation_prompt(
-    tokenizer: Any, messages: list[dict[str, str]], think_prefix: bool = True
-) -> str:
-    """The text a policy continues: the chat template with the assistant header, plus ``<think>``.
-
-    This is the prompt of every generation in RL rollouts (RAGEN appends ``<think>`` the same way,
-    ``ragen/llm_agent/ctx_manager.py:653-657,719-723``) and of every SFT example
-    (:mod:`baselines.sft`), so a warm-started model is tuned on exactly the prompts RL shows it.
-
-    Args:
-        tokenizer: a tokenizer with a chat template (``apply_chat_template``).
-        messages: :meth:`ChatEpisode.messages` up to (not including) the reply to generate.
-        think_prefix: end with ``<think>`` (the policy then writes its reasoning first).
-
-    Returns:
-        the prompt text (tokenize it with ``add_special_tokens=False``).
-    """
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return text + (THINK_PREFIX if think_prefix else "")

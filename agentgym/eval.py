@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 
 import agentgym
+from agentgym import provenance
 from agentgym.agents import Agent, AgentError, AgentRequest, make_agent
 from agentgym.bundle import (
     BUNDLE_FORMAT,
@@ -296,6 +297,7 @@ def evaluate(
         except (TypeError, ValueError) as err:
             raise EvalError(f"bad --kw for {env_id}: {err}") from err
 
+    code = provenance.describe()  # the code that plays (the bundle records it)
     the_agent = (
         make_agent(agent, seed=agent_seed, kwargs=dict(agent_kwargs or {}))
         if isinstance(agent, str)
@@ -381,6 +383,7 @@ def evaluate(
         },
         config,
         runs,
+        provenance=code,
     )
     write_bundle(out, bundle)
     partial.unlink(missing_ok=True)

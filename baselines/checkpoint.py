@@ -33,6 +33,7 @@ counting from 1).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import json
@@ -58,6 +59,8 @@ __all__ = [
     "SymlinkInRunFolder",
     "refuse_symlinks",
     "open_new_file",
+    "add_run_options",
+    "resumed_config",
 ]
 
 #: Every point where a test may kill the trainer (in the order one save/resume passes them).
@@ -416,17 +419,39 @@ def saved_config(overrides: list[str], key: str, default: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def add_run_options(
+    parser: argparse.ArgumentParser, key: str, config_help: str, checkpoints: str = ""
+) -> None:
+    """The options of a command that runs (and resumes) a run: ``--config`` (``config_help``),
+    ``--resume`` (continue the run in the folder ``key`` names, from its last checkpoint,
+    ``checkpoints`` saying when those are written) and the ``section.key=value`` overrides; read
+    them with :func:`resumed_config`."""
+    parser.add_argument("--config", default=None, help=config_help)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue the run in {key} from its last checkpoint{checkpoints}; without --config, "
+        "with the settings it saved (its config.yaml) and the key=value overrides on top",
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="section.key=value", help=f"e.g. {key}=runs/mine"
+    )
+
+
 def resumed_config(
-    config: str | None, resume: bool, overrides: list[str], key: str, default: str
+    args: argparse.Namespace, key: str, default: str
 ) -> tuple[str | Path | None, list[str]]:
-    """The config file a run starts from and the overrides on top: ``config`` as given; without
-    one, a resumed run continues with the settings it saved (:func:`saved_config`), its folder
-    pinned as ``key`` and the key=value overrides (e.g. a longer schedule) applied on top.
+    """The config file a run starts from and the overrides on top, from the options of
+    :func:`add_run_options` (``args.config``, ``args.resume``, ``args.overrides``): ``config`` as
+    given; without one, a resumed run continues with the settings it saved
+    (:func:`saved_config`; its folder is ``key``, ``default`` unless an override names it),
+    that folder pinned as ``key`` and the key=value overrides (e.g. a longer schedule) on top.
 
     Raises:
         SymlinkInRunFolder: the folder holds a symbolic link (:func:`refuse_symlinks`).
     """
-    if not resume or config is not None:
+    config, overrides = args.config, list(args.overrides)
+    if not args.resume or config is not None:
         return config, overrides
     base = saved_config(overrides, key, default)
     if base is None:

@@ -45,6 +45,7 @@ import numpy as np
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
 from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
+from baselines.chat_template import render_chat_template
 from baselines.checkpoint import open_new_file
 from baselines.diagnostics import THINK_CLOSE
 from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
@@ -82,8 +83,14 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, str]], prefix: str | 
     """The generation prompt as text: the chat template with the assistant header, plus
     ``prefix`` (``True`` means ``"<think>"``, ``False`` nothing).
 
+    The one prompt renderer of training, SFT and ``hf:`` evaluation (RAGEN appends ``<think>`` the
+    same way, ``ragen/llm_agent/ctx_manager.py:653-657,719-723``). The template renders in a worker
+    under CPU, memory and wall-time limits (:func:`baselines.chat_template.render_chat_template`),
+    byte-identical to ``apply_chat_template(..., tokenize=False)``.
+
     Raises:
         ValueError: the tokenizer has no chat template.
+        baselines.chat_template.ChatTemplateLimitError: the template ran past a limit.
     """
     if prefix is True:
         prefix = THINK_PREFIX
@@ -94,7 +101,7 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, str]], prefix: str | 
             f"the tokenizer {_template_name(tokenizer)} has no chat template; set "
             "tokenizer.chat_template (a Jinja template) before rollouts"
         )
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = render_chat_template(tokenizer, messages, add_generation_prompt=True)
     return text + prefix
 
 
@@ -158,7 +165,7 @@ class TokenContext:
         """
         full = render_prompt(self.tokenizer, messages, self.prefix)
         if self.text is None:
-            bare = self.tokenizer.apply_chat_template(messages, tokenize=False)
+            bare = render_chat_template(self.tokenizer, messages)
             if bare + self.prefix == full:
                 raise ValueError(
                     f"the chat template of {_template_name(self.tokenizer)} renders no "

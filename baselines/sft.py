@@ -43,7 +43,9 @@ Outputs in ``sft.out_dir`` (the crash-safe layout of :mod:`baselines.checkpoint`
   ``step`` (1-based), ``sft/epoch`` (fractional), ``sft/loss`` (nats per target token),
   ``sft/tokens`` (target tokens), ``sft/micro_batches``, ``sft/grad_norm`` (before clipping),
   ``timing/step_s``;
-- ``config.yaml``.
+- ``config.yaml``;
+- ``provenance.json``: the code's commit, dirty state and library versions
+  (:mod:`agentgym.provenance`; a resumed run appends its own).
 
 ``--resume`` (``train_sft(config, resume=True)``) continues a stopped or killed run from its last
 checkpoint exactly as if it had not stopped: the example order of epoch ``e`` is a
@@ -68,7 +70,9 @@ from typing import Any
 import torch
 import yaml
 
+from agentgym import provenance
 from baselines.checkpoint import (
+    add_run_options,
     append_metrics_line,
     begin_resume,
     check_same_run,
@@ -555,6 +559,7 @@ def train_sft(
         truncate_metrics_after(metrics_path, done + 1)  # lines of later steps run again
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_durable(saved_config, yaml.safe_dump(dataclasses.asdict(config), sort_keys=False))
+    provenance.record(out_dir, resumed=state is not None, write=write_text_durable)
 
     per_epoch = math.ceil(len(kept) / sc.batch_size)
     total = sc.epochs * per_epoch
@@ -636,22 +641,13 @@ def main(argv: list[str] | None = None) -> int:
         epilog=keys_help(SFTConfig(), "baselines/sft.py, SFTSettings; model: baselines/config.py"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", default=None, help="YAML file with sections model and sft")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in sft.out_dir from its last checkpoint (sft.save_every); "
-        "without --config, with the settings it saved (its config.yaml) and the key=value "
-        "overrides on top",
+    add_run_options(
+        parser, "sft.out_dir", "YAML file with sections model and sft", " (sft.save_every)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        base, args.overrides = resumed_config(
-            args.config, args.resume, args.overrides, "sft.out_dir", SFTConfig().sft.out_dir
-        )
-        config = load_sft_config(base, args.overrides)
+        config = load_sft_config(*resumed_config(args, "sft.out_dir", SFTConfig().sft.out_dir))
         metrics = train_sft(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"baselines.sft: error: {err}", file=sys.stderr)

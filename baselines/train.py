@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from baselines.checkpoint import resumed_config
+from baselines.checkpoint import add_run_options, resumed_config
 from baselines.config import TrainConfig, keys_help, load_config
 
 
@@ -26,21 +26,16 @@ def main(argv: list[str] | None = None) -> int:
         epilog=config_keys_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in train.out_dir; without --config, with the settings it saved "
-        "(its config.yaml) and the key=value overrides on top",
+    add_run_options(
+        parser,
+        "train.out_dir",
+        "YAML config file (default: built-in defaults)",
+        " (train.save_every)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=5")
     args = parser.parse_intermixed_args(argv)  # flags may sit between overrides
     try:
-        base, args.overrides = resumed_config(
-            args.config, args.resume, args.overrides, "train.out_dir", TrainConfig().train.out_dir
-        )
-        config = load_config(base, args.overrides)
+        config = load_config(*resumed_config(args, "train.out_dir", TrainConfig().train.out_dir))
     except (ValueError, FileNotFoundError) as err:
         parser.error(str(err))
     from baselines.tracking import complete_metrics

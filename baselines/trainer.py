@@ -44,7 +44,8 @@ Outputs in ``train.out_dir``: ``metrics.jsonl`` (one JSON line per step, every n
 :data:`baselines.tracking.METRIC_NAMES`, null where undefined), ``plots/*.png``, ``checkpoint/``
 (model, tokenizer, optimizer, trainer state; written crash-safely by :mod:`baselines.checkpoint`),
 ``samples/step_<step>.txt`` (a few episodes as text), ``tensorboard/`` (with
-``train.report_to: [tensorboard]``) and ``config.yaml``. While it runs, the progress bar shows the
+``train.report_to: [tensorboard]``), ``config.yaml`` and ``provenance.json`` (the code's commit and
+versions: :mod:`agentgym.provenance`). While it runs, the progress bar shows the
 phase of the step (:mod:`baselines.progress`); steps without an update or without a reward
 signal are explained and, after ``train.max_steps_without_update`` (empty steps) or
 ``train.max_steps_without_signal`` of them in a row, end the run.
@@ -66,6 +67,7 @@ import numpy as np
 import torch
 import yaml
 
+from agentgym import provenance
 from baselines.batch import (
     RolloutBatch,
     build_batch,
@@ -264,6 +266,8 @@ class Trainer:
         if (resume or resume_from_scratch) and config_path.is_file():
             _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
         write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
+        # The code that runs: commit, uncommitted changes, library versions (provenance.json).
+        provenance.record(self.out_dir, resumed=resume, write=write_text_durable)
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)

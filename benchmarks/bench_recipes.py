@@ -9,8 +9,8 @@ Usage::
 Each config runs as its own ``python -m baselines.train`` process (``train.steps`` = ``--steps``,
 with the config's own validation before the first step unless ``--no-validation``: it is the
 rollout phase with the most live episodes; output in a temporary folder that is removed), so its peak RSS is that process's
-alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by :data:`LAUNCHER`; Linux
-reports KiB). Printed per
+alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by
+``children.run_module_reporting_peak_rss`` in the child ``--child train``; Linux reports KiB). Printed per
 config: peak RSS in GB, the mean ``timing/step_s`` and its generation / update parts from
 ``metrics.jsonl``, tokens trained and the valid-action rate, with the machine's load average at the
 start and end. The aim (issue 22): every shipped multi-turn config within 8 GB. Never run by tests.
@@ -28,15 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from children import add_child_options, run_if_child, run_module_reporting_peak_rss
+
 REPO = Path(__file__).resolve().parent.parent
-#: Runs ``python -m baselines.train ARGS`` and prints the process's own peak RSS (KiB) at exit.
-LAUNCHER = (
-    "import atexit, resource, runpy, sys; "
-    "atexit.register(lambda: print('PEAK_RSS_KIB', "
-    "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
-    "sys.argv = ['baselines.train', *sys.argv[1:]]; "
-    "runpy.run_module('baselines.train', run_name='__main__')"
-)
 CONFIGS = ["quick", "bandit", "sokoban", "frozen_lake", "countdown", "math", "code", "webshop"]
 
 
@@ -45,10 +39,7 @@ def run_one(
 ) -> dict[str, float | str]:
     """Train ``baselines/configs/<name>.yaml`` for ``steps`` steps in a child process."""
     out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
-    cmd = [
-        sys.executable,
-        "-c",
-        LAUNCHER,
+    argv = [
         "--config",
         str(REPO / "baselines" / "configs" / f"{name}.yaml"),
         f"train.steps={steps}",
@@ -59,15 +50,21 @@ def run_one(
         *([] if validation else ["rollout.val_episodes=0"]),
         *extra,
     ]
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--child", "train", "--payload", json.dumps({"argv": argv})]
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     peaks = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS")]
     peak_kib = int(peaks[-1]) if peaks else 0
     try:
         if proc.returncode != 0:
-            return {"config": name, "error": proc.stderr.strip().splitlines()[-1][:200]}
+            said = [x for x in proc.stderr.strip().splitlines() if not x.startswith("PEAK_RSS")]
+            return {"config": name, "error": (said or ["no output"])[-1][:200]}
         lines = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines()]
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -89,8 +86,14 @@ def run_one(
     }
 
 
+#: What this script runs as a child: ``baselines.train`` with ``payload["argv"]``, printing its
+#: own peak RSS at exit.
+CHILDREN = {"train": lambda a: run_module_reporting_peak_rss("baselines.train", a["argv"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_child_options(parser, CHILDREN)
     parser.add_argument("--configs", nargs="+", default=CONFIGS, choices=CONFIGS)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument(
@@ -100,6 +103,8 @@ def main() -> None:
         "--no-validation", action="store_true", help="rollout.val_episodes=0 (faster)"
     )
     args = parser.parse_args()
+    if run_if_child(args, CHILDREN):
+        return
     print(
         f"{'config':<12} {'peak GB':>8} {'step s':>8} {'gen s':>8} {'update s':>9} "
         f"{'tokens':>8} {'valid':>6} {'load':>10}"

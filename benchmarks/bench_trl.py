@@ -54,37 +54,24 @@ def trl_child(a: dict) -> None:
 
     torch.set_num_threads(a["threads"])
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from baselines.config import DiagnosticsConfig
     from baselines.filtering import FilterConfig
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
     from baselines.policy import load_policy
+    from tests.helpers import cpu_grpo_config
 
     torch.manual_seed(0)
     model, tok = load_policy("embedded", device="cpu", dtype="float32")
     rollout = AgentgymRollout("Bandit-v0", tok, max_new_tokens=48, seed=1000)
     variant = a["variant"]
-    kwargs = {}
+    kwargs = {"num_generations": 4, "max_steps": a["steps"], "learning_rate": 1e-5}
     if variant in ("nogc", "fp32", "ragen"):
         kwargs["gradient_checkpointing"] = False
     if variant in ("fp32", "ragen"):
         kwargs["bf16"] = False
-    args = GRPOConfig(
-        output_dir=a["out_dir"],
-        num_generations=4,
-        per_device_train_batch_size=16,
-        max_steps=a["steps"],
-        learning_rate=1e-5,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        seed=0,
-        max_completion_length=48,
-        temperature=0.7,
-        **kwargs,
-    )
+    args = cpu_grpo_config(a["out_dir"], max_completion_length=48, temperature=0.7, **kwargs)
     extra = {}
     if variant == "ragen":
         extra = {"snr_filter": FilterConfig(), "diagnostics": DiagnosticsConfig(max_pairs=16)}

@@ -8,8 +8,11 @@ on ``sys.path``).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import resource
+import runpy
 import subprocess
 import sys
 from collections.abc import Callable
@@ -47,3 +50,17 @@ def spawn(script: str, name: str, payload: dict, tree: Path) -> str:
     if out.returncode != 0:
         raise RuntimeError(f"child {name} failed ({tree}):\n{out.stderr[-4000:]}")
     return out.stdout
+
+
+def run_module_reporting_peak_rss(module: str, argv: list[str]) -> None:
+    """``python -m module argv`` in this process; at exit (however it ends) prints
+    ``PEAK_RSS_KIB <n>`` to stderr: the process's own peak RSS (``getrusage(RUSAGE_SELF)``;
+    Linux reports KiB)."""
+
+    def report() -> None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("PEAK_RSS_KIB", peak, file=sys.stderr)
+
+    atexit.register(report)
+    sys.argv = [module, *argv]
+    runpy.run_module(module, run_name="__main__")

@@ -1,4 +1,4 @@
-"""CodeExec-v0 and CodeExecGenerated-v0: problems, check planning, grading and the episode rules.
+"""CodeExec and CodeExecGenerated (v1; v0 shows pass counts): problems, check planning, grading and the episode rules.
 
 Runs on the process back end (bubblewrap); tests/test_sandbox_docker.py repeats the HumanEval
 oracle on Docker. Hand-worked values are explained where they are asserted.
@@ -320,7 +320,7 @@ def test_feedback_never_shows_an_expected_value() -> None:
     """Every test of the 164 problems (and of a made-up problem with every form, and of generated
     problems), failed four ways (the answer returned None, returned a string, raised, timed out):
     a returned value the assert rejects is :data:`WRONG_VALUE` (no input, no value: the env's
-    feedback only counts them); a failed call shows its inputs and what happened, nothing of the
+    feedback only says that there were some); a failed call shows its inputs and what happened, nothing of the
     assert. The checker is checked too: it flags the feedback of before (`assert
     candidate('Hello!') == 'hELLO!' -> got None`) on every test, and its constant check alone
     flags an expected value shown after the call."""
@@ -353,7 +353,7 @@ def test_feedback_never_shows_an_expected_value() -> None:
             lines = text.splitlines()[1:]
             if outcome[0]:
                 assert lines == [
-                    f"{len(failures)} test(s) returned a wrong value (which ones is not shown)."
+                    "Some test(s) returned a wrong value (how many and which is not shown)."
                 ]
             else:
                 shown = [line.removeprefix("Failed: ") for line in lines[:5]]
@@ -600,7 +600,7 @@ def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
     try:
         env.reset(options={"task_id": "HumanEval/27"})
         obs, reward, terminated, truncated, info = env.step(_answer(HUGE_INDEX_ANSWER))
-        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert (reward, info["all_tests_passed"], terminated) == (0.0, False, False)
         assert info["grade_error"] == (
             "the grader's report was malformed (line 2 is not a report line): your code wrote to it"
         )
@@ -621,7 +621,7 @@ def test_an_answer_over_the_file_size_limit_scores_zero_with_a_message() -> None
         env.reset(options={"task_id": "HumanEval/27"})
         code = "def flip_case(s):\n    return s.swapcase()\n#" + "x" * 2**20
         obs, reward, terminated, truncated, info = env.step(_answer(code))
-        assert (reward, info["tests_passed"], info["tests_total"]) == (0.0, 0, 3)
+        assert (reward, info["all_tests_passed"], terminated) == (0.0, False, False)
         assert info["grade_error"].startswith(
             "your answer is too long to run (1,048,619 characters): spec.json is "
         )
@@ -703,12 +703,12 @@ def test_a_sandbox_that_never_started_is_retried_then_reported(box: Any) -> None
 # ----------------------------------------------------------------------------- the environment
 
 
-def _make(env_id: str = "agentgym/CodeExec-v0", **kwargs: Any) -> gymnasium.Env:
+def _make(env_id: str = "agentgym/CodeExec-v1", **kwargs: Any) -> gymnasium.Env:
     return gymnasium.make(env_id, backend="process", **kwargs)
 
 
-def test_episode_partial_then_oracle() -> None:
-    env = _make()
+def test_episode_partial_then_oracle_with_counts() -> None:
+    env = _make("agentgym/CodeExec-v0")  # v0's feedback: the pass count of every attempt
     obs, info = env.reset(options={"task_id": "HumanEval/0"})
     assert info["task_id"] == "HumanEval/0" and info["num_tests"] == 7
     assert obs.startswith("```python\nfrom typing import List")
@@ -730,8 +730,8 @@ def test_episode_partial_then_oracle() -> None:
     env.close()
 
 
-def test_attempts_run_out_and_terminate() -> None:
-    env = _make(max_turns=2)
+def test_attempts_run_out_and_terminate_with_counts() -> None:
+    env = _make(max_turns=2, feedback="counts")
     env.reset(options={"index": 0})
     wrong = _answer("def has_close_elements(numbers, threshold):\n    return True\n")
     first = env.step(wrong)
@@ -739,6 +739,47 @@ def test_attempts_run_out_and_terminate() -> None:
     assert first[1] == pytest.approx(4 / 7) and second[1] == 0.0  # no pay for the same score
     assert second[2:4] == (True, False) and second[4]["success"] is False
     env.close()
+
+
+def test_pass_fail_feedback_tells_neither_count_nor_reward_until_the_end() -> None:
+    """The default feedback: HumanEval/0's 7 tests expect True 4 times, so ``return True``
+    passes 4/7 and ``return False`` 3/7. Both attempts read the same ("not every test passed",
+    some wrong value) and earn 0; the last attempt pays the best fraction, 4/7, the same return
+    as with counts. A full pass after a partial one pays the whole 1.0 (nothing was paid before).
+    An invalid last turn still ends the episode with the best fraction (4/7 - 0.1)."""
+    wrong_true = _answer("def has_close_elements(numbers, threshold):\n    return True\n")
+    wrong_false = _answer("def has_close_elements(numbers, threshold):\n    return False\n")
+    said = (
+        "not every test passed.\n"
+        "Some test(s) returned a wrong value (how many and which is not shown)."
+    )
+    env = _make()
+    try:
+        env.reset(options={"task_id": "HumanEval/0"})
+        obs, reward, terminated, _, info = env.step(wrong_true)
+        assert (reward, terminated, info["all_tests_passed"]) == (0.0, False, False)
+        assert obs.endswith(f"\nAttempt 1: {said}") and "4/7" not in obs
+        assert "tests_passed" not in info and "pass_fraction" not in info
+        obs, reward, terminated, _, info = env.step(wrong_false)
+        assert (reward, terminated) == (0.0, False) and obs.endswith(f"\nAttempt 2: {said}")
+        obs, reward, terminated, truncated, info = env.step(wrong_false)
+        assert (terminated, truncated, info["success"]) == (True, False, False)
+        assert reward == pytest.approx(4 / 7)
+        assert (info["tests_passed"], info["tests_total"]) == (4, 7)
+        assert info["pass_fraction"] == pytest.approx(4 / 7)
+        env.reset(options={"task_id": "HumanEval/0"})
+        assert env.step(wrong_true)[1] == 0.0
+        _, reward, terminated, _, info = env.step(env.unwrapped.oracle_answer())
+        assert (reward, terminated, info["success"]) == (1.0, True, True)  # the whole return
+        assert (info["tests_passed"], info["pass_fraction"]) == (7, 1.0)
+        env.reset(options={"task_id": "HumanEval/0"})
+        assert env.step(wrong_true)[1] == 0.0
+        assert env.step("no code")[1] == -0.1
+        _, reward, terminated, _, info = env.step("no code")
+        assert terminated and info["action_is_valid"] is False
+        assert reward == pytest.approx(4 / 7 - 0.1)
+    finally:
+        env.close()
 
 
 def test_code_without_the_function_is_invalid_and_not_run() -> None:
@@ -753,7 +794,7 @@ def test_code_without_the_function_is_invalid_and_not_run() -> None:
 
 
 def test_generated_env_oracle_over_seeds() -> None:
-    env = _make("agentgym/CodeExecGenerated-v0")
+    env = _make("agentgym/CodeExecGenerated-v1")
     for seed in range(5):
         env.reset(seed=seed)
         *_, info = env.step(env.unwrapped.oracle_answer())

@@ -20,6 +20,8 @@ The Docker half needs ``$DOCKER_HOST`` with the sandbox image (``.ci/setup_docke
 from __future__ import annotations
 
 import ast
+import collections
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -386,7 +388,9 @@ def test_an_agent_answering_from_the_feedback_does_not_solve(
                 f"<think>t</think><answer>{code}</answer>"
             )
             total, attempts = total + reward, attempts + 1
-            assert "returned a wrong value (which ones is not shown)" in obs or info["success"]
+            assert (
+                "returned a wrong value (how many and which is not shown)" in obs or info["success"]
+            )
             table = learn_from_feedback(obs, entry_point, table)
         assert info["success"] is False and total < 1.0
         assert attempts == env.unwrapped.max_turns == 3
@@ -437,7 +441,7 @@ def test_flipping_the_named_inputs_of_a_yes_no_task_does_not_solve(
 ) -> None:
     """HumanEval/0 (has_close_elements, True/False): answer True, flip whatever calls the feedback
     names. With failing calls named ("... returned True") this solved it on the second attempt;
-    the feedback now only counts them, so the agent stays at 4/7."""
+    the feedback now names none of them, so the agent stays at 4/7."""
     backend = request.node.callspec.params["box"]
     env = gymnasium.make("agentgym/CodeExec-v0", backend=backend, per_test_timeout_s=1)
     try:
@@ -450,7 +454,7 @@ def test_flipping_the_named_inputs_of_a_yes_no_task_does_not_solve(
                 f"<think>t</think><answer>{code}</answer>"
             )
             total += reward
-            assert "Attempt" in obs and "3 test(s) returned a wrong value" in obs
+            assert "Attempt" in obs and "Some test(s) returned a wrong value" in obs
             table = flip_named(obs, entry_point, table)
         assert table == {} and info["success"] is False
         assert total == pytest.approx(4 / 7)
@@ -467,3 +471,104 @@ def test_flipping_the_named_inputs_of_a_yes_no_task_does_not_solve(
         "([1.0, 2.0, 5.9, 4.0, 5.0], 0.8)": False,
         "([1.1, 2.2, 3.1, 4.1, 5.1], 0.5)": False,
     }
+
+
+# ----------------------------------------------------------------------------- counting the passes
+
+#: Yes/no problems and the outputs their 7 tests expect, call by call (the canonical solutions'
+#: results on the check's calls, in order; one call per test).
+YES_NO = {
+    "HumanEval/48": (True, True, True, False, True, False, False),  # is_palindrome
+    "HumanEval/54": (True, True, True, False, False, False, False),  # same_chars
+}
+
+
+def _numbered_answer(entry_point: str, outputs: tuple[bool, ...]) -> str:
+    """An answer that computes nothing: its k-th call returns ``outputs[k]`` (the harness calls
+    the tests in order, so a call's number names its test)."""
+    return (
+        f"V = {outputs!r}\nN = [0]\ndef {entry_point}(*args, **kwargs):\n"
+        "    N[0] += 1\n    return V[N[0] - 1] if N[0] <= len(V) else True\n"
+    )
+
+
+def _agreements(guess: tuple[bool, ...], truth: tuple[bool, ...]) -> int:
+    return sum(g == t for g, t in zip(guess, truth, strict=True))
+
+
+class BlindEnumerator:
+    """Guesses output vectors of a yes/no task, never computing the task: it keeps every vector
+    consistent with what it was told and guesses the one whose possible answers split the rest
+    most evenly (Mastermind's minimax). It reads the pass count wherever it is shown: in the
+    observation (``k/n tests passed``) or in a partial reward (the improvement over the best so
+    far); else it knows only that the guess was not right."""
+
+    def __init__(self, n: int):
+        self.n, self.best = n, 0.0
+        self.left = list(itertools.product((True, False), repeat=n))
+        self.counts_seen = False
+
+    def _told(self, guess: tuple[bool, ...], truth: tuple[bool, ...]) -> int | bool:
+        k = _agreements(guess, truth)
+        return k if self.counts_seen else k == self.n
+
+    def guess(self) -> tuple[bool, ...]:
+        if len(self.left) == 2**self.n:
+            return (True,) * self.n
+
+        def worst(g: tuple[bool, ...]) -> int:
+            return max(collections.Counter(self._told(g, h) for h in self.left).values())
+
+        return min(self.left, key=worst)
+
+    def learn(self, guess: tuple[bool, ...], observation: str, reward: float) -> None:
+        shown = re.search(r"Attempt \d+: (\d+)/(\d+) tests passed", observation)
+        passed: int | None = None
+        if shown is not None:
+            passed = int(shown.group(1))
+        elif reward > 0:
+            self.best += reward
+            passed = round(self.best * self.n)
+        if passed is not None:
+            self.counts_seen = True
+            self.left = [h for h in self.left if _agreements(guess, h) == passed]
+        else:
+            self.left = [h for h in self.left if h != guess]
+
+
+@pytest.mark.parametrize("task_id", sorted(YES_NO))
+def test_a_blind_agent_gains_nothing_from_the_feedback_of_an_attempt(
+    box: Any, request: pytest.FixtureRequest, task_id: str
+) -> None:
+    """The enumerator above, 3 attempts. With a pass count per attempt (``feedback="counts"``,
+    the default before) it solves both yes/no problems without computing anything: /54 on its
+    2nd attempt (all True passes 3/7; the minimax guess is right), /48 on its 3rd. With the
+    default feedback an unsolved attempt tells it only "not right": 3 of 128 vectors tried, no
+    solve (worked out offline by the same minimax over the expected outputs in YES_NO)."""
+    backend = request.node.callspec.params["box"]
+    solved_on = {}
+    # v0 shows the pass count of every attempt; v1, its successor, only pass or fail.
+    for feedback, env_id in (
+        ("counts", "agentgym/CodeExec-v0"),
+        ("default", "agentgym/CodeExec-v1"),
+    ):
+        env = gymnasium.make(env_id, backend=backend, per_test_timeout_s=1)
+        try:
+            _, info = env.reset(options={"task_id": task_id})
+            agent, entry_point = BlindEnumerator(info["num_tests"]), info["entry_point"]
+            assert info["num_tests"] == len(YES_NO[task_id])
+            terminated = truncated = False
+            attempt = 0
+            while not (terminated or truncated):
+                guess = agent.guess()
+                attempt += 1
+                code = _numbered_answer(entry_point, guess)
+                obs, reward, terminated, truncated, info = env.step(
+                    f"<think>t</think><answer>{code}</answer>"
+                )
+                assert info["action_is_valid"]
+                agent.learn(guess, obs, reward)
+            solved_on[feedback] = attempt if info["success"] else None
+        finally:
+            env.close()
+    assert solved_on == {"counts": {"HumanEval/48": 3, "HumanEval/54": 2}[task_id], "default": None}

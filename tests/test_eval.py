@@ -29,7 +29,7 @@ from agentgym.eval import (
     write_chat_jsonl,
 )
 from agentgym.registration import worst_return
-from tests.helpers import ROOT, quiet_eval, run_python
+from tests.helpers import ROOT, assert_records_this_code, quiet_eval, run_python
 from tests.test_sandbox_limits import _alive  # the recorded process (pid, start time) still runs
 
 SCHEMA = json.loads(
@@ -114,8 +114,9 @@ def test_random_agent_picks_among_valid_actions_reproducibly(tmp_path: Path) -> 
     )
     assert_valid_bundle(bundle)
     text = (tmp_path / "a.json").read_text(encoding="utf-8")
-    # 6 top-level fields, 9 run fields, 5 episode lines and 8 lines of brackets: 28
-    assert json.loads(text) == bundle and len(text.splitlines()) == 28
+    # 7 top-level fields (provenance among them), 9 run fields, 5 episode lines and 8 lines of
+    # brackets: 29
+    assert json.loads(text) == bundle and len(text.splitlines()) == 29
     run = bundle["runs"][0]
     assert run["seeds"] == [3, 4, 5, 6, 7]
     assert [e["seed"] for e in run["episodes"]] == run["seeds"]
@@ -521,6 +522,7 @@ def test_eval_cli_two_envs_bundle_and_chat_export(tmp_path: Path) -> None:
     bundle = json.loads(out.read_text())
     assert_valid_bundle(bundle)
     assert bundle["agentgym_version"] == agentgym.__version__
+    assert_records_this_code(bundle["provenance"])  # the commit and versions that played
     assert [r["env_id"] for r in bundle["runs"]] == ["agentgym/Bandit-v0", "agentgym/Sokoban-v0"]
     sokoban = bundle["runs"][1]
     assert sokoban["env_kwargs"] == {"max_turns": 6}

@@ -26,6 +26,9 @@ from leaderboards.store import Store
 from leaderboards.verify import SubmissionError, verify_bundle
 from tests.helpers import ROOT, quiet_eval, run_python
 
+Bundles = dict[str, Path]  # the bundles fixture: agent name -> bundle file
+Capsys = pytest.CaptureFixture[str]
+
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -60,7 +63,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
 
 
-def submit(path: Path, db: Path, name: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def submit(path: Path, db: Path, name: str, capsys: Capsys) -> tuple[int, str]:
     code = main(["submit", str(path), "--name", name, "--db", str(db)])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
@@ -140,9 +143,7 @@ def test_round_trip_eval_submit_show_two_envs(tmp_path: Path) -> None:
     assert "agentgym/FrozenLake-v0" in result.stdout and "agentgym/Sokoban-v0" in result.stdout
 
 
-def test_a_level_file_is_keyed_and_checked_by_its_contents(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_level_file_is_keyed_and_checked_by_its_contents(tmp_path: Path, capsys: Capsys) -> None:
     """Two level files at one path are two leaderboards; a file changed after the run is refused
     (the episodes were played on another task)."""
     level = tmp_path / "lvl.xsb"
@@ -183,7 +184,7 @@ def test_a_level_file_is_keyed_and_checked_by_its_contents(
 
 
 def test_stored_figures_come_from_the_replay(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     db = tmp_path / "lb.sqlite"
     assert submit(bundles["random"], db, "rnd", capsys)[0] == 0
@@ -280,9 +281,7 @@ REFUSALS = {
 
 
 @pytest.fixture()
-def populated_db(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> Path:
+def populated_db(tmp_path: Path, bundles: Bundles, capsys: Capsys) -> Path:
     db = tmp_path / "lb.sqlite"
     assert submit(bundles["random"], db, "random", capsys)[0] == 0
     return db
@@ -290,11 +289,7 @@ def populated_db(
 
 @pytest.mark.parametrize("how", list(REFUSALS))
 def test_tampered_bundles_are_refused_and_the_db_is_unchanged(
-    how: str,
-    tmp_path: Path,
-    bundles: dict[str, Path],
-    populated_db: Path,
-    capsys: pytest.CaptureFixture[str],
+    how: str, tmp_path: Path, bundles: Bundles, populated_db: Path, capsys: Capsys
 ) -> None:
     edited = save(tmp_path, _edit(load(bundles["oracle"]), how))
     before = digest(populated_db)
@@ -308,10 +303,7 @@ def test_tampered_bundles_are_refused_and_the_db_is_unchanged(
 
 
 def test_refusals_of_files(
-    tmp_path: Path,
-    bundles: dict[str, Path],
-    populated_db: Path,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, bundles: Bundles, populated_db: Path, capsys: Capsys
 ) -> None:
     before = digest(populated_db)
     text = bundles["oracle"].read_text()
@@ -346,7 +338,7 @@ def test_refusals_of_files(
 
 
 def test_a_refused_first_submission_creates_no_database(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     db = tmp_path / "new.sqlite"
     edited = save(tmp_path, _edit(load(bundles["oracle"]), "reward changed by one step"))
@@ -355,7 +347,7 @@ def test_a_refused_first_submission_creates_no_database(
 
 
 def test_a_failure_inside_the_transaction_rolls_back(
-    tmp_path: Path, bundles: dict[str, Path], populated_db: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, bundles: Bundles, populated_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The submission row and the first result row are written, then the write fails."""
     verified = verify_bundle(load(bundles["oracle"]))
@@ -374,7 +366,7 @@ def test_a_failure_inside_the_transaction_rolls_back(
     assert Store(populated_db).count() == 1
 
 
-def test_empty_name_is_refused(tmp_path: Path, bundles: dict[str, Path]) -> None:
+def test_empty_name_is_refused(tmp_path: Path, bundles: Bundles) -> None:
     with pytest.raises(SubmissionError, match="--name must not be empty"):
         Store(tmp_path / "x.sqlite").add(verify_bundle(load(bundles["oracle"])), "  ")
 
@@ -383,9 +375,7 @@ def test_empty_name_is_refused(tmp_path: Path, bundles: dict[str, Path]) -> None
 
 
 @pytest.fixture()
-def three_entries(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> Path:
+def three_entries(tmp_path: Path, bundles: Bundles, capsys: Capsys) -> Path:
     db = tmp_path / "lb.sqlite"
     for name in ("random", "oracle"):
         assert submit(bundles[name], db, name, capsys)[0] == 0
@@ -437,10 +427,7 @@ def test_every_rendering_says_names_and_agents_are_self_reported(three_entries: 
 
 
 def test_cli_db_before_or_after_the_command_and_clear_usage_errors(
-    three_entries: Path,
-    bundles: dict[str, Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    three_entries: Path, bundles: Bundles, tmp_path: Path, capsys: Capsys
 ) -> None:
     capsys.readouterr()
     assert main(["--db", str(three_entries), "show", "--env", "Bandit-v0"]) == 0
@@ -526,10 +513,7 @@ return Array.from(document.querySelectorAll("table.board")[0].rows).map(function
 
 
 def test_html_page_is_readable_at_a_normal_width(
-    three_entries: Path,
-    bundles: dict[str, Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    three_entries: Path, bundles: Bundles, tmp_path: Path, capsys: Capsys
 ) -> None:
     """Issue 16: at 1280 pixels no interval, seed range or date wraps and the page needs no
     horizontal scrolling, even with a long name; the seeds and the agentgym version are shown.
@@ -650,7 +634,7 @@ def test_committed_baselines_replay(tmp_path: Path) -> None:
         assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {what}"
 
 
-def _baseline_folder(tmp_path: Path, bundles: dict[str, Path]) -> Path:
+def _baseline_folder(tmp_path: Path, bundles: Bundles) -> Path:
     folder = tmp_path / "baselines"
     folder.mkdir()
     for name in ("random", "oracle"):
@@ -659,7 +643,7 @@ def _baseline_folder(tmp_path: Path, bundles: dict[str, Path]) -> Path:
 
 
 def test_rebuild_keeps_every_entry_and_refuses_to_drop_without_the_flag(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     """Issue 16: a rebuild deleted the user's own entries. Now every stored entry is replayed
     again and kept (name and time); one that no longer verifies is named and nothing changes,
@@ -719,7 +703,7 @@ def test_rebuild_keeps_every_entry_and_refuses_to_drop_without_the_flag(
 
 
 def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
-    tmp_path: Path, bundles: dict[str, Path]
+    tmp_path: Path, bundles: Bundles
 ) -> None:
     folder = _baseline_folder(tmp_path, bundles)
     db = tmp_path / "lb.sqlite"
@@ -736,7 +720,7 @@ def test_rebuild_from_a_folder_replaces_the_db_only_when_all_pass(
 
 
 def test_rebuild_keeps_ids_and_dates_and_is_repeatable(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     """Issue 26: a rebuild renumbered the entries and dated every baseline today. Now an entry
     keeps its id and date, a new baseline is dated by its bundle, and rebuilding unchanged inputs
@@ -770,7 +754,7 @@ def test_rebuild_keeps_ids_and_dates_and_is_repeatable(
 
 
 def test_show_says_how_to_get_the_baselines(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     """Issue 26: `show` before the first rebuild had no baselines and did not say so."""
     db = tmp_path / "my lb.sqlite"
@@ -796,7 +780,7 @@ def test_show_says_how_to_get_the_baselines(
 
 
 def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
-    tmp_path: Path, bundles: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, bundles: Bundles, capsys: Capsys
 ) -> None:
     """A database written before issue 25 may hold two windows of one run as two entries, and
     has no episodes table: a submission to it is refused until a rebuild rewrites it, and the
@@ -839,10 +823,7 @@ def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
 
 
 def test_an_entry_submitted_during_a_rebuild_is_never_lost(
-    tmp_path: Path,
-    bundles: dict[str, Path],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, bundles: Bundles, monkeypatch: pytest.MonkeyPatch, capsys: Capsys
 ) -> None:
     """Issue 25: a submission accepted while a rebuild ran went into the old file, which the
     rebuild then replaced. The rebuild now holds the database's write lock from before it reads

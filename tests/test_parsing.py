@@ -71,49 +71,48 @@ REPEATED_ANSWER = "<answer> must appear exactly once (nested or repeated tags)"
 REPEATED_THINK = "<think> must appear exactly once (nested or repeated tags)"
 
 
+#: action format -> (text, the parser's error message)
+ERRORS = {
+    "think_answer": [
+        ("Left", MISSING_BOTH),
+        ("", MISSING_BOTH),
+        ("<think>a</think>", "missing <answer>...</answer>"),
+        ("<answer>Up</answer>", MISSING_BOTH),
+        ("</think><answer>Up</answer>", "missing <think>"),
+        ("<think>a<answer>Up</answer>", "unclosed <think>"),
+        ("<think>a</think><answer>Up", "unclosed <answer>"),
+        ("<think><think>a</think></think><answer>Up</answer>", REPEATED_THINK),
+        ("<think>a</think><answer><answer>Up</answer></answer>", REPEATED_ANSWER),
+        ("<think>a</think><answer>Up</answer><answer>Up</answer>", REPEATED_ANSWER),
+        ("</think><think>a</think><answer>Up</answer>", "</think> before <think>"),
+        ("hi <think>a</think><answer>Up</answer>", "text before <think>"),
+        ("<think>a</think> so <answer>Up</answer>", "text between </think> and <answer>"),
+        ("<think>a</think><answer>Up</answer> ok?", "text after </answer>"),
+        ("<answer>a</answer><think>x</think>", "text after </answer>"),
+        ("<think>a</think><answer>Up <think></answer>", "<think> inside <answer>"),
+        ("<think>a</think><answer>Up</think></answer>", "<think> inside <answer>"),
+        ("<think>a</think><answer> </answer>", "empty answer: no action given"),
+        ("<think>a</think><answer>Up ||</answer>", "empty action between '||' separators"),
+    ],
+    "answer": [
+        ("Up", "missing <answer>...</answer>"),
+        ("<think>x</think><answer>Up</answer>", "text before <answer>"),
+        ("</answer><answer>Up</answer>", "</answer> before <answer>"),
+        ("<answer>Up", "unclosed <answer>"),
+        ("<answer></answer>", "empty answer: no action given"),
+    ],
+    "raw": [
+        ("", "empty answer: no action given"),
+        ("  \n", "empty answer: no action given"),
+        ("||", "empty answer: no action given"),
+        ("Up |||| Left", "empty action between '||' separators"),
+    ],
+}
+
+
 @pytest.mark.parametrize(
     ("text", "action_format", "error"),
-    [
-        # think_answer
-        ("Left", "think_answer", MISSING_BOTH),
-        ("", "think_answer", MISSING_BOTH),
-        ("<think>a</think>", "think_answer", "missing <answer>...</answer>"),
-        ("<answer>Up</answer>", "think_answer", MISSING_BOTH),
-        ("</think><answer>Up</answer>", "think_answer", "missing <think>"),
-        ("<think>a<answer>Up</answer>", "think_answer", "unclosed <think>"),
-        ("<think>a</think><answer>Up", "think_answer", "unclosed <answer>"),
-        ("<think><think>a</think></think><answer>Up</answer>", "think_answer", REPEATED_THINK),
-        ("<think>a</think><answer><answer>Up</answer></answer>", "think_answer", REPEATED_ANSWER),
-        ("<think>a</think><answer>Up</answer><answer>Up</answer>", "think_answer", REPEATED_ANSWER),
-        ("</think><think>a</think><answer>Up</answer>", "think_answer", "</think> before <think>"),
-        ("hi <think>a</think><answer>Up</answer>", "think_answer", "text before <think>"),
-        (
-            "<think>a</think> so <answer>Up</answer>",
-            "think_answer",
-            "text between </think> and <answer>",
-        ),
-        ("<think>a</think><answer>Up</answer> ok?", "think_answer", "text after </answer>"),
-        ("<answer>a</answer><think>x</think>", "think_answer", "text after </answer>"),
-        ("<think>a</think><answer>Up <think></answer>", "think_answer", "<think> inside <answer>"),
-        ("<think>a</think><answer>Up</think></answer>", "think_answer", "<think> inside <answer>"),
-        ("<think>a</think><answer> </answer>", "think_answer", "empty answer: no action given"),
-        (
-            "<think>a</think><answer>Up ||</answer>",
-            "think_answer",
-            "empty action between '||' separators",
-        ),
-        # answer
-        ("Up", "answer", "missing <answer>...</answer>"),
-        ("<think>x</think><answer>Up</answer>", "answer", "text before <answer>"),
-        ("</answer><answer>Up</answer>", "answer", "</answer> before <answer>"),
-        ("<answer>Up", "answer", "unclosed <answer>"),
-        ("<answer></answer>", "answer", "empty answer: no action given"),
-        # raw
-        ("", "raw", "empty answer: no action given"),
-        ("  \n", "raw", "empty answer: no action given"),
-        ("||", "raw", "empty answer: no action given"),
-        ("Up |||| Left", "raw", "empty action between '||' separators"),
-    ],
+    [(text, fmt, error) for fmt, cases in ERRORS.items() for text, error in cases],
 )
 def test_error_messages(text: str, action_format: str, error: str) -> None:
     parsed = parse_turn(text, action_format, 3)

@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.chat import render_generation_prompt
 from agentgym.cli import main as agentgym_main
 from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
 from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
 from baselines.engines import SamplingSettings
-from baselines.episodes import collect_rollouts
+from baselines.episodes import collect_rollouts, render_prompt
 from baselines.policy import build_tiny_policy, load_policy
 from baselines.sft import (
     IGNORE,
@@ -35,6 +34,7 @@ from baselines.sft import (
     target_nll,
     train_sft,
 )
+from tests.helpers import assert_records_this_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
     examples = build_examples(tokenizer, frozen_chat, eot)
     assistant = [i for i, m in enumerate(frozen_chat) if m["role"] == "assistant"]
     assert len(examples) == len(assistant) >= 2
-    first = render_generation_prompt(tokenizer, frozen_chat[: assistant[0]])
+    first = render_prompt(tokenizer, frozen_chat[: assistant[0]], True)
     first_ids = tokenizer(first, add_special_tokens=False)["input_ids"]
     assert first.endswith("<|im_start|>assistant\n<think>")
     assert examples[0].input_ids[: len(first_ids)] == first_ids  # turn 1: the rendered prompt
@@ -378,6 +378,11 @@ def test_a_stopped_or_killed_run_resumes_exactly(tmp_path):
         train_sft(load_sft_config(None, _tiny_config(data, part, "sft.lr=0.02")), resume=True)
     train_sft(load_sft_config(None, _tiny_config(data, part)), progress=False, resume=True)
     assert _lines(part) == expected
+    # The run and its resume each record the code that ran them.
+    record = json.loads((part / "provenance.json").read_text())
+    assert len(record["resumed"]) == 1 and "resumed" not in record["resumed"][0]
+    for session in (record, *record["resumed"]):
+        assert_records_this_code(session)
     for name, tensor in _weights(part).items():
         assert torch.equal(tensor, weights[name]), name
 
@@ -445,7 +450,7 @@ def test_resume_into_a_folder_with_planted_links_is_refused(tmp_path):
 
 def _oracle_mi(model, tokenizer, records) -> dict[str, float]:
     """MI of the oracle's reasonings under ``model``, as the trainer's diagnostics score them."""
-    prompts = [render_generation_prompt(tokenizer, r["messages"][:2]) for r in records]
+    prompts = [render_prompt(tokenizer, r["messages"][:2], True) for r in records]
     replies = [r["messages"][2]["content"] for r in records]
     distinct, zs, index, _ = mi_pairs(prompts, replies)
     prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in distinct]

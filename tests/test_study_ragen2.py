@@ -8,7 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from baselines.studies.ragen2 import load_study, main, paired_t, spearman
+from agentgym import provenance
+from baselines.studies.ragen2 import (
+    RESULT_CODE,
+    load_study,
+    main,
+    mark_stale,
+    paired_t,
+    result_code,
+    shared_runs,
+    spearman,
+)
+from tests.helpers import ROOT, assert_records_this_code, git, git_repo
 
 
 def test_spearman_hand_values():
@@ -71,7 +82,102 @@ def test_a_study_without_claim_c_draws_no_correlation_scatter(tmp_path):
     assert "correlation.png" not in (committed.parent / "reproduction-smollm2.md").read_text()
 
 
-def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
+def test_the_code_of_a_result_is_named_once_and_exists():
+    assert result_code("agentgym/Bandit-v0") == [*RESULT_CODE, "agentgym/envs/bandit.py"]
+    assert result_code("agentgym/FrozenLake-v0")[len(RESULT_CODE) :] == [
+        "agentgym/envs/frozen_lake.py",
+        "agentgym/solvers/frozen_lake.py",
+    ]
+    # Every path names a file of this checkout (a rename would silently stop the check).
+    for env_id in ("agentgym/Bandit-v0", "agentgym/FrozenLake-v0", "agentgym/Sokoban-v0"):
+        assert all((ROOT / p).is_file() for p in result_code(env_id)), env_id
+
+
+def test_identical_configurations_run_once_and_are_shared_explicitly():
+    """The full study names 66 runs; 18 of them have the resolved configuration of an earlier
+    run (issue 23 found these 18 repeating an earlier run exactly). By hand, from ragen2.yaml and
+    the defaults (algorithm.entropy_coef 0.001, filter.p 0.9): filtering's softmax arm (defaults)
+    is collapse's entropy_holds (0.001, p 0.9) on both envs for seeds 0-2 (6); on Bandit,
+    correlation's ent0_none is collapse's control, ent01_none its regularised, ent001_softmax
+    its entropy_holds, ent001_none filtering's none (4 x 3 seeds)."""
+    from baselines.studies.ragen2 import _runs, _short, _train_overrides
+
+    spec = load_study()
+    runs = _runs(spec)
+    settings = [_train_overrides(r, Path("warm") / _short(r["env"]), spec) for r in runs]
+    made_by = shared_runs(settings)
+
+    def name(r):
+        return (r["claim"], _short(r["env"]), r["arm"], r["seed"])
+
+    shared = {name(runs[i]): name(runs[j]) for i, j in enumerate(made_by) if i != j}
+    expected = {}
+    for seed in (0, 1, 2):
+        for env in ("Bandit-v0", "FrozenLake-v0"):
+            expected[("filtering", env, "softmax", seed)] = ("collapse", env, "entropy_holds", seed)
+        for arm, first in (
+            ("ent0_none", ("collapse", "control")),
+            ("ent01_none", ("collapse", "regularised")),
+            ("ent001_softmax", ("collapse", "entropy_holds")),
+            ("ent001_none", ("filtering", "none")),
+        ):
+            expected[("correlation", "Bandit-v0", arm, seed)] = (
+                first[0],
+                "Bandit-v0",
+                first[1],
+                seed,
+            )
+    assert len(runs) == 66 and shared == expected
+    # Overrides in another order, or a default spelled out, are the same configuration.
+    assert shared_runs([["algorithm.lr=0.1", "train.seed=1"], ["train.seed=1", "algorithm.lr=0.1"],
+                        ["algorithm.lr=0.1", "train.seed=1", "algorithm.entropy_coef=0.001"],
+                        ["algorithm.lr=0.1", "train.seed=2"]]) == [0, 0, 0, 3]  # fmt: skip
+
+
+def test_runs_made_by_older_code_are_marked_stale(tmp_path):
+    """A checkout with two commits, the second changing the trainer: runs recorded at the first
+    are stale, through their RL run or their warm start; a change to another env's module makes
+    no Bandit run stale; a run without a record is stale."""
+    from baselines.studies.ragen2 import _provenance_lines
+
+    root = git_repo(tmp_path / "repo")
+    old = provenance.describe(root)
+    (root / "baselines" / "trainer.py").write_text("lr = 2\n")
+    git(root, "commit", "-q", "-am", "a newer trainer")
+    new = provenance.describe(root)
+    (root / "agentgym" / "envs" / "sokoban.py").write_text("walls = 2\n")
+    git(root, "commit", "-q", "-am", "another env")
+    records = [(new, new), (old, new), (new, old), (None, new)]
+    runs = [
+        {"claim": "filtering", "env": "agentgym/Bandit-v0", "arm": "none", "seed": seed}
+        | {"provenance": rl, "warm_start_provenance": warm}
+        for seed, (rl, warm) in enumerate(records)
+    ]
+    mark_stale(runs, root)
+    c = old["commit"][:12]
+    assert [r["stale"] for r in runs] == [
+        None,
+        f"RL run: baselines/trainer.py changed since {c}",
+        f"warm start: baselines/trainer.py changed since {c}",
+        "RL run: no provenance recorded (made by code older than the record)",
+    ]
+    # The report counts the runs of each code and lists the stale ones with their reason.
+    lines = _provenance_lines(runs, [r for r in runs if r["stale"]])
+    per_code = sorted([f"commit `{c}`: 1", f"commit `{new['commit'][:12]}`: 2", "not recorded: 1"])
+    assert lines[3] == "RL runs per code: " + "; ".join(per_code) + "."
+    assert lines[5].startswith("**3 stale runs**")
+    assert (
+        f"| filtering | Bandit-v0 | none | 2 | warm start: baselines/trainer.py changed since {c} |"
+        in lines
+    )
+    # A run shared with another claim is listed with the run that made it.
+    runs[0]["same_run_as"] = "collapse/Bandit-v0/control/seed0"
+    lines = _provenance_lines(runs, [])
+    assert lines[5].startswith("1 runs have the configuration (settings and seeds) of a run")
+    assert "| filtering | Bandit-v0 | none | 0 | collapse/Bandit-v0/control/seed0 |" in lines
+
+
+def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     out, doc = tmp_path / "study", tmp_path / "docs" / "reproduction.md"
     assert main(["--quick", "--out", str(out), "--doc", str(doc), "--jobs", "2"]) == 0
     results = json.loads((out / "results.json").read_text())
@@ -80,6 +186,7 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     runs = results["runs"]
     # quick: collapse 2 arms x 1 seed, filtering 2 arms x 2 seeds, correlation 2 arms x 1 seed.
     assert len(runs) == 8
+    assert all(r["same_run_as"] is None for r in runs)  # quick's (c) has its own seed: no sharing
     for run in runs:
         assert 0.0 <= run["final_val_success"] <= 1.0
         # The series are the run's metrics.jsonl values, step by step (steps 0..3 at most).
@@ -102,8 +209,23 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys):
     assert "| (b) SNR filtering helps |" in text and "Command: `python -m baselines.studies" in text
     assert (doc.parent / "reproduction" / "entropy_mi.png").is_file()
     assert (doc.parent / "reproduction" / "correlation.png").is_file()
-    # Resume: every run is done, so the second call only recomputes the statistics.
+    # Every run records the code of its RL run and of its warm start; made just now, by this
+    # code, none is stale unless it ran on uncommitted changes.
+    for run in runs:
+        for record in (run["provenance"], run["warm_start_provenance"]):
+            assert_records_this_code(record)
+        assert run["stale"] is None or "uncommitted changes" in run["stale"]
+    assert_records_this_code(results["provenance"])
+    assert "## Provenance" in text and "stale runs (made by older code): " in text
+    # Resume: every run is done, so the second call only recomputes the statistics. Without
+    # --doc, from the checkout's root, a quick study writes its report into its results folder
+    # and leaves docs/ as it was, byte for byte (it once overwrote docs/reproduction.md).
     before = {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")}
-    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    docs = {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()}
+    monkeypatch.chdir(ROOT)
+    assert main(["--quick", "--out", str(out)]) == 0
+    assert {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs
+    assert (out / "reproduction.md").read_text().startswith("# RAGEN-2's claims")
+    assert (out / "reproduction" / "entropy_mi.png").is_file()
     assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
     assert "reproduced=" in capsys.readouterr().out

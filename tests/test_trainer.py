@@ -15,6 +15,7 @@ import torch
 from baselines.batch import build_batch
 from baselines.config import load_config
 from baselines.trainer import Trainer
+from tests.helpers import assert_records_this_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -265,6 +266,12 @@ def test_train_cli(tmp_path: Path) -> None:
         [*longer, "algorithm.lr=0.5"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert other.returncode == 2 and "algorithm.lr was" in other.stderr
+    # Every session records the code that ran it: the first, the resume that found nothing left
+    # to do and the longer one; the refused one none.
+    record = json.loads((tmp_path / "cli" / "provenance.json").read_text())
+    assert len(record["resumed"]) == 2
+    for session in (record, *record["resumed"]):
+        assert_records_this_code(session)
     # The checkpoint scores on held-out seeds with baselines.evaluate (agentgym eval's hf: agent
     # with the run's settings), which writes a result bundle.
     evaluated = subprocess.run(

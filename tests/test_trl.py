@@ -28,29 +28,22 @@ from baselines.integrations.trl import (
 from baselines.policy import load_policy
 from baselines.tracking import METRIC_NAMES
 from baselines.trainer import Trainer, vocabulary_texts
-from tests.helpers import ROOT
+from tests.helpers import ROOT, cpu_grpo_config
 from tests.test_episodes import DROP_REASONING, ScriptedEngine
 
 
 def _args(tmp_path: Path, **overrides):
-    from trl import GRPOConfig
-
+    """:func:`tests.helpers.cpu_grpo_config` with these tests' settings: 2 groups of 4 episodes,
+    one step, float32, ``overrides`` on top."""
     settings = dict(
-        output_dir=str(tmp_path / "trl"),
         num_generations=4,
         per_device_train_batch_size=8,
         max_steps=1,
         learning_rate=1e-2,
-        use_cpu=True,
         bf16=False,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        seed=0,
         max_completion_length=64,
     )
-    settings.update(overrides)
-    return GRPOConfig(**settings)
+    return cpu_grpo_config(tmp_path / "trl", **{**settings, **overrides})
 
 
 def _kwargs(model, tokenizer, rollout: AgentgymRollout, num_prompts: int, reward=episode_return):

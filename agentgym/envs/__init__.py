@@ -114,6 +114,7 @@ _WEBSHOP = {
 _CODE_EXEC = {
     "source": TaskParam("choice", choices=("humaneval", "generated")),
     "feedback_chars": TaskParam("int", 0, 100_000),
+    "feedback": TaskParam("choice", choices=("pass_fail", "counts")),
 }
 
 
@@ -169,12 +170,35 @@ _webshop = partial(
     task_params=_WEBSHOP,
     min_ranked_episodes=4,
 )
+_CODE_EXEC_DEFAULTS = {"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1}
 _code_exec = partial(
     EnvEntry,
     entry_point="agentgym.envs.code_exec:CodeExecEnv",
-    default_kwargs={"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1},
+    default_kwargs=_CODE_EXEC_DEFAULTS,
     task_params=_CODE_EXEC,
 )
+
+
+def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry, EnvEntry]:
+    """v0 and v1 of one CodeExec task. v0: each attempt's feedback and reward count the passed
+    tests (``feedback="counts"``), which lets a blind agent solve a problem with few yes/no tests
+    from the counts (issue 25). v1 says only pass or fail per attempt and pays the best attempt
+    at the end (the env's default). v0 stays as it was, so its episodes and the bundles made on
+    it replay unchanged (DESIGN.md: a change that alters episodes bumps the version)."""
+    return (
+        _code_exec(
+            id=f"agentgym/{name}-v0",
+            summary=f"{summary}; 3 attempts, each shown its pass count (superseded by v1).",
+            default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
+            task_kwargs={"source": source},
+        ),
+        _code_exec(
+            id=f"agentgym/{name}-v1",
+            summary=f"{summary}; 3 attempts, each told only pass or fail.",
+            task_kwargs={"source": source},
+        ),
+    )
+
 
 ENTRIES: tuple[EnvEntry, ...] = (
     _sokoban(
@@ -260,15 +284,13 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
         task_kwargs={"backend": "text"},
     ),
-    _code_exec(
-        id="agentgym/CodeExec-v0",
-        summary="Complete a HumanEval function; hidden tests run in a sandbox; up to 3 attempts.",
-        task_kwargs={"source": "humaneval"},
+    *_code_exec_versions(
+        "CodeExec", "Complete a HumanEval function; hidden tests run in a sandbox", "humaneval"
     ),
-    _code_exec(
-        id="agentgym/CodeExecGenerated-v0",
-        summary="Write a small generated Python function (7 families); sandboxed tests; 3 attempts.",
-        task_kwargs={"source": "generated"},
+    *_code_exec_versions(
+        "CodeExecGenerated",
+        "Write a small generated Python function (7 families); sandboxed tests",
+        "generated",
     ),
 )
 

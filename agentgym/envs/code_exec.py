@@ -4,12 +4,17 @@
   HumanEval problems (Chen et al. 2021); ``source="generated"`` builds a small parametrised
   function-writing task from ``self.np_random`` (seven families, each with drawn constants and
   inputs).
-* Observation: the function's signature and docstring to complete; after an attempt, how many tests
-  passed, how many got a wrong value (not which: naming the failing inputs answers any yes/no
-  task), and for the first five tests whose call failed, the call and what happened:
+* Observation: the function's signature and docstring to complete; after an attempt that did not
+  pass every test, that it did not, whether some test got a wrong value (not which, nor how many),
+  and for the first five tests whose call failed, the call and what happened:
   ``Failed: flip_case('Hello!') raised ValueError: x`` (or ``timed out after ...``), truncated to
   ``feedback_chars``. Never the assert itself or its expected value: an agent could answer the
-  next attempt from a table of those instead of solving the task.
+  next attempt from a table of those instead of solving the task. Never which tests failed nor how
+  many passed (``feedback="pass_fail"``, the default): a count per attempt lets an agent that
+  computes nothing enumerate the outputs of a yes/no task test by test (its function can number
+  its calls) and solve it from the counts. ``feedback="counts"`` restores the count per attempt
+  (``Attempt 2: 4/7 tests passed.``, how many got a wrong value) and the reward per attempt below,
+  for studies of dense feedback.
 * Action: Python source in ``<answer>`` (optionally inside a fenced ```python block) that parses
   and defines the entry-point function at top level, e.g.
   ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``. Anything else is an
@@ -23,14 +28,19 @@
   ``defaultdict`` or namedtuple counts as the dict or tuple it holds (HumanEval's ``==`` accepts
   them too); any other class is not plain data and fails its test. Printing, exit codes, ``sys.exit``,
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
-* Info of a graded turn: ``tests_passed``, ``tests_total``, ``pass_fraction`` and
-  ``grade_error`` (why the answer could not be called at all, e.g. its module code raised or it
-  wrote to the grader's report, else ``None``; the observation shows it too).
-* Reward: the fraction of tests passed, paid as improvement: a turn earns
-  ``max(0, fraction - best fraction of earlier turns)``, so the episode's return is the best
-  fraction reached (1.0 for a full pass) and a failed attempt never pays twice. Every test passing
-  is ``success`` and terminates; otherwise the next turn is another attempt, up to ``max_turns``
-  (default 3), after which the episode terminates (the attempts are the task's rule).
+* Info of a graded turn: ``all_tests_passed`` and ``grade_error`` (why the answer could not be
+  called at all, e.g. its module code raised or it wrote to the grader's report, else ``None``;
+  the observation shows it too); ``tests_passed``, ``tests_total`` and ``pass_fraction``: of the
+  best attempt on the episode's last step (``feedback="pass_fail"``), of that attempt on every
+  graded turn (``feedback="counts"``).
+* Reward: the episode's return is the best fraction of tests passed over its attempts (1.0 for a
+  full pass). With ``feedback="pass_fail"`` it is paid on the episode's last step (a full pass, or
+  the last attempt, whatever that turn's action), every earlier turn earning 0 (so the reward says
+  no more than the observation). With ``feedback="counts"`` it is paid as improvement: a turn
+  earns ``max(0, fraction - best fraction of earlier turns)``. Either way a failed attempt never
+  pays twice. Every test passing is ``success`` and terminates; otherwise the next turn is another
+  attempt, up to ``max_turns`` (default 3), after which the episode terminates (the attempts are
+  the task's rule). An invalid action's format penalty is added as in every env.
 * Sandbox: ``backend="auto"`` (Docker when a daemon answers and has the image, else the isolated
   process back end), ``"docker"`` or ``"process"``; started lazily at the first code run and shared
   by all environments of a process with the same settings (:func:`sandboxes.code.acquire_shared`).
@@ -79,9 +89,12 @@ __all__ = [
     "grade",
     "grade_batch",
     "SOURCES",
+    "FEEDBACK",
 ]
 
 SOURCES = ("humaneval", "generated")
+#: What an attempt that fails some test reveals before the episode ends (module docstring).
+FEEDBACK = ("pass_fail", "counts")
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
 
 
@@ -124,6 +137,9 @@ class CodeExecEnv(TextEnv):
         memory_mb: memory limit of one grading run, MiB.
         per_test_timeout_s: limit of each test, seconds.
         feedback_chars: most characters of test feedback in the observation.
+        feedback: ``"pass_fail"`` (default: an attempt says whether every test passed, never how
+            many; the reward is paid when the episode ends) or ``"counts"`` (tests passed per
+            attempt, reward per attempt); see the module docstring.
         max_turns: attempts per episode (default 3).
         max_actions_per_turn: must be 1 (one answer per turn).
         sandbox_options: extra keyword arguments of the back end (e.g. ``{"pool_size": 2}``).
@@ -145,6 +161,7 @@ class CodeExecEnv(TextEnv):
         memory_mb: int = 512,
         per_test_timeout_s: float = 5.0,
         feedback_chars: int = 1500,
+        feedback: str = "pass_fail",
         max_turns: int = 3,
         max_actions_per_turn: int = 1,
         sandbox_options: dict[str, Any] | None = None,
@@ -166,6 +183,8 @@ class CodeExecEnv(TextEnv):
             raise ValueError(f"per_test_timeout_s must be > 0, got {per_test_timeout_s!r}")
         if not isinstance(feedback_chars, int) or feedback_chars < 0:
             raise ValueError(f"feedback_chars must be an int >= 0, got {feedback_chars!r}")
+        if feedback not in FEEDBACK:
+            raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
         super().__init__(max_turns=max_turns, max_actions_per_turn=1, **kwargs)
         if source == "humaneval":
             humaneval_problems()  # fail now, not at reset, if the package is missing
@@ -175,11 +194,14 @@ class CodeExecEnv(TextEnv):
         self.memory_mb = memory_mb
         self.per_test_timeout_s = float(per_test_timeout_s)
         self.feedback_chars = feedback_chars
+        self.feedback = feedback
         self.sandbox_options = dict(sandbox_options or {})
         self.problem = CodeProblem("", "", "", "", "def check(candidate):\n    pass\n")
         self._sandbox: Any = None
         self._lease: Any = None
         self._best = 0.0
+        self._best_passed = 0
+        self._num_tests = 0
         self._solved = False
         self._feedback: str | None = None
         self.last_grade: GradeResult | None = None
@@ -220,12 +242,17 @@ class CodeExecEnv(TextEnv):
 
     @property
     def instructions_text(self) -> str:
+        reward = (
+            "your reward is the best fraction of tests passed over your attempts, paid when the "
+            "episode ends."
+            if self.feedback == "pass_fail"
+            else "each attempt is rewarded by how much it raised the fraction of tests passed."
+        )
         return (
             "Complete the Python function shown. Reply with the whole function as Python source "
             "(the def line, and any imports or helpers it needs), optionally in a ```python "
-            "fenced block. Hidden tests call it; your reward is the fraction of tests passed. "
-            f"If some fail you see which and may try again ({self.max_turns} attempts in all). "
-            "Do not use '||' in your code."
+            f"fenced block. Hidden tests call it; {reward} If some fail you are told so (not which) "
+            f"and may try again ({self.max_turns} attempts in all). Do not use '||' in your code."
         )
 
     def _reset_state(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -238,10 +265,11 @@ class CodeExecEnv(TextEnv):
         else:
             self.problem = generate_problem(self.np_random)
         self._best = 0.0
+        self._best_passed = 0
         self._solved = False
         self._feedback = None
         self.last_grade = None
-        total = len(plan_checks(self.problem).tests)
+        total = self._num_tests = len(plan_checks(self.problem).tests)
         return {
             "task_id": self.problem.task_id,
             "entry_point": self.problem.entry_point,
@@ -266,30 +294,55 @@ class CodeExecEnv(TextEnv):
         )
         self.last_grade = result
         fraction = result.fraction
-        reward = max(0.0, fraction - self._best)
-        self._best = max(self._best, fraction)
+        improvement = max(0.0, fraction - self._best)
+        if fraction > self._best:
+            self._best, self._best_passed = fraction, result.passed
         solved = result.passed == result.total
         self._solved = self._solved or solved
         self._feedback = self._describe(result)
-        return ActionOutcome(
-            reward=reward,
-            effective=True,
-            terminated=solved,
-            info={
-                "tests_passed": result.passed,
-                "tests_total": result.total,
-                "pass_fraction": fraction,
-                "grade_error": result.error,
-            },
-        )
+        info: dict[str, Any] = {"all_tests_passed": solved, "grade_error": result.error}
+        if self.feedback == "counts":
+            reward = improvement
+            info.update(
+                tests_passed=result.passed, tests_total=result.total, pass_fraction=fraction
+            )
+        elif solved:  # nothing was paid before: the whole return now
+            reward = fraction
+            info.update(self._best_info())
+        else:  # the partial credit waits for the episode's end (step)
+            reward = 0.0
+        return ActionOutcome(reward=reward, effective=True, terminated=solved, info=info)
+
+    def _best_info(self) -> dict[str, Any]:
+        return {
+            "tests_passed": self._best_passed,
+            "tests_total": self._num_tests,
+            "pass_fraction": self._best,
+        }
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """:meth:`TextEnv.step`; with ``feedback="pass_fail"`` the episode's last step also pays
+        the best partial pass fraction (module docstring)."""
+        observation, reward, terminated, truncated, info = super().step(action)
+        if self.feedback == "pass_fail" and (terminated or truncated) and not self._solved:
+            reward += self._best
+            info.update(self._best_info())
+        return observation, reward, terminated, truncated, info
 
     def _describe(self, result: GradeResult) -> str:
-        lines = [f"Attempt {self.turn}: {result.passed}/{result.total} tests passed."]
+        wrong = sum(why == WRONG_VALUE for _, why in result.failures)
+        if self.feedback == "counts":
+            lines = [f"Attempt {self.turn}: {result.passed}/{result.total} tests passed."]
+        elif result.passed == result.total:  # the episode ends: the count tells nothing more
+            lines = [f"Attempt {self.turn}: {result.passed}/{result.total} tests passed."]
+        else:
+            lines = [f"Attempt {self.turn}: not every test passed."]
         if result.error:
             lines.append(f"Error: {result.error}")
-        wrong = sum(why == WRONG_VALUE for _, why in result.failures)
-        if wrong:
+        if wrong and self.feedback == "counts":
             lines.append(f"{wrong} test(s) returned a wrong value (which ones is not shown).")
+        elif wrong:
+            lines.append("Some test(s) returned a wrong value (how many and which is not shown).")
         # the reason only: the test's source holds the answers
         failed = [why for _, why in result.failures if why != WRONG_VALUE]
         for why in failed[:5]:

@@ -6,9 +6,20 @@ folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
 1. one supervised warm start per environment (``agentgym export-sft`` data, then
    :func:`baselines.sft.train_sft`), so that every RL run starts input-dependent;
 2. every RL run of every claim in its own process (``python -m baselines.train``), skipped when
-   its ``done.json`` exists (the study resumes where it stopped);
+   its ``done.json`` exists (the study resumes where it stopped); a configuration that several
+   claims name (the same resolved config and seeds, :func:`shared_runs`) runs once, in the folder
+   of the first run that names it, and the others say so (``same_run_as`` in ``results.json``
+   and in the report);
 3. the statistics of each claim, written to ``results.json`` and ``--doc`` (default
-   ``docs/reproduction.md``) with PNG plots beside it.
+   ``docs/reproduction.md``; with ``--quick``, ``reproduction.md`` in the results folder: a quick
+   run writes into ``docs/`` only when ``--doc`` names a file there) with PNG plots beside it.
+
+Provenance: every run folder holds the ``provenance.json`` its trainer wrote (the commit and
+dirty state of the code, :mod:`agentgym.provenance`), and so does each warm start's; each run of
+``results.json`` carries both. Whenever the report is made (a resumed study only recomputes it),
+a run whose code (:data:`RESULT_CODE` and its env's module) changed since its commit, or that ran
+on uncommitted changes to it, or that records no commit, is marked ``stale`` with the reason, and
+the report counts and lists such runs: re-run them into a fresh ``--out``.
 
 Claims and their tests (issue 13):
 
@@ -40,13 +51,28 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-__all__ = ["load_study", "run_study", "spearman", "paired_t", "main"]
+import agentgym
+from agentgym import provenance
+from agentgym.fileio import write_text_atomic
+
+__all__ = [
+    "RESULT_CODE",
+    "load_study",
+    "mark_stale",
+    "result_code",
+    "run_study",
+    "shared_runs",
+    "spearman",
+    "paired_t",
+    "main",
+]
 
 SPEC = Path(__file__).with_name("ragen2.yaml")
 # Two-sided 95 % Student t quantiles, df = 1..30 (beyond: 1.96).
@@ -56,6 +82,33 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 
 CLAIMS = ("collapse", "filtering", "correlation")
+
+#: The code a study run's numbers depend on, relative to the checkout (with its env's own modules:
+#: :func:`result_code`): the RL trainer and its algorithm, the SFT warm start and its data, the
+#: sampler (engines, the episode loop, chat rendering, action parsing), model loading, the
+#: diagnostics, and the config defaults. A run made by code older than the checkout's in any of
+#: these is stale.
+RESULT_CODE = (
+    "baselines/trainer.py",
+    "baselines/advantages.py",
+    "baselines/batch.py",
+    "baselines/losses.py",
+    "baselines/minibatches.py",
+    "baselines/filtering.py",
+    "baselines/config.py",
+    "baselines/sft.py",
+    "agentgym/sft.py",
+    "baselines/engines.py",
+    "baselines/episodes.py",
+    "baselines/policy.py",
+    "baselines/scoring.py",
+    "baselines/diagnostics.py",
+    "agentgym/chat.py",
+    "agentgym/parsing.py",
+    "agentgym/text_env.py",
+    "agentgym/lockstep.py",
+    "agentgym/envs/__init__.py",  # the registrations: each id's fixed and default arguments
+)
 
 
 def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
@@ -157,6 +210,53 @@ def _short(env_id: str) -> str:
     return env_id.split("/")[-1]
 
 
+def result_code(env_id: str) -> list[str]:
+    """:data:`RESULT_CODE` and the modules of ``env_id``: those of its registration's folder and
+    of ``agentgym/solvers/`` (the warm start's oracle) whose names start with its module's name.
+
+    Example:
+        >>> result_code("agentgym/Sokoban-v0")[len(RESULT_CODE):]
+        ['agentgym/envs/sokoban.py', 'agentgym/envs/sokoban_generation.py', 'agentgym/solvers/sokoban.py']
+
+    Raises:
+        KeyError: ``env_id`` is not a registered agentgym id.
+    """
+    module = agentgym.registered_envs()[env_id].entry_point.partition(":")[0]
+    folder, _, stem = module.replace(".", "/").rpartition("/")
+    package = Path(agentgym.__file__).resolve().parent.parent
+    found = [
+        p.relative_to(package).as_posix()
+        for where in (folder, "agentgym/solvers")
+        for p in sorted((package / where).glob(f"{stem}*.py"))
+    ]
+    return [*RESULT_CODE, *found]
+
+
+def _read_provenance(folder: Path) -> dict[str, Any] | None:
+    path = folder / provenance.FILE_NAME
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def mark_stale(runs: list[dict[str, Any]], root: Path | None) -> None:
+    """Set each run's ``stale``: None when neither its warm start nor its RL run is older than
+    the code in ``root`` (:func:`agentgym.provenance.stale_reason` over :func:`result_code` of
+    its env), else the reason, naming which of the two.
+
+    Args:
+        runs: dicts with ``env``, ``provenance`` and ``warm_start_provenance`` (each the
+            ``provenance.json`` of the folder, or None when it has none).
+        root: the git checkout the study runs from (:func:`agentgym.provenance.source_root`).
+    """
+    for run in runs:
+        paths = result_code(run["env"])
+        run["stale"] = None
+        for part, key in (("warm start", "warm_start_provenance"), ("RL run", "provenance")):
+            reason = provenance.stale_reason(run[key], paths, root)
+            if reason is not None:
+                run["stale"] = f"{part}: {reason}"
+                break
+
+
 def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
     """SFT once per env (resumable): returns the checkpoint folder."""
     from agentgym.sft import export_sft
@@ -221,13 +321,10 @@ def _last(rows: list[dict[str, Any]], key: str) -> float:
     return float(values[-1]) if values else math.nan
 
 
-def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder: Path) -> None:
-    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
-    done = folder / "done.json"
-    if done.is_file():
-        return
+def _train_overrides(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any]) -> list[str]:
+    """The ``python -m baselines.train`` settings of ``run`` (all but its folder)."""
     seed = run["seed"]
-    overrides = [
+    return [
         f"model.path={checkpoint}",
         f"rollout.env_id={run['env']}",
         # Steps on the regularisers alone are what claim (a) watches: never stop on them (the
@@ -238,8 +335,41 @@ def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder
         f"train.seed={seed}",
         f"rollout.train_seed={100_000 * (seed + 1)}",
         "rollout.val_seed=10000000",
-        f"train.out_dir={folder / 'train'}",
     ]
+
+
+def shared_runs(settings: list[list[str]]) -> list[int]:
+    """For each run's settings (:func:`_train_overrides`), the index of the first run whose
+    resolved configuration is the same (its own index when none before it is): a run is made
+    once and its result shared by the claims that name the same configuration (defaults spelled
+    out or not, overrides in any order).
+
+    Example:
+        >>> shared_runs([["algorithm.lr=0.1"], ["algorithm.lr=0.2"], ["algorithm.lr=0.1"]])
+        [0, 1, 0]
+
+    Raises:
+        ValueError: settings that :func:`baselines.config.load_config` refuses.
+    """
+    from baselines.config import config_to_dict, load_config
+
+    first: dict[str, int] = {}
+    out = []
+    for i, overrides in enumerate(settings):
+        with warnings.catch_warnings():  # a config's warnings go to its run's own log.txt
+            warnings.simplefilter("ignore")
+            config = load_config(None, overrides)
+        key = json.dumps(config_to_dict(config), sort_keys=True)
+        out.append(first.setdefault(key, i))
+    return out
+
+
+def _execute(overrides: list[str], folder: Path) -> None:
+    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
+    done = folder / "done.json"
+    if done.is_file():
+        return
+    overrides = [*overrides, f"train.out_dir={folder / 'train'}"]
     resume = ["--resume"] if (folder / "train" / "checkpoint").is_dir() else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     folder.mkdir(parents=True, exist_ok=True)
@@ -253,7 +383,7 @@ def _execute(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any], folder
     if code != 0:
         raise RuntimeError(f"run {folder} failed (exit {code}); see {folder / 'log.txt'}")
     rows = _read_metrics(folder / "train" / "metrics.jsonl")
-    done.write_text(json.dumps({**run, "final_val_success": _last(rows, "val/success_rate")}))
+    write_text_atomic(done, json.dumps({"final_val_success": _last(rows, "val/success_rate")}))
 
 
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -268,6 +398,7 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
     entropies = [r["collapse/entropy"] for r in diag if r.get("collapse/entropy") is not None]
     return {
         **run,
+        "provenance": _read_provenance(folder / "train"),
         "metrics_path": str(folder / "train" / "metrics.jsonl"),
         "final_val_success": _last(rows, "val/success_rate"),
         "final_mi": _last(diag, "collapse/mi_estimate"),
@@ -484,6 +615,59 @@ def _plots(runs: list[dict[str, Any]], folder: Path, scatter: bool = True) -> li
     return names
 
 
+def _describe_code(p: dict[str, Any] | None) -> str:
+    """``commit `3f4ff41ab2c0``` (and its uncommitted changes), or the installed version."""
+    if not p or not p.get("commit"):
+        return f"installed agentgym {p['agentgym_version']}" if p else "not recorded"
+    dirty = f" with uncommitted changes to {', '.join(p['dirty_paths'])}" if p["dirty"] else ""
+    return f"commit `{p['commit'][:12]}`{dirty}"
+
+
+def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -> list[str]:
+    """The report's provenance section: runs per commit, the runs shared between claims, then
+    every stale run with its reason."""
+    commits: dict[str, int] = {}
+    for r in runs:
+        name = _describe_code(r["provenance"])
+        commits[name] = commits.get(name, 0) + 1
+    lines = [
+        "",
+        "## Provenance",
+        "",
+        "RL runs per code: " + "; ".join(f"{k}: {n}" for k, n in sorted(commits.items())) + ".",
+    ]
+    shared = [r for r in runs if r.get("same_run_as")]
+    if shared:
+        lines += [
+            "",
+            f"{len(shared)} runs have the configuration (settings and seeds) of a run listed "
+            "before them and share its result rather than run again:",
+            "",
+            "| claim | env | arm | seed | same run as |",
+            "| --- | --- | --- | --- | --- |",
+            *[
+                f"| {r['claim']} | {_short(r['env'])} | {r['arm']} | {r['seed']} | "
+                f"{r['same_run_as']} |"
+                for r in shared
+            ],
+        ]
+    if stale:
+        lines += [
+            "",
+            f"**{len(stale)} stale runs**: the trainer, SFT, sampler or env code they ran has "
+            "changed since (or was not recorded), so they may not be what this code gives. "
+            "Re-run them into a fresh `--out`.",
+            "",
+            "| claim | env | arm | seed | why stale |",
+            "| --- | --- | --- | --- | --- |",
+            *[
+                f"| {r['claim']} | {_short(r['env'])} | {r['arm']} | {r['seed']} | {r['stale']} |"
+                for r in stale
+            ],
+        ]
+    return lines
+
+
 def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, doc.parent)
     c = results["claims"]
@@ -492,6 +676,7 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         "filtering": "(b) SNR filtering helps",
         "correlation": "(c) MI predicts success better than entropy",
     }
+    stale = [r for r in results["runs"] if r["stale"]]
     lines = [
         "# RAGEN-2's claims at small scale",
         "",
@@ -500,11 +685,16 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         f"Machine: {results['machine']}; wall time of the last invocation "
         f"{results['wall_s']:.0f} s; training steps of all runs "
         f"{sum(r['run_s'] for r in results['runs']) / 60:.0f} min.  ",
-        f"Data: `{rel}/results.json` (every run's config, seed and per-step series).",
+        f"Code: {_describe_code(results['provenance'])}; stale runs (made by older code): "
+        f"{len(stale)} of {len(results['runs'])}.  ",
+        f"Data: `{rel}/results.json` (every run's config, seed, code and per-step series).",
         "",
-        "| claim | reproduced |",
-        "| --- | --- |",
-        *[f"| {titles[k]} | {v['reproduced']} |" for k, v in c.items()],
+        "| claim | reproduced | stale runs |",
+        "| --- | --- | --- |",
+        *[
+            f"| {titles[k]} | {v['reproduced']} | {sum(1 for r in stale if r['claim'] == k)} |"
+            for k, v in c.items()
+        ],
     ]
     if "filtering" in c:
         lines += [
@@ -564,9 +754,10 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"{r['near_chance_evaluations']} | {r['entropy_held']} | {r['flag_fired']} | "
                 f"{r['final_mi']:.3f} | {r['mi_ceiling']:.3f} |"
             )
+    lines += _provenance_lines(results["runs"], stale)
     lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text("\n".join(lines), encoding="utf-8")
+    write_text_atomic(doc, "\n".join(lines))
 
 
 def run_study(
@@ -583,16 +774,18 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     runs = _runs(spec)
     checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
-    folders = [
-        out / "runs" / run["claim"] / _short(run["env"]) / run["arm"] / f"seed{run['seed']}"
-        for run in runs
-    ]
+    names = [f"{r['claim']}/{_short(r['env'])}/{r['arm']}/seed{r['seed']}" for r in runs]
+    settings = [_train_overrides(run, checkpoints[run["env"]], spec) for run in runs]
+    # A configuration two claims name runs once, in the folder of the first run that names it.
+    made_by = shared_runs(settings)
+    folders = [out / "runs" / names[j] for j in made_by]
     # Each run is its own single-threaded, seeded process: running ``jobs`` at once changes only
     # the wall time, never a result.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [
-            pool.submit(_execute, run, checkpoints[run["env"]], spec, folder)
-            for run, folder in zip(runs, folders, strict=True)
+            pool.submit(_execute, settings[i], folders[i])
+            for i in range(len(runs))
+            if made_by[i] == i
         ]
         try:
             for future in futures:
@@ -601,6 +794,12 @@ def run_study(
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     summaries = [_summary(run, folder) for run, folder in zip(runs, folders, strict=True)]
+    for i, (summary, j) in enumerate(zip(summaries, made_by, strict=True)):
+        summary["same_run_as"] = None if j == i else names[j]  # shared, and said so
+    for s in summaries:  # the warm start's folder holds the checkpoint and its provenance
+        s["warm_start_provenance"] = _read_provenance(checkpoints[s["env"]].parent)
+    now = provenance.describe()
+    mark_stale(summaries, provenance.source_root())
     by_claim = {name: [s for s in summaries if s["claim"] == name] for name in spec["claims"]}
     keep = (
         "claim",
@@ -608,9 +807,13 @@ def run_study(
         "arm",
         "seed",
         "overrides",
+        "same_run_as",
         "metrics_path",
         "final_val_success",
         "run_s",
+        "provenance",
+        "warm_start_provenance",
+        "stale",
         "series",
     )
     claims: dict[str, Any] = {}
@@ -620,20 +823,22 @@ def run_study(
         baseline = spec["claims"]["filtering"].get("baseline", "none")
         claims["filtering"] = _claim_filtering(by_claim["filtering"], baseline)
     if "correlation" in by_claim:
-        claims["correlation"] = _claim_correlation(by_claim["correlation"], summaries)
+        once = [s for s in summaries if s["same_run_as"] is None]  # a shared run counts once
+        claims["correlation"] = _claim_correlation(by_claim["correlation"], once)
     results = {
         "command": command,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "model": spec["model"],
         "wall_s": time.perf_counter() - t0,
+        "provenance": now,  # the code that made this report (each run's own is in the run)
         "runs": [{k: s[k] for k in keep} for s in summaries],
         "claims": claims,
     }
     text = json.dumps(results, indent=1, default=float)
-    (out / "results.json").write_text(text)
+    write_text_atomic(out / "results.json", text)
     plot_dir = doc.parent / (doc.stem)
     plots = _plots(summaries, plot_dir, scatter="correlation" in claims)
-    (plot_dir / "results.json").write_text(text)  # committed beside the report
+    write_text_atomic(plot_dir / "results.json", text)  # committed beside the report
     _write_doc(doc, results, plots, plot_dir)
     return results
 
@@ -643,7 +848,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", default=str(SPEC), help="study YAML")
     parser.add_argument("--quick", action="store_true", help="the reduced study (tests)")
     parser.add_argument("--out", default=None, help="results folder")
-    parser.add_argument("--doc", default="docs/reproduction.md", help="report to write")
+    parser.add_argument(
+        "--doc",
+        default=None,
+        help="report to write (default docs/reproduction.md; with --quick, reproduction.md in "
+        "the results folder: a quick run writes into docs/ only when this names a file there)",
+    )
     parser.add_argument(
         "--jobs", type=int, default=1, help="runs at once (each is one single-threaded process)"
     )
@@ -657,11 +867,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, yaml.YAMLError) as err:
         parser.error(f"--spec {args.spec}: {err}")
     out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
+    doc = Path(args.doc or (out / "reproduction.md" if args.quick else "docs/reproduction.md"))
     command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
-    results = run_study(spec, out, Path(args.doc), command.strip(), jobs=args.jobs)
+    results = run_study(spec, out, doc, command.strip(), jobs=args.jobs)
     for name, claim in results["claims"].items():
         print(f"{name}: reproduced={claim['reproduced']}")
-    print(f"wrote {out / 'results.json'} and {args.doc}")
+    stale = sum(1 for r in results["runs"] if r["stale"])
+    if stale:
+        print(f"{stale} of {len(results['runs'])} runs are stale (made by older code): see {doc}")
+    print(f"wrote {out / 'results.json'} and {doc}")
     return 0
 
 

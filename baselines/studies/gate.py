@@ -1,0 +1,190 @@
+"""The warm-start gate of the RAGEN-2 study: RL runs start only from a warm start that can show
+what the claims are about (issue 23, item 4).
+
+A claim about template collapse needs a policy whose reasoning depends on its input to begin
+with, and a claim about success needs success that can move both ways. The earlier study ran
+24 of 66 runs from a FrozenLake warm start whose reasoning had MI 0.000 with the map and whose
+success sat at its floor; nothing stopped them and they were counted. The gate measures, for each
+environment's warm start, before any RL run of that environment starts:
+
+1. **input dependence**: the MI of the *oracle's* reasoning under the warm-started model, scored
+   as the trainer's diagnostics score sampled reasoning (:func:`baselines.diagnostics.mi_pairs`,
+   :func:`~baselines.diagnostics.score_matrix`, :func:`~baselines.diagnostics.mi_metrics`), on
+   ``oracle_episodes`` oracle chats from :data:`GATE_SEED` (apart from the SFT data, the RL seeds
+   and the validation seeds), against its ceiling ``mi_upper_bound`` (the entropy of the prompt
+   mixture). It must reach :data:`MI_FRACTION` of the ceiling;
+2. **room to move**: the warm start's greedy success on the study's validation seeds (the
+   ``val_initial/success_rate`` every run would log at step 0, played by the ``hf:`` agent on
+   the trainer's prompts), which must lie strictly between :data:`SUCCESS_FLOOR` and
+   :data:`SUCCESS_CEILING`.
+
+An environment that fails either check gets no RL runs: its runs are reported ``void`` with the
+reason and never enter a claim's statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "GATE_SEED",
+    "MI_FRACTION",
+    "SUCCESS_CEILING",
+    "SUCCESS_FLOOR",
+    "gate_reasons",
+    "oracle_mi",
+    "warm_start_gate",
+]
+
+#: First reset seed of the oracle chats the gate scores (SFT data starts at 2,000,000, the
+#: study's validation seeds at 10,000,000, its training seeds below 10,000,000 / 2).
+GATE_SEED = 3_000_000
+#: Least share of the MI ceiling the oracle's reasoning must keep under the warm start.
+MI_FRACTION = 0.5
+#: Success must be above this (off the floor) ...
+SUCCESS_FLOOR = 0.05
+#: ... and below this (off the ceiling).
+SUCCESS_CEILING = 0.95
+
+
+def gate_reasons(mi: float, ceiling: float, success: float) -> list[str]:
+    """Why a warm start fails the gate (empty: it passes).
+
+    Args:
+        mi: the oracle reasoning's MI estimate under the warm start (nats).
+        ceiling: its ceiling, the entropy of the prompt mixture (nats, > 0).
+        success: the warm start's validation success rate in [0, 1].
+
+    Example:
+        >>> gate_reasons(1.2, 2.0, 0.4)
+        []
+        >>> gate_reasons(0.0, 2.0, 1.0)  # doctest: +NORMALIZE_WHITESPACE
+        ['the oracle reasoning MI is 0.000 nats, 0.00 of its ceiling 2.000 (needs >= 0.5)',
+         'validation success 1.000 is at its ceiling (needs < 0.95)']
+    """
+    reasons = []
+    share = mi / ceiling if ceiling > 0 else math.nan
+    if not (math.isfinite(share) and share >= MI_FRACTION):
+        reasons.append(
+            f"the oracle reasoning MI is {mi:.3f} nats, {share:.2f} of its ceiling "
+            f"{ceiling:.3f} (needs >= {MI_FRACTION})"
+        )
+    if not math.isfinite(success) or success <= SUCCESS_FLOOR:
+        reasons.append(
+            f"validation success {success:.3f} is at its floor (needs > {SUCCESS_FLOOR})"
+        )
+    elif success >= SUCCESS_CEILING:
+        reasons.append(
+            f"validation success {success:.3f} is at its ceiling (needs < {SUCCESS_CEILING})"
+        )
+    return reasons
+
+
+def oracle_mi(
+    model: Any,
+    tokenizer: Any,
+    env_id: str,
+    env_kwargs: dict[str, Any] | None,
+    seeds: range,
+    think_prefix: bool = True,
+) -> dict[str, float]:
+    """:func:`baselines.diagnostics.mi_metrics` of the oracle's first-turn reasoning under
+    ``model``: each oracle chat's generation prompt (the trainer's rendering) against the text of
+    its first ``<think>`` block, every reasoning scored under every distinct prompt.
+
+    Returns:
+        ``mi_metrics``' dict (``mi_estimate``, ``mi_upper_bound``, ``retrieval_accuracy``, ...)
+        plus ``num_episodes``.
+
+    Raises:
+        ValueError: fewer than 2 distinct prompts among the chats.
+    """
+    import torch
+
+    from agentgym.sft import oracle_episodes
+    from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
+    from baselines.episodes import render_prompt
+
+    records = list(oracle_episodes(env_id, seeds, env_kwargs))
+    prompts = [render_prompt(tokenizer, r["messages"][:2], think_prefix) for r in records]
+    replies = [r["messages"][2]["content"] for r in records]
+    distinct, zs, index, _ = mi_pairs(prompts, replies)
+    if len(distinct) < 2:
+        raise ValueError(
+            f"oracle_mi: {len(records)} oracle chats of {env_id} gave {len(distinct)} distinct "
+            "prompt(s); the MI needs at least 2: use more episodes"
+        )
+    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in distinct]
+    z_ids = [tokenizer(z, add_special_tokens=False)["input_ids"] for z in zs]
+    with torch.no_grad():
+        loglik = score_matrix(model, prompt_ids, z_ids)
+    out = mi_metrics(loglik, index, lengths=torch.tensor([len(z) for z in z_ids]))
+    return {**out, "num_episodes": float(len(records))}
+
+
+def warm_start_gate(
+    checkpoint: Path,
+    env_id: str,
+    common: list[str],
+    out: Path,
+    *,
+    oracle_episodes: int = 32,
+) -> dict[str, Any]:
+    """Measure one environment's warm start and decide whether its RL runs may start.
+
+    Args:
+        checkpoint: the warm start (an SFT checkpoint folder).
+        env_id: the environment.
+        common: the study's shared trainer overrides (``rollout.*`` settings of validation:
+            ``val_episodes``, ``max_new_tokens``, ``think_prefix``, ``max_context_tokens``,
+            ``env_kwargs``), resolved with :func:`baselines.config.load_config`.
+        out: a folder for the gate's validation bundle (``gate_eval.json``).
+        oracle_episodes: oracle chats scored for the MI check.
+
+    Returns:
+        ``passed`` (bool), ``reasons`` (list of str), ``mi``, ``mi_ceiling``,
+        ``mi_fraction``, ``success``, ``val_episodes``, ``oracle_episodes``.
+    """
+    from agentgym.eval import evaluate
+    from baselines.config import load_config
+    from baselines.policy import load_policy
+
+    rc = load_config(None, [*common, f"rollout.env_id={env_id}"]).rollout
+    out.mkdir(parents=True, exist_ok=True)
+    bundle = evaluate(
+        [rc.env_id],
+        f"hf:{checkpoint}",
+        episodes=rc.val_episodes,
+        seed=STUDY_VAL_SEED,
+        out=out / "gate_eval.json",
+        env_kwargs=rc.env_kwargs,
+        agent_kwargs={
+            "max_new_tokens": rc.max_new_tokens,
+            "temperature": rc.val_temperature,
+            "think_prefix": rc.think_prefix,
+            "max_context_tokens": rc.max_context_tokens,
+        },
+        overwrite=True,
+        progress=False,
+    )
+    success = float(bundle["runs"][0]["summary"]["success_rate"])
+    model, tokenizer = load_policy(str(checkpoint), device="cpu", dtype="float32")
+    seeds = range(GATE_SEED, GATE_SEED + oracle_episodes)
+    mi = oracle_mi(model, tokenizer, rc.env_id, rc.env_kwargs, seeds, rc.think_prefix)
+    reasons = gate_reasons(mi["mi_estimate"], mi["mi_upper_bound"], success)
+    return {
+        "passed": not reasons,
+        "reasons": reasons,
+        "mi": mi["mi_estimate"],
+        "mi_ceiling": mi["mi_upper_bound"],
+        "mi_fraction": mi["mi_estimate"] / mi["mi_upper_bound"],
+        "success": success,
+        "val_episodes": rc.val_episodes,
+        "oracle_episodes": oracle_episodes,
+    }
+
+
+#: The study's validation seeds (``rollout.val_seed`` of every study run).
+STUDY_VAL_SEED = 10_000_000

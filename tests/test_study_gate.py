@@ -1,0 +1,41 @@
+"""The study's warm-start gate (baselines/studies/gate.py): its rule by hand, and its MI check
+on a policy that cannot depend on its input (a random-init model: the negative control)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from baselines.studies.gate import GATE_SEED, gate_reasons, oracle_mi
+
+
+def test_gate_rule_by_hand() -> None:
+    assert gate_reasons(1.0, 2.0, 0.5) == []  # half the ceiling, success mid-range: passes
+    assert gate_reasons(0.99, 2.0, 0.5)[0].startswith("the oracle reasoning MI is 0.990 nats, 0.49")
+    assert gate_reasons(1.5, 2.0, 0.05) == [
+        "validation success 0.050 is at its floor (needs > 0.05)"
+    ]
+    assert gate_reasons(1.5, 2.0, 0.95) == [
+        "validation success 0.950 is at its ceiling (needs < 0.95)"
+    ]
+    assert len(gate_reasons(math.nan, 2.0, math.nan)) == 2
+    assert len(gate_reasons(1.0, 0.0, 0.5)) == 1  # no ceiling: no share to reach
+
+
+def test_random_init_model_fails_the_mi_check() -> None:
+    """The FrozenLake fault of the earlier study: a model whose reasoning carries nothing about
+    its prompt (here a random-init tiny policy) scores the oracle's reasoning at MI near 0."""
+    from baselines.policy import load_policy
+    from baselines.trainer import vocabulary_texts
+
+    env_id = "agentgym/Bandit-v0"
+    texts = vocabulary_texts(env_id, {}, range(32))
+    model, tokenizer = load_policy("tiny", device="cpu", dtype="float32", texts=texts, seed=0)
+    out = oracle_mi(model, tokenizer, env_id, {}, range(GATE_SEED, GATE_SEED + 16))
+    assert out["num_episodes"] == 16 and out["mi_upper_bound"] > 1.0
+    share = out["mi_estimate"] / out["mi_upper_bound"]
+    assert share < 0.1
+    assert gate_reasons(out["mi_estimate"], out["mi_upper_bound"], 0.5) != []
+    with pytest.raises(ValueError, match="at least 2"):
+        oracle_mi(model, tokenizer, env_id, {}, range(GATE_SEED, GATE_SEED + 1))
