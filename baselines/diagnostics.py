@@ -60,6 +60,7 @@ __all__ = [
     "ZScoreTracker",
     "score_matrix",
     "score_matrix_naive",
+    "episode_mi_diagnostics",
 ]
 
 # -inf log-likelihoods (impossible under a prompt) are replaced by this floor so the permutation
@@ -955,4 +956,81 @@ def score_matrix_naive(
             totals = (token_logprobs * score_mask).sum(dim=1).float().cpu()
             for r, (m, j) in enumerate(chunk):
                 out[m, j] = totals[r]
+    return out
+
+
+def episode_mi_diagnostics(
+    model: torch.nn.Module,
+    tokenizer: object,
+    episodes: Sequence[object],
+    config: object,
+    *,
+    seed: int,
+    step: int,
+    temperature: float,
+) -> dict[str, float]:
+    """MI diagnostics of a batch of played episodes, scored at the sampling temperature.
+
+    One function for the agentgym trainer (``Trainer._diagnostics``) and the TRL integration
+    (:class:`baselines.integrations.trl.AgentgymGRPOTrainer`). z is RAGEN-2's reasoning taken
+    token-exact (:func:`baselines.episodes.reasoning_span`: the sampled ids between the think
+    tags of a block that opens the reply; empty, unclosed and special-id spans dropped). Up to
+    ``config.max_pairs`` pairs are drawn among the valid z (``numpy`` generator seeded
+    ``seed * 7919 + step``), scored by :func:`score_matrix` against every distinct prompt.
+
+    Args:
+        model: the policy (put in eval mode by the caller; scored under ``torch.no_grad``).
+        tokenizer: its tokenizer.
+        episodes: :class:`baselines.episodes.EpisodeRecord` of the batch, before filtering.
+        config: a :class:`baselines.config.DiagnosticsConfig` (``turn``, ``max_pairs``,
+            ``permutations``).
+        seed: the run's seed; step: the step (seeds the pair draw and the permutations).
+        temperature: the divisor of the logits (the sampling temperature, 1 for greedy).
+
+    Returns:
+        :func:`mi_metrics`' values and ``num_pairs_total`` (candidate turns),
+        ``num_pairs_valid`` (valid z among them), ``valid_thinking_rate``, ``z_special_rate``
+        (share dropped for a special id), ``num_reasonings`` and ``num_prompts`` (the scored pairs
+        and their distinct prompts), as floats; only these when fewer than 2 distinct prompts
+        keep a z.
+    """
+    import numpy as np
+
+    from baselines.episodes import reasoning_span  # episodes imports this module
+
+    turns = []
+    for episode in episodes:
+        turns.extend(episode.turns[:1] if config.turn == "first" else episode.turns)
+    # One rule for z (reasoning_span): the exact sampled ids of a think block that opens
+    # the reply; a block holding a special id is dropped, never spliced. Pairs are drawn
+    # among the valid z, as RAGEN samples among valid reasonings.
+    spans = [reasoning_span(tokenizer, t) for t in turns]
+    valid = [(tuple(t.prompt_ids), z) for t, (z, ok) in zip(turns, spans, strict=True) if z]
+    stats = {
+        "num_pairs_total": float(len(turns)),
+        "num_pairs_valid": float(len(valid)),
+        "valid_thinking_rate": len(valid) / len(turns) if turns else 0.0,
+        "z_special_rate": (sum(ok == "special" for _, ok in spans) / len(turns) if turns else 0.0),
+    }
+    rng = np.random.default_rng(seed * 7919 + step)
+    pairs = valid
+    if len(pairs) > config.max_pairs:
+        pick = np.sort(rng.choice(len(pairs), size=config.max_pairs, replace=False))
+        pairs = [pairs[i] for i in pick]
+    prompts = sorted({p for p, _ in pairs})
+    stats["num_reasonings"], stats["num_prompts"] = float(len(pairs)), float(len(prompts))
+    if len(prompts) < 2:
+        return stats
+    index = {p: j for j, p in enumerate(prompts)}
+    z_ids = [z for _, z in pairs]
+    with torch.no_grad():
+        loglik = score_matrix(
+            model, [list(p) for p in prompts], z_ids, batch_size=8, temperature=temperature
+        )
+    prompt_index = torch.tensor([index[p] for p, _ in pairs])
+    lengths = torch.tensor([len(z) for z in z_ids])
+    out = mi_metrics(
+        loglik, prompt_index, lengths=lengths, num_permutations=config.permutations, seed=step
+    )
+    out.update(stats)
     return out

@@ -101,7 +101,7 @@ from baselines.checkpoint import (
     write_text_durable,
 )
 from baselines.config import TrainConfig, config_to_dict
-from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix
+from baselines.diagnostics import ZScoreTracker, episode_mi_diagnostics
 from baselines.distributed import Ranks, world_size_from_environment
 from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import (
@@ -110,7 +110,6 @@ from baselines.episodes import (
     EpisodeRecord,
     collect_rollouts,
     episode_generators,
-    reasoning_span,
     write_rollouts,
 )
 from baselines.filtering import snr_filter
@@ -490,61 +489,18 @@ class Trainer:
         }
 
     def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
-        """MI diagnostics on the sampled (prompt ids, reasoning ids) pairs, scored at the
-        sampling temperature (the policy's sampling distribution).
-
-        z is RAGEN-2's reasoning taken token-exact (:func:`reasoning_span`: the sampled ids
-        between the think tags of a block that opens the reply; empty, unclosed and
-        special-id spans dropped). Up to ``diagnostics.max_pairs`` pairs are drawn among the
-        valid z (seeded by the step). Returns :func:`mi_metrics`' values and
-        ``num_pairs_total`` (candidate turns), ``num_pairs_valid`` (valid z among them),
-        ``valid_thinking_rate``, ``z_special_rate`` (share dropped for a special id),
-        ``num_reasonings`` and ``num_prompts`` (the scored pairs and their distinct prompts);
-        only these when fewer than 2 distinct prompts keep a z.
-        """
-        dc = self.config.diagnostics
-        turns = []
-        for episode in episodes:
-            turns.extend(episode.turns[:1] if dc.turn == "first" else episode.turns)
-        # One rule for z (reasoning_span): the exact sampled ids of a think block that opens
-        # the reply; a block holding a special id is dropped, never spliced. Pairs are drawn
-        # among the valid z, as RAGEN samples among valid reasonings.
-        spans = [reasoning_span(self.tokenizer, t) for t in turns]
-        valid = [(tuple(t.prompt_ids), z) for t, (z, ok) in zip(turns, spans, strict=True) if z]
-        stats = {
-            "num_pairs_total": float(len(turns)),
-            "num_pairs_valid": float(len(valid)),
-            "valid_thinking_rate": len(valid) / len(turns) if turns else 0.0,
-            "z_special_rate": (
-                sum(ok == "special" for _, ok in spans) / len(turns) if turns else 0.0
-            ),
-        }
-        rng = np.random.default_rng(self.config.train.seed * 7919 + step)
-        pairs = valid
-        if len(pairs) > dc.max_pairs:
-            pick = np.sort(rng.choice(len(pairs), size=dc.max_pairs, replace=False))
-            pairs = [pairs[i] for i in pick]
-        prompts = sorted({p for p, _ in pairs})
-        stats["num_reasonings"], stats["num_prompts"] = float(len(pairs)), float(len(prompts))
-        if len(prompts) < 2:
-            return stats
-        index = {p: j for j, p in enumerate(prompts)}
-        z_ids = [z for _, z in pairs]
-        with torch.no_grad():
-            loglik = score_matrix(
-                self.model,
-                [list(p) for p in prompts],
-                z_ids,
-                batch_size=8,
-                temperature=self.logit_temperature,
-            )
-        prompt_index = torch.tensor([index[p] for p, _ in pairs])
-        lengths = torch.tensor([len(z) for z in z_ids])
-        out = mi_metrics(
-            loglik, prompt_index, lengths=lengths, num_permutations=dc.permutations, seed=step
+        """MI diagnostics on the batch's (prompt ids, reasoning ids) pairs, at the sampling
+        temperature: :func:`baselines.diagnostics.episode_mi_diagnostics` (the TRL integration
+        runs the same function)."""
+        return episode_mi_diagnostics(
+            self.model,
+            self.tokenizer,
+            episodes,
+            self.config.diagnostics,
+            seed=self.config.train.seed,
+            step=step,
+            temperature=self.logit_temperature,
         )
-        out.update(stats)
-        return out
 
     def _episode_entropies(self, full: RolloutBatch, shape: tuple[int, int]) -> torch.Tensor:
         """Each episode's mean token entropy (nats) over its sampled tokens, float64 ``[G, N]``,

@@ -9,11 +9,13 @@ Same work on both sides: SmolLM2-135M-Instruct (embedded, float32 master weights
 optimizer step per batch.
 
 * TRL: ``GRPOTrainer`` with :class:`baselines.integrations.trl.AgentgymRollout` as its
-  ``rollout_func`` (the adapter's episode loop; no ``<think>`` prefill, which the agentgym trainer
-  adds), ``use_cpu=True``, ``per_device_train_batch_size=16``, ``num_generations=4``. Variants:
-  ``default`` is GRPOConfig's own defaults on CPU (``bf16=True``: accelerate's bf16 autocast;
-  ``gradient_checkpointing=True``; ``beta=0``), ``nogc`` the same without gradient checkpointing,
-  ``fp32`` with ``bf16=False`` and no gradient checkpointing. Timed by wrapping the rollout
+  ``rollout_func`` (the agentgym episode loop and HF engine, with the ``<think>`` prefill, as the
+  agentgym trainer), ``use_cpu=True``, ``per_device_train_batch_size=16``, ``num_generations=4``.
+  Variants: ``default`` is GRPOConfig's own defaults on CPU (``bf16=True``: accelerate's bf16
+  autocast; ``gradient_checkpointing=True``; ``beta=0``), ``nogc`` the same without gradient
+  checkpointing, ``fp32`` with ``bf16=False`` and no gradient checkpointing, ``ragen`` the
+  ``fp32`` settings on :class:`baselines.integrations.trl.AgentgymGRPOTrainer` with quick.yaml's
+  filter and MI diagnostics (every step, 16 pairs). Timed by wrapping the rollout
   function (generation: ``generate`` plus env steps), ``_generate_and_score_completions`` (the
   whole preparation) and a callback around each optimizer step; update = step - preparation
   (forward, backward, AdamW).
@@ -54,7 +56,9 @@ def trl_child(a: dict) -> None:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from baselines.integrations.trl import AgentgymRollout, episode_return
+    from baselines.config import DiagnosticsConfig
+    from baselines.filtering import FilterConfig
+    from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
     from baselines.policy import load_policy
     from tests.helpers import cpu_grpo_config
 
@@ -63,18 +67,22 @@ def trl_child(a: dict) -> None:
     rollout = AgentgymRollout("Bandit-v0", tok, max_new_tokens=48, seed=1000)
     variant = a["variant"]
     kwargs = {"num_generations": 4, "max_steps": a["steps"], "learning_rate": 1e-5}
-    if variant in ("nogc", "fp32"):
+    if variant in ("nogc", "fp32", "ragen"):
         kwargs["gradient_checkpointing"] = False
-    if variant == "fp32":
+    if variant in ("fp32", "ragen"):
         kwargs["bf16"] = False
     args = cpu_grpo_config(a["out_dir"], max_completion_length=48, temperature=0.7, **kwargs)
-    trainer = GRPOTrainer(
+    extra = {}
+    if variant == "ragen":
+        extra = {"snr_filter": FilterConfig(), "diagnostics": DiagnosticsConfig(max_pairs=16)}
+    trainer = (AgentgymGRPOTrainer if variant == "ragen" else GRPOTrainer)(
         model=model,
         processing_class=tok,
         reward_funcs=episode_return,
         train_dataset=rollout.dataset(num_prompts=4 * a["steps"]),
         rollout_func=rollout,
         args=args,
+        **extra,
     )
     gen, prep, steps, tokens = [], [], [], []
 
@@ -112,6 +120,12 @@ def trl_child(a: dict) -> None:
         "step": steps,
         "update": [s - p for s, p in zip(steps, prep, strict=False)],
         "sampled_tokens": tokens,
+        "diagnostics": [
+            h["timing/diagnostics_s"]
+            for h in trainer.state.log_history
+            if "timing/diagnostics_s" in h
+        ]
+        or [0.0],
         "threads": torch.get_num_threads(),
         "bf16": args.bf16,
         "mixed_precision": str(trainer.accelerator.mixed_precision),
@@ -127,7 +141,7 @@ def trl_child(a: dict) -> None:
 def agentgym_child(a: dict) -> None:
     """agentgym's Trainer on quick.yaml for ``a["steps"]`` steps; prints ``RESULT {json}``.
 
-    ``a``: {"threads", "steps", "out_dir", "diagnostics_every"}.
+    ``a``: {"threads", "steps", "out_dir", "diagnostics_every", "dtype"}.
     """
     import resource
 
@@ -142,6 +156,7 @@ def agentgym_child(a: dict) -> None:
             f"train.steps={a['steps']}",
             "rollout.val_episodes=0",
             f"diagnostics.every={a['diagnostics_every']}",
+            f"model.dtype={a.get('dtype', 'auto')}",
         ],
     )
     trainer = Trainer(cfg, progress=False)
@@ -196,10 +211,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument(
-        "--trl-variants", nargs="+", default=["default"], choices=["default", "nogc", "fp32"]
+        "--trl-variants",
+        nargs="+",
+        default=["default"],
+        choices=["default", "nogc", "fp32", "ragen"],
     )
     parser.add_argument(
         "--agentgym-diagnostics", type=int, nargs="+", default=[0, 1], help="diagnostics.every"
+    )
+    parser.add_argument(
+        "--agentgym-dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="model.dtype of the agentgym runs (auto: bf16 autocast where the CPU has bf16)",
     )
     add_child_options(parser, CHILDREN)
     args = parser.parse_args()
@@ -210,7 +234,11 @@ def main() -> None:
     for n in args.threads:
         runs = [("trl " + v, "trl", {"variant": v}) for v in args.trl_variants]
         runs += [
-            (f"agentgym diag={d}", "agentgym", {"diagnostics_every": d})
+            (
+                f"agentgym diag={d}",
+                "agentgym",
+                {"diagnostics_every": d, "dtype": args.agentgym_dtype},
+            )
             for d in args.agentgym_diagnostics
         ]
         for name, child, extra in runs:
