@@ -111,6 +111,11 @@ class RolloutConfig:
             (transformers ``generate`` on the policy itself) or ``"vllm"`` (a vLLM engine
             started once per run, weights synced after every optimizer step; needs vLLM
             installed, see docs/engines.md; not with LoRA).
+        vllm_gpu_memory_utilization: on CUDA, the share of the GPU's memory the vLLM engine may
+            take, in (0, 1] (vLLM's ``gpu_memory_utilization``; the trainer's own model, AdamW
+            state and activations need the rest).
+        vllm_tensor_parallel_size: GPUs one vLLM engine spreads its weights over (vLLM's
+            ``tensor_parallel_size``; CUDA only; untested here, with no GPU).
         ray_workers: 0 steps the environments in-process; > 0 steps them in this many Ray actors
             (:class:`baselines.ray_rollout.RayEnvPool`), same seeds and order.
         ray_address: ``""`` starts a local Ray; else the address of a Ray cluster (e.g.
@@ -134,6 +139,8 @@ class RolloutConfig:
     val_every: int = 5
     val_temperature: float = 0.0
     engine: str = "auto"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
     ray_workers: int = 0
     ray_address: str = ""
 
@@ -163,6 +170,12 @@ class RolloutConfig:
         _at_least("rollout.val_every", self.val_every, 1)
         _at_least("rollout.val_temperature", self.val_temperature, 0.0)
         _one_of("rollout.engine", self.engine, ("auto", "hf", "vllm"))
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ValueError(
+                "rollout.vllm_gpu_memory_utilization: a share of the GPU's memory in (0, 1], "
+                f"got {self.vllm_gpu_memory_utilization!r}"
+            )
+        _at_least("rollout.vllm_tensor_parallel_size", self.vllm_tensor_parallel_size, 1)
         _at_least("rollout.ray_workers", self.ray_workers, 0)
 
 

@@ -897,6 +897,8 @@ class VLLMEngine:
         max_model_len: the engine's context length in tokens (prompt + reply).
         kv_cache_gib: on CPU, ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache).
         gpu_memory_utilization: on CUDA, the share of GPU memory vLLM may take.
+        tensor_parallel_size: on CUDA, GPUs the engine spreads its weights over (vLLM's own
+            tensor parallelism; untested here, with no GPU).
         seed: vLLM's own seed (per-request seeds are drawn from each prompt's generator, or from
             torch's global generator when none is given).
         workdir: parent of the snapshot folder (default ``/dev/shm`` when it exists).
@@ -918,6 +920,7 @@ class VLLMEngine:
         max_model_len: int = 2048,
         kv_cache_gib: int = 2,
         gpu_memory_utilization: float = 0.3,
+        tensor_parallel_size: int = 1,
         seed: int = 0,
         workdir: str | None = None,
     ):
@@ -965,6 +968,8 @@ class VLLMEngine:
             }
             if cuda:
                 kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+                if tensor_parallel_size > 1:
+                    kwargs["tensor_parallel_size"] = tensor_parallel_size
             self.llm = LLM(**kwargs)
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -1130,13 +1135,16 @@ def make_engine(
     seed: int = 0,
     max_batch_tokens: int = 0,
     kv_cache_bytes: int = 0,
+    gpu_memory_utilization: float = 0.3,
+    tensor_parallel_size: int = 1,
 ) -> RolloutEngine:
     """Build the engine ``rollout.engine`` names: ``"auto"``, ``"hf"`` or ``"vllm"``.
 
     ``"auto"`` is vLLM when it is importable (:func:`vllm_available`) and the model has no LoRA
     adapter, else transformers. ``max_batch_tokens`` bounds the HF engine's decoding batches and
     ``kv_cache_bytes`` its keys and values kept between turns (:class:`HFEngine`, 0: no bound);
-    vLLM manages its own KV cache.
+    vLLM manages its own KV cache; ``gpu_memory_utilization`` and ``tensor_parallel_size`` go to
+    :class:`VLLMEngine` (``rollout.vllm_*``).
 
     Raises:
         ValueError: an unknown name.
@@ -1148,5 +1156,12 @@ def make_engine(
             model, tokenizer, max_batch_tokens=max_batch_tokens, kv_cache_bytes=kv_cache_bytes
         )
     if name == "vllm":
-        return VLLMEngine(model, tokenizer, max_model_len=max_model_len, seed=seed)
+        return VLLMEngine(
+            model,
+            tokenizer,
+            max_model_len=max_model_len,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+        )
     raise ValueError(f"rollout.engine: must be one of ['auto', 'hf', 'vllm'], got {name!r}")

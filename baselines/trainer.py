@@ -389,6 +389,8 @@ class Trainer:
                 seed=config.train.seed,
                 max_batch_tokens=rc.generation_batch_tokens,
                 kv_cache_bytes=int(rc.kv_cache_gib * 2**30),
+                gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
+                tensor_parallel_size=rc.vllm_tensor_parallel_size,
             )
         else:
             engine.sync_weights(self.model)

@@ -211,6 +211,7 @@ def test_paper_faithful_configs_hold_ragens_settings(name: str) -> None:
     assert (rc.num_groups, rc.group_size, rc.max_new_tokens, rc.temperature) == (8, 16, 120, 1.0)
     assert (rc.val_episodes, rc.val_temperature, rc.val_every) == (512, 0.5, 10)
     assert (rc.engine, rc.max_context_tokens) == ("vllm", 3600)
+    assert (rc.vllm_gpu_memory_utilization, rc.vllm_tensor_parallel_size) == (0.3, 1)
     assert (ac.name, ac.gamma, ac.lam, ac.turn_rewards) == ("ppo", 1.0, 1.0, False)
     assert (ac.lr, ac.critic_lr, ac.clip_low, ac.clip_high) == (1e-6, 1e-5, 0.2, 0.28)
     assert (ac.entropy_coef, ac.kl_coef, ac.ppo_mini_batch_size) == (0.001, 0.0, 32)
@@ -228,3 +229,20 @@ def test_paper_faithful_configs_hold_ragens_settings(name: str) -> None:
         assert rc.env_kwargs["p"] == 0.9 and rc.env_kwargs["is_slippery"] is False
     else:
         assert rc.env_kwargs["dim_room"] == [6, 6] and rc.env_kwargs["num_boxes"] == 1
+
+
+def test_vllm_engine_settings_are_checked() -> None:
+    config = load_config(
+        None, ["rollout.vllm_gpu_memory_utilization=0.85", "rollout.vllm_tensor_parallel_size=4"]
+    )
+    assert (
+        config.rollout.vllm_gpu_memory_utilization,
+        config.rollout.vllm_tensor_parallel_size,
+    ) == (
+        0.85,
+        4,
+    )
+    with pytest.raises(ValueError, match="rollout.vllm_gpu_memory_utilization: a share"):
+        load_config(None, ["rollout.vllm_gpu_memory_utilization=1.5"])
+    with pytest.raises(ValueError, match="rollout.vllm_tensor_parallel_size"):
+        load_config(None, ["rollout.vllm_tensor_parallel_size=0"])
