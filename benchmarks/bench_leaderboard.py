@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import median_seconds
+
 from agentgym.registration import check_env_kwargs, normalise_task_kwargs
 from leaderboards.__main__ import BASELINES_DIR, submit
 from leaderboards.verify import (
@@ -53,15 +55,6 @@ def main() -> None:
     defence_figures(args.repeats)
 
 
-def _median_s(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def defence_figures(repeats: int) -> None:
     """The gate, the budgeted child and the refusal latency of each attack bundle."""
     n = 2000
@@ -71,7 +64,7 @@ def defence_figures(repeats: int) -> None:
         normalise_task_kwargs("agentgym/Sokoban-v0", {"max_turns": 5})
     gate_us = (time.perf_counter() - t0) / n * 1e6
     print(f"kwargs gate: check + normalise {gate_us:.1f} us per call pair")
-    child = _median_s(lambda: run_within_budget(lambda: 1, ReplayBudget()), max(repeats, 5))
+    child = median_seconds(lambda: run_within_budget(lambda: 1, ReplayBudget()), max(repeats, 5))
     print(f"budgeted child process (fork, pipe, join) around a no-op: {child * 1000:.1f} ms")
     base = json.loads((BASELINES_DIR / "random.json").read_text())
     sokoban = next(r for r in base["runs"] if r["env_id"] == "agentgym/Sokoban-v0")

@@ -30,19 +30,9 @@ import baselines  # noqa: E402,F401  (before torch: OMP_WAIT_POLICY)
 
 # isort: split
 import torch  # noqa: E402
+from timing import median_seconds  # noqa: E402
 
 from baselines.engines import SamplingSettings, generate_cached, sample_rows  # noqa: E402
-
-
-def _median_seconds(fn, repeats: int, warmups: int = 3) -> float:
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -59,9 +49,11 @@ def main() -> None:
     logits = torch.randn(args.rows, args.vocab, generator=torch.Generator().manual_seed(0))
     rows = list(range(args.rows))
     gens = [torch.Generator().manual_seed(r) for r in rows]
-    batched = _median_seconds(lambda: sample_rows(torch.softmax(logits, -1), rows), args.repeats)
-    per_row = _median_seconds(
-        lambda: sample_rows(torch.softmax(logits, -1), rows, gens), args.repeats
+    batched = median_seconds(
+        lambda: sample_rows(torch.softmax(logits, -1), rows), args.repeats, warmups=3
+    )
+    per_row = median_seconds(
+        lambda: sample_rows(torch.softmax(logits, -1), rows, gens), args.repeats, warmups=3
     )
     print(f"sampling step, {args.rows} rows x {args.vocab} ids, {args.threads} thread(s):")
     print(f"  global generator, one batched draw: {batched * 1e3:8.2f} ms")
