@@ -101,7 +101,7 @@ def test_completion_ids_and_env_mask_are_the_trainers_own_episode_rows(tmp_path:
 
     rollout = AgentgymRollout(
         "Sokoban-v0", agentgym.tokenizer, env_kwargs=env_kwargs, max_new_tokens=3,
-        think_prefix=False, seed=config.rollout.train_seed,
+        think_prefix=False, seed=config.rollout.train_seed, sampling_seed=config.train.seed,
     )  # fmt: skip
     trl = GRPOTrainer(
         **_kwargs(agentgym.model, agentgym.tokenizer, rollout, 2),

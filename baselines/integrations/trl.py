@@ -108,7 +108,12 @@ from baselines.engines import (
     end_token_ids,
     logit_temperature,
 )
-from baselines.episodes import EpisodeRecord, collect_rollouts
+from baselines.episodes import (
+    TRAIN_STREAM,
+    EpisodeRecord,
+    collect_rollouts,
+    episode_generators,
+)
 from baselines.filtering import FilterConfig, snr_filter
 from baselines.trainer import Trainer
 
@@ -316,6 +321,13 @@ class AgentgymRollout:
         engine: a :class:`~baselines.engines.RolloutEngine` to generate with instead of the
             trainer's model (``None``: :class:`~baselines.engines.HFEngine` on the trainer's
             model, or :class:`TRLVLLMEngine` under ``use_vllm``).
+        sampling_seed: the seed of the episodes' own sampling generators, as the agentgym
+            trainer's ``train.seed`` (``None``: the TRL trainer's ``args.seed``). Each episode
+            samples from :func:`baselines.episodes.episode_generators` of (this seed, the
+            training stream, TRL's ``global_step``, its group's index in the step's batch over
+            all processes, its index in the group), so the trainer and TRL sample the same
+            episodes from the same policy and seeds. With ``engine`` or ``use_vllm`` the engine
+            samples as it does (TRL's vLLM seeds its own requests).
 
     Sampling follows the TRL trainer's ``temperature`` and ``top_p`` (read at every call);
     ``top_k``, ``min_p`` and ``repetition_penalty`` must keep TRL's defaults (the episode loop's
@@ -338,6 +350,7 @@ class AgentgymRollout:
         stop_strings: tuple[str, ...] = ("</answer>",),
         generation_batch_tokens: int = 16384,
         engine: RolloutEngine | None = None,
+        sampling_seed: int | None = None,
     ):
         import agentgym
 
@@ -356,6 +369,7 @@ class AgentgymRollout:
         self.stop_strings = tuple(stop_strings)
         self.generation_batch_tokens = generation_batch_tokens
         self.engine = engine
+        self.sampling_seed = sampling_seed
         self.last: RolloutBatch | None = None
         self.__name__ = "agentgym_rollout"  # TRL logs functions by name
 
@@ -438,8 +452,21 @@ class AgentgymRollout:
         seeds, size = self._groups(prompts, trainer)
         sampling = self.sampling(trainer)
         timings: dict[str, float] = {}
-        # The policy itself generates only with the transformers engine (vLLM holds a copy).
+        # The groups of this call are a block of the step's batch over all processes.
+        process = int(getattr(getattr(trainer, "accelerator", None), "process_index", 0) or 0)
+        first = process * len(seeds)
+        seed = self.sampling_seed
+        if seed is None:
+            seed = int(getattr(getattr(trainer, "args", None), "seed", 0) or 0)
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        # The policy itself generates only with the transformers engine (vLLM holds a copy);
+        # that engine samples each episode from its own generator, as the trainer's does.
         own = self.engine is None and not getattr(trainer, "use_vllm", False)
+        generators = (
+            episode_generators(seed, TRAIN_STREAM, step, range(first, first + len(seeds)), size)
+            if own
+            else None
+        )
         with generation_context(trainer) if own else nullcontext(trainer.model) as model:
             episodes = collect_rollouts(
                 model,
@@ -451,6 +478,8 @@ class AgentgymRollout:
                 env_kwargs=self.env_kwargs,
                 timings=timings,
                 engine=self._engine(trainer, model),
+                generators=generators,
+                first_group=first,
             )
         return RolloutBatch(episodes, [episode_sequence(e) for e in episodes], timings)
 
