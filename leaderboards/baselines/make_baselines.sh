@@ -11,14 +11,17 @@ ENVS=(Sokoban-v0 SokobanHard-v0 FrozenLake-v0 FrozenLakeSlippery-v0 Bandit-v0 Ba
       Countdown-v0 Math-v0 MathArithmetic-v0 MathChainSum-v0)
 # Envs whose steps run sandboxed code or a browser: fewer episodes, a bundle of their own.
 HEAVY_ENVS=(CodeExec-v0 CodeExecGenerated-v0 WebShopText-v0 WebShop-v0)
+# CodeExec's v1 (pass or fail per attempt), a bundle of its own beside the v0 ones.
+CODE_V1_ENVS=(CodeExec-v1 CodeExecGenerated-v1)
 # SmolLM2 on a CPU is slow: the one-turn envs with 16 episodes, the multi-turn ones with 8 (and
 # 96 new tokens a turn), one bundle per env so each lands on its own.
 SMOL_ENVS=(Bandit-v0 BanditHeldOut-v0 Countdown-v0 MathArithmetic-v0 MathChainSum-v0)
 SMOL_MULTI_ENVS=(Math-v0 FrozenLake-v0 Sokoban-v0 FrozenLakeSlippery-v0 SokobanHard-v0 MathFile-v0)
 what=${1:-all}
-env_args=() heavy_args=()
+env_args=() heavy_args=() code_v1_args=()
 for e in "${ENVS[@]}"; do env_args+=(--env "$e"); done
 for e in "${HEAVY_ENVS[@]}"; do heavy_args+=(--env "$e"); done
+for e in "${CODE_V1_ENVS[@]}"; do code_v1_args+=(--env "$e"); done
 
 for agent in random oracle; do
     if [[ $what == "$agent" || $what == all ]]; then
@@ -28,6 +31,8 @@ for agent in random oracle; do
             --out "$OUT/$agent-heavy.json"
         agentgym eval --env MathFile-v0 --agent $agent --episodes 20 --seed 0 \
             --out "$OUT/$agent-mathfile.json"
+        agentgym eval "${code_v1_args[@]}" --agent $agent --episodes 20 --seed 0 \
+            --out "$OUT/$agent-code-v1.json"
     fi
 done
 # smol MAX_NEW_TOKENS BATCH_SIZE EPISODES ENV...: SmolLM2 zero-shot (greedy) on each ENV, timed.
@@ -45,7 +50,7 @@ smol() {
 if [[ $what == smollm2 || $what == all ]]; then
     smol 128 16 16 "${SMOL_ENVS[@]}"
     smol 96 8 8 "${SMOL_MULTI_ENVS[@]}"
-    smol 256 8 8 CodeExec-v0 CodeExecGenerated-v0
+    smol 256 8 8 CodeExec-v0 CodeExecGenerated-v0 "${CODE_V1_ENVS[@]}"
     smol 64 4 4 WebShopText-v0 WebShop-v0
 fi
 python -m leaderboards rebuild --db "${AGENTGYM_LEADERBOARD:-leaderboard.sqlite}"
