@@ -19,26 +19,19 @@ from baselines.checkpoint import read_metrics_lines
 
 __all__ = ["write_plots", "read_metrics", "PLOTS"]
 
+
+def _train_and_val(metric: str) -> list[tuple[str, str]]:
+    """A rollout metric's two series: on the training rollouts and on validation."""
+    return [(f"rollout/{metric}", "train rollouts"), (f"val/{metric}", "validation")]
+
+
 # file name -> (title, [(metric, label), ...], y label, rate axis 0-1)
 PLOTS: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
-    "success.png": (
-        "Success rate",
-        [("rollout/success_rate", "train rollouts"), ("val/success_rate", "validation")],
-        "success rate",
-        True,
-    ),
-    "reward.png": (
-        "Episode reward",
-        [("rollout/reward_mean", "train rollouts"), ("val/reward_mean", "validation")],
-        "reward",
-        False,
-    ),
+    "success.png": ("Success rate", _train_and_val("success_rate"), "success rate", True),
+    "reward.png": ("Episode reward", _train_and_val("reward_mean"), "reward", False),
     "valid_actions.png": (
         "Valid action rate",
-        [
-            ("rollout/valid_action_rate", "train rollouts"),
-            ("val/valid_action_rate", "validation"),
-        ],
+        _train_and_val("valid_action_rate"),
         "share of valid turns",
         True,
     ),
@@ -77,10 +70,7 @@ PLOTS: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
     ),
     "response_length.png": (
         "Response length",
-        [
-            ("rollout/response_tokens_mean", "train rollouts"),
-            ("val/response_tokens_mean", "validation"),
-        ],
+        _train_and_val("response_tokens_mean"),
         "generated tokens per turn",
         False,
     ),
