@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from decode_workload import add_workload_options, load_workload
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -37,7 +39,6 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
 
     from baselines import engines
     from baselines.engines import SamplingSettings, generate_cached
-    from baselines.policy import load_policy
     from baselines.scoring import autocast, resolve_autocast
 
     torch.set_num_threads(threads)
@@ -45,10 +46,7 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
         from transformers import DynamicCache
 
         engines._decoding_cache = lambda model, capacity: DynamicCache(config=model.config)
-    model, tok = load_policy("embedded", device="cpu", dtype="float32")
-    model.eval()
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(100, 40000, (prompt,), generator=g).tolist() for _ in range(rows)]
+    model, tok, prompts = load_workload(rows, prompt)
     sampling = SamplingSettings(max_new_tokens=new, temperature=0.0, stop_strings=())
     amp = resolve_autocast("auto", "cpu")
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -69,10 +67,7 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--prompt", type=int, default=600)
-    parser.add_argument("--new", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
+    add_workload_options(parser, rows=16, prompt=600, new=64)
     parser.add_argument("--child", choices=["concatenating", "reserved"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

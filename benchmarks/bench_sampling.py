@@ -30,6 +30,7 @@ import baselines  # noqa: E402,F401  (before torch: OMP_WAIT_POLICY)
 
 # isort: split
 import torch  # noqa: E402
+from decode_workload import add_workload_options, load_workload  # noqa: E402
 from timing import median_seconds  # noqa: E402
 
 from baselines.engines import SamplingSettings, generate_cached, sample_rows  # noqa: E402
@@ -37,11 +38,8 @@ from baselines.engines import SamplingSettings, generate_cached, sample_rows  # 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=64)
+    add_workload_options(parser, rows=64, prompt=100, new=16)
     parser.add_argument("--vocab", type=int, default=49152)
-    parser.add_argument("--prompt", type=int, default=100)
-    parser.add_argument("--new", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--no-decode", action="store_true")
     args = parser.parse_args()
@@ -61,13 +59,9 @@ def main() -> None:
     print(f"  overhead per decoding step:         {(per_row - batched) * 1e3:8.2f} ms")
     if args.no_decode:
         return
-    from baselines.policy import load_policy
     from baselines.scoring import autocast, resolve_autocast
 
-    model, tok = load_policy("embedded", device="cpu", dtype="float32")
-    model.eval()
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(100, 40000, (args.prompt,), generator=g).tolist() for _ in rows]
+    model, tok, prompts = load_workload(args.rows, args.prompt)
     sampling = SamplingSettings(max_new_tokens=args.new, temperature=1.0, stop_strings=())
     amp = resolve_autocast("auto", "cpu")
 
