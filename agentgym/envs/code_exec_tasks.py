@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,13 +83,28 @@ def _lit(value: Any) -> str:
     return repr(value)
 
 
+def _prompt(name: str, signature: str, doc: str) -> str:
+    """A generated problem's prompt: ``def name(signature):`` and the docstring ``doc``, whose
+    closing quotes stand on a line of their own."""
+    return f'def {name}{signature}:\n    """{doc}\n    """\n'
+
+
+def _sized_cases(
+    rng: np.random.Generator, empty: Any, max_size: int, draw: Callable[[int], Any]
+) -> list[Any]:
+    """The test inputs of a sequence family: ``empty``, then five of sizes drawn from
+    [1, max_size), each made by ``draw(size)`` right after its size is drawn."""
+    return [empty, *(draw(int(rng.integers(1, max_size))) for _ in range(5))]
+
+
 def _gen_sum_multiples(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     a, b = (int(x) for x in rng.choice(np.arange(2, 10), size=2, replace=False))
     name = "sum_of_multiples"
-    prompt = (
-        f"def {name}(n: int) -> int:\n"
-        f'    """Return the sum of all integers k with 0 <= k < n that are divisible by {a} or by '
-        f'{b}.\n    >>> {name}(0)\n    0\n    """\n'
+    prompt = _prompt(
+        name,
+        "(n: int) -> int",
+        f"Return the sum of all integers k with 0 <= k < n that are divisible by {a} or by {b}."
+        f"\n    >>> {name}(0)\n    0",
     )
     body = f"    return sum(k for k in range(n) if k % {a} == 0 or k % {b} == 0)\n"
 
@@ -108,10 +124,11 @@ def _gen_sum_multiples(rng: np.random.Generator) -> tuple[str, str, str, list[tu
 def _gen_rotate(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     k = int(rng.integers(1, 6))
     name = "rotate_right"
-    prompt = (
-        f"def {name}(xs: list) -> list:\n"
-        f'    """Return a new list: xs rotated {k} places to the right (the last {k} items, '
-        f'wrapping around, move to the front). An empty list stays empty.\n    """\n'
+    prompt = _prompt(
+        name,
+        "(xs: list) -> list",
+        f"Return a new list: xs rotated {k} places to the right (the last {k} items, wrapping "
+        "around, move to the front). An empty list stays empty.",
     )
     body = f"    if not xs:\n        return []\n    s = {k} % len(xs)\n    return xs[-s:] + xs[:-s] if s else list(xs)\n"
 
@@ -122,20 +139,20 @@ def _gen_rotate(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tup
                 out.insert(0, out.pop())
         return out
 
-    cases = [[]]
-    for _ in range(5):
-        size = int(rng.integers(1, 9))
-        cases.append([int(x) for x in rng.integers(-20, 20, size=size)])
+    cases = _sized_cases(
+        rng, [], 9, lambda size: [int(x) for x in rng.integers(-20, 20, size=size)]
+    )
     return name, prompt, body, [((xs,), ref(xs)) for xs in cases]
 
 
 def _gen_caesar(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     k = int(rng.integers(1, 26))
     name = "shift_letters"
-    prompt = (
-        f"def {name}(text: str) -> str:\n"
-        f'    """Shift every ASCII letter {k} places forward in the alphabet, wrapping z to a and '
-        f'keeping case; other characters are unchanged.\n    """\n'
+    prompt = _prompt(
+        name,
+        "(text: str) -> str",
+        f"Shift every ASCII letter {k} places forward in the alphabet, wrapping z to a and "
+        "keeping case; other characters are unchanged.",
     )
     body = (
         "    out = []\n    for ch in text:\n"
@@ -148,26 +165,27 @@ def _gen_caesar(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tup
     low, up = string.ascii_lowercase, string.ascii_uppercase
     table = str.maketrans(low + up, low[k:] + low[:k] + up[k:] + up[:k])
     alphabet = list(string.ascii_letters + " ,.!?0123")
-    cases = [""]
-    for _ in range(5):
-        size = int(rng.integers(1, 15))
-        cases.append("".join(alphabet[int(i)] for i in rng.integers(len(alphabet), size=size)))
+    cases = _sized_cases(
+        rng,
+        "",
+        15,
+        lambda size: "".join(alphabet[int(i)] for i in rng.integers(len(alphabet), size=size)),
+    )
     return name, prompt, body, [((s,), s.translate(table)) for s in cases]
 
 
 def _gen_count_chars(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     letters = "".join(sorted(rng.choice(list("abcdefgh"), size=3, replace=False)))
     name = "count_chosen"
-    prompt = (
-        f"def {name}(text: str) -> int:\n"
-        f'    """Count the characters of text that are one of {letters!r} (lower case only).\n'
-        '    """\n'
+    prompt = _prompt(
+        name,
+        "(text: str) -> int",
+        f"Count the characters of text that are one of {letters!r} (lower case only).",
     )
     body = f"    return sum(1 for ch in text if ch in {letters!r})\n"
-    cases = [""]
-    for _ in range(5):
-        size = int(rng.integers(1, 20))
-        cases.append("".join(rng.choice(list("abcdefghABCD xyz"), size=size)))
+    cases = _sized_cases(
+        rng, "", 20, lambda size: "".join(rng.choice(list("abcdefghABCD xyz"), size=size))
+    )
     return name, prompt, body, [((s,), sum(s.count(c) for c in letters)) for s in cases]
 
 
@@ -175,10 +193,7 @@ def _gen_poly(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple
     coeffs = [int(c) for c in rng.integers(-5, 6, size=int(rng.integers(2, 5)))]
     name = "poly_value"
     terms = " + ".join(f"({c})*x**{i}" for i, c in enumerate(coeffs))
-    prompt = (
-        f"def {name}(x: int) -> int:\n"
-        f'    """Return the polynomial {terms} at x (an integer).\n    """\n'
-    )
+    prompt = _prompt(name, "(x: int) -> int", f"Return the polynomial {terms} at x (an integer).")
     body = (
         f"    result = 0\n    for c in reversed({coeffs!r}):\n"
         "        result = result * x + c\n    return result\n"
@@ -190,10 +205,10 @@ def _gen_poly(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple
 def _gen_digit_power(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     p = int(rng.integers(1, 5))
     name = "digit_power_sum"
-    prompt = (
-        f"def {name}(n: int) -> int:\n"
-        f'    """Return the sum of the decimal digits of abs(n), each raised to the power {p}.\n'
-        '    """\n'
+    prompt = _prompt(
+        name,
+        "(n: int) -> int",
+        f"Return the sum of the decimal digits of abs(n), each raised to the power {p}.",
     )
     body = f"    return sum(int(d) ** {p} for d in str(abs(n)))\n"
 
@@ -212,10 +227,11 @@ def _gen_digit_power(rng: np.random.Generator) -> tuple[str, str, str, list[tupl
 def _gen_fizz(rng: np.random.Generator) -> tuple[str, str, str, list[tuple[tuple, Any]]]:
     a, b = (int(x) for x in rng.choice(np.arange(2, 8), size=2, replace=False))
     name = "fizz_words"
-    prompt = (
-        f"def {name}(n: int) -> list:\n"
-        f'    """For i = 1..n return a list of strings: "FizzBuzz" if i is divisible by both '
-        f'{a} and {b}, "Fizz" if only by {a}, "Buzz" if only by {b}, else str(i).\n    """\n'
+    prompt = _prompt(
+        name,
+        "(n: int) -> list",
+        f'For i = 1..n return a list of strings: "FizzBuzz" if i is divisible by both {a} and '
+        f'{b}, "Fizz" if only by {a}, "Buzz" if only by {b}, else str(i).',
     )
     body = (
         "    out = []\n    for i in range(1, n + 1):\n"
