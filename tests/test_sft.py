@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agentgym.cli import main as agentgym_main
-from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
+from agentgym.sft import SFT_SEED_START, oracle_episodes
 from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
@@ -77,13 +77,25 @@ def test_frozen_lake_reasoning_names_position_goal_and_plan():
     assert record["success"]
 
 
-def test_other_envs_get_the_plan():
+def test_countdown_reasoning_names_numbers_target_and_expression():
     import gymnasium
 
     env = gymnasium.make("agentgym/Countdown-v0")
     env.reset(seed=0)
-    text = oracle_reasoning(env.unwrapped, env.unwrapped.oracle_actions())
+    text = env.unwrapped.oracle_reasoning(env.unwrapped.oracle_actions())
     assert text == "The numbers are [86, 64, 52, 27] and the target is 3. 52 - (86 + 27 - 64) = 3."
+    env.close()
+
+
+def test_oracle_reasoning_defaults_to_the_plan_and_needs_a_reset():
+    import gymnasium
+
+    env = gymnasium.make("agentgym/MathArithmetic-v0").unwrapped
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before oracle_reasoning\(\)"):
+        env.oracle_reasoning(["1"])
+    env.reset(seed=0)
+    answer = env.oracle_actions()
+    assert env.oracle_reasoning(answer) == f"The plan for this turn: {answer[0]}."
     env.close()
 
 
