@@ -5,12 +5,13 @@ cannot show template collapse: there is no input dependence to lose. Fine-tuning
 episodes whose reasoning *names what the oracle saw* (the arms, the position, the plan) gives a
 policy that starts near the MI ceiling (``python -m baselines.sft``).
 
-Each episode is played by the environment's oracle (``env.unwrapped.oracle_actions()``) and
-recorded with :class:`agentgym.chat.ChatEpisode`, the chat layer the trainer and the eval harness
-build prompts from, so the SFT prompts are the RL prompts. Every assistant message is
-``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's ``think_answer`` format); the
-reasoning is the environment's own ``env.unwrapped.oracle_reasoning(actions)``
-(:meth:`agentgym.text_env.TextEnv.oracle_reasoning`).
+Each episode is played by the environment's oracle (``env.unwrapped.oracle_actions()``) through
+the project's one episode loop (:func:`agentgym.lockstep.play_lockstep`, the trainer's and
+``agentgym eval``'s), which records it with :class:`agentgym.chat.ChatEpisode`, the chat layer the
+trainer and the eval harness build prompts from, so the SFT prompts are the RL prompts. Every
+assistant message is ``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's
+``think_answer`` format); the reasoning is the environment's own
+``env.unwrapped.oracle_reasoning(actions)`` (:meth:`agentgym.text_env.TextEnv.oracle_reasoning`).
 
 Seeds: ``agentgym export-sft`` starts at :data:`SFT_SEED_START` (2,000,000) unless told otherwise
 (``--seed-start``), so SFT episodes never share a reset seed, and so an initial state, with the RL
@@ -34,13 +35,13 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium
 
-from agentgym.chat import ChatEpisode
+from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
 from agentgym.parsing import format_answer
 
 __all__ = ["SFT_SEED_START", "oracle_episodes", "export_sft"]
@@ -85,32 +86,47 @@ def oracle_episodes(
     if not callable(getattr(base, "oracle_actions", None)):
         env.close()
         raise ValueError(f"{env_id} has no oracle (oracle_actions); it cannot give SFT data")
+    pool, policy = LocalEnvs([env]), _oracle_policy([base])
     try:
+        # One seed at a time on the one environment: records stream out as they are played.
         for seed in seeds:
-            observation, info = env.reset(seed=int(seed))
-            chat = ChatEpisode.from_reset(observation, info)
-            total, success = 0.0, False
-            while not chat.done:
-                actions = list(base.oracle_actions())
-                if not actions:
-                    break  # no move helps (e.g. a stuck box): the episode is not a demonstration
-                reply = format_answer(actions, "think_answer", think=base.oracle_reasoning(actions))
-                observation, reward, terminated, truncated, info = env.step(reply)
-                chat.record(reply, observation, reward, terminated, truncated, info)
-                total += float(reward)
-                success = bool(info.get("success", False))
-            if not chat.done or (only_success and not success):
+            (episode,) = play_lockstep(pool, [int(seed)], policy)
+            assert episode.chat is not None
+            if not episode.chat.done:
+                continue  # the oracle had no move (END_EPISODE): not a demonstration
+            success = bool(episode.steps[-1].info.get("success", False))
+            if only_success and not success:
                 continue
             yield {
                 "env_id": env_id,
                 "env_kwargs": dict(env_kwargs or {}),
-                "seed": int(seed),
-                "return": total,
+                "seed": episode.seed,
+                "return": sum((step.reward for step in episode.steps), 0.0),
                 "success": success,
-                "messages": chat.messages(),
+                "messages": episode.chat.messages(),
             }
     finally:
         env.close()
+
+
+def _oracle_policy(envs: list[Any]) -> Callable[[list[LiveEpisode]], list[Any]]:
+    """A :func:`~agentgym.lockstep.play_lockstep` policy: episode i's unwrapped ``envs[i]`` plays
+    its oracle's turn, ``<think>`` from its ``oracle_reasoning``; :data:`END_EPISODE` where the
+    oracle has no move (e.g. a stuck box)."""
+
+    def act(live: list[LiveEpisode]) -> list[Any]:
+        replies: list[Any] = []
+        for episode in live:
+            env = envs[episode.index]
+            actions = list(env.oracle_actions())
+            if not actions:
+                replies.append(END_EPISODE)
+                continue
+            think = env.oracle_reasoning(actions)
+            replies.append(format_answer(actions, "think_answer", think=think))
+        return replies
+
+    return act
 
 
 def export_sft(

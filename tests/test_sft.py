@@ -87,6 +87,14 @@ def test_countdown_reasoning_names_numbers_target_and_expression():
     env.close()
 
 
+def test_an_episode_the_oracle_cannot_move_in_is_not_a_demonstration(tmp_path):
+    # A box in a corner off its target: the oracle has no move (END_EPISODE), nothing is written.
+    level = tmp_path / "stuck.xsb"
+    level.write_text("######\n#$  .#\n#  @ #\n######\n")
+    kwargs = {"level_file": str(level)}
+    assert list(oracle_episodes("agentgym/Sokoban-v0", [0, 1], kwargs, only_success=False)) == []
+
+
 def test_oracle_reasoning_defaults_to_the_plan_and_needs_a_reset():
     import gymnasium
 
