@@ -5,11 +5,13 @@ cannot show template collapse: there is no input dependence to lose. Fine-tuning
 episodes whose reasoning *names what the oracle saw* (the arms, the position, the plan) gives a
 policy that starts near the MI ceiling (``python -m baselines.sft``).
 
-Each episode is played by the environment's oracle (``env.unwrapped.oracle_actions()``) and
-recorded with :class:`agentgym.chat.ChatEpisode`, the chat layer the trainer and the eval harness
-build prompts from, so the SFT prompts are the RL prompts. Every assistant message is
-``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's ``think_answer`` format); the
-reasoning comes from :func:`oracle_reasoning`.
+Each episode is played by the environment's oracle (``env.unwrapped.oracle_actions()``) through
+the project's one episode loop (:func:`agentgym.lockstep.play_lockstep`, the trainer's and
+``agentgym eval``'s), which records it with :class:`agentgym.chat.ChatEpisode`, the chat layer the
+trainer and the eval harness build prompts from, so the SFT prompts are the RL prompts. Every
+assistant message is ``<think>{reasoning}</think><answer>{actions}</answer>`` (the env's
+``think_answer`` format); the reasoning is the environment's own
+``env.unwrapped.oracle_reasoning(actions)`` (:meth:`agentgym.text_env.TextEnv.oracle_reasoning`).
 
 Seeds: ``agentgym export-sft`` starts at :data:`SFT_SEED_START` (2,000,000) unless told otherwise
 (``--seed-start``), so SFT episodes never share a reset seed, and so an initial state, with the RL
@@ -33,85 +35,21 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium
-import numpy as np
 
-from agentgym.chat import ChatEpisode
+from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
 from agentgym.parsing import format_answer
 
-__all__ = ["SFT_SEED_START", "oracle_reasoning", "oracle_episodes", "export_sft"]
+__all__ = ["SFT_SEED_START", "oracle_episodes", "export_sft"]
 
 #: First reset seed of ``agentgym export-sft``: far from the RL trainer's training seeds (from
 #: ``rollout.train_seed``, default 0) and validation seeds (from ``rollout.val_seed``, default
 #: 1,000,000), so SFT, RL and validation episodes are disjoint by construction.
 SFT_SEED_START = 2_000_000
-
-
-def _join(actions: list[str]) -> str:
-    return ", ".join(actions)
-
-
-def oracle_reasoning(env: Any, actions: list[str]) -> str:
-    """One or two sentences naming what the oracle saw and why it plays ``actions``.
-
-    Written from the environment's state before the move (public state and the observation's
-    facts only), e.g. Bandit: both arm names and which one the oracle pulls; FrozenLake: the
-    position, the goal and the planned moves; Sokoban: the player, boxes and targets and the plan;
-    Countdown: the numbers, the target and the expression. Other environments get the plan.
-
-    Args:
-        env: the unwrapped environment, after ``reset`` (and any earlier steps).
-        actions: what the oracle plays this turn (``env.oracle_actions()``).
-
-    Returns:
-        the reasoning text (no tags).
-    """
-    from agentgym.envs.bandit import BanditEnv
-    from agentgym.envs.countdown import CountdownEnv
-    from agentgym.envs.frozen_lake import FrozenLakeEnv
-    from agentgym.envs.sokoban import SokobanEnv
-
-    plan = _join(actions)
-    if isinstance(env, BanditEnv):
-        arms = env.valid_actions()
-        other = [a for a in arms if a not in actions]
-        rest = other[0] if other else plan
-        if env.risky_is_best:
-            return (
-                f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the arm with the "
-                f"higher expected reward, {rest} like the safe small one, so I pull {plan}."
-            )
-        # The settings make the safe arm at least as good in expectation (Bandit's success rule).
-        return (
-            f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the safe arm, {rest} like "
-            f"the risky one; here the safe arm's expected reward is at least the risky one's, "
-            f"so I pull {plan}."
-        )
-    if isinstance(env, FrozenLakeEnv):
-        row, col = env.position
-        goal = next(
-            (r, c) for r, line in enumerate(env.desc) for c, tile in enumerate(line) if tile == "G"
-        )
-        return (
-            f"I am at row {row}, column {col}; the goal is at row {goal[0]}, column {goal[1]}. "
-            f"Avoiding the holes, I move {plan}."
-        )
-    if isinstance(env, SokobanEnv):
-        player = tuple(int(v) for v in env._player)
-        boxes = [tuple(int(v) for v in rc) for rc in np.argwhere(env._boxes)]
-        targets = [tuple(int(v) for v in rc) for rc in np.argwhere(env._targets)]
-        return (
-            f"I am at {player}; boxes at {boxes}, targets at {targets}. The shortest plan that "
-            f"pushes every box onto a target starts {plan}."
-        )
-    if isinstance(env, CountdownEnv):
-        numbers, target = list(env.problem.numbers), env.problem.target
-        return f"The numbers are {numbers} and the target is {target}. {plan} = {target}."
-    return f"The plan for this turn: {plan}."
 
 
 def oracle_episodes(
@@ -148,34 +86,47 @@ def oracle_episodes(
     if not callable(getattr(base, "oracle_actions", None)):
         env.close()
         raise ValueError(f"{env_id} has no oracle (oracle_actions); it cannot give SFT data")
+    pool, policy = LocalEnvs([env]), _oracle_policy([base])
     try:
+        # One seed at a time on the one environment: records stream out as they are played.
         for seed in seeds:
-            observation, info = env.reset(seed=int(seed))
-            chat = ChatEpisode.from_reset(observation, info)
-            total, success = 0.0, False
-            while not chat.done:
-                actions = list(base.oracle_actions())
-                if not actions:
-                    break  # no move helps (e.g. a stuck box): the episode is not a demonstration
-                reply = format_answer(
-                    actions, "think_answer", think=oracle_reasoning(base, actions)
-                )
-                observation, reward, terminated, truncated, info = env.step(reply)
-                chat.record(reply, observation, reward, terminated, truncated, info)
-                total += float(reward)
-                success = bool(info.get("success", False))
-            if not chat.done or (only_success and not success):
+            (episode,) = play_lockstep(pool, [int(seed)], policy)
+            assert episode.chat is not None
+            if not episode.chat.done:
+                continue  # the oracle had no move (END_EPISODE): not a demonstration
+            success = bool(episode.steps[-1].info.get("success", False))
+            if only_success and not success:
                 continue
             yield {
                 "env_id": env_id,
                 "env_kwargs": dict(env_kwargs or {}),
-                "seed": int(seed),
-                "return": total,
+                "seed": episode.seed,
+                "return": sum((step.reward for step in episode.steps), 0.0),
                 "success": success,
-                "messages": chat.messages(),
+                "messages": episode.chat.messages(),
             }
     finally:
         env.close()
+
+
+def _oracle_policy(envs: list[Any]) -> Callable[[list[LiveEpisode]], list[Any]]:
+    """A :func:`~agentgym.lockstep.play_lockstep` policy: episode i's unwrapped ``envs[i]`` plays
+    its oracle's turn, ``<think>`` from its ``oracle_reasoning``; :data:`END_EPISODE` where the
+    oracle has no move (e.g. a stuck box)."""
+
+    def act(live: list[LiveEpisode]) -> list[Any]:
+        replies: list[Any] = []
+        for episode in live:
+            env = envs[episode.index]
+            actions = list(env.oracle_actions())
+            if not actions:
+                replies.append(END_EPISODE)
+                continue
+            think = env.oracle_reasoning(actions)
+            replies.append(format_answer(actions, "think_answer", think=think))
+        return replies
+
+    return act
 
 
 def export_sft(

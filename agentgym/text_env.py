@@ -94,7 +94,7 @@ class TextEnv(gym.Env[str, str]):
 
     Subclasses implement :meth:`_reset_state`, :meth:`_parse_action`, :meth:`_apply_action`,
     :meth:`_render_state`, :meth:`_success`, the :attr:`instructions_text` property, and optionally
-    :meth:`valid_actions` and :meth:`oracle_actions`.
+    :meth:`valid_actions`, :meth:`oracle_actions` and :meth:`oracle_reasoning`.
 
     Args:
         max_turns: most turns (model replies) per episode, >= 1.
@@ -204,6 +204,30 @@ class TextEnv(gym.Env[str, str]):
             NotImplementedError: the environment has no oracle.
         """
         raise NotImplementedError(f"{type(self).__name__} has no oracle")
+
+    def oracle_reasoning(self, actions: list[str]) -> str:
+        """Why the oracle plays ``actions`` this turn: the ``<think>`` text of ``export-sft`` data.
+
+        Written from the current state, before the move, from facts the observation shows. This
+        default names the plan only; an environment whose state has more to name (the arms, the
+        position, the boxes, the numbers) overrides it.
+
+        Args:
+            actions: what the oracle plays this turn (:meth:`oracle_actions` in this state).
+
+        Returns:
+            One or two sentences without tags, e.g. ``"The plan for this turn: Up, Left."``.
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+        """
+        return f"The plan for this turn: {self._oracle_plan_text(actions)}."
+
+    def _oracle_plan_text(self, actions: list[str]) -> str:
+        """``actions`` as :meth:`oracle_reasoning` names them; refuses a state before reset."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before oracle_reasoning()")
+        return ", ".join(actions)
 
     # ------------------------------------------------------------------ the contract
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agentgym.cli import main as agentgym_main
-from agentgym.sft import SFT_SEED_START, oracle_episodes, oracle_reasoning
+from agentgym.sft import SFT_SEED_START, oracle_episodes
 from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
@@ -77,13 +77,118 @@ def test_frozen_lake_reasoning_names_position_goal_and_plan():
     assert record["success"]
 
 
-def test_other_envs_get_the_plan():
+def test_countdown_reasoning_names_numbers_target_and_expression():
     import gymnasium
 
     env = gymnasium.make("agentgym/Countdown-v0")
     env.reset(seed=0)
-    text = oracle_reasoning(env.unwrapped, env.unwrapped.oracle_actions())
+    text = env.unwrapped.oracle_reasoning(env.unwrapped.oracle_actions())
     assert text == "The numbers are [86, 64, 52, 27] and the target is 3. 52 - (86 + 27 - 64) = 3."
+    env.close()
+
+
+# Exported records: the first export-sft writes (seed SFT_SEED_START), for FrozenLake the first
+# with two turns (SFT_SEED_START + 3). Each reply was checked by hand against the observation
+# before it:
+# - Bandit: arms Teacher (the pair's safe name) and Explorer (its risky one); at the default
+#   settings the risky arm is best, E = 0.25 * 1.0 > 0.15; this pull paid 0.
+# - FrozenLake: P at row 2, column 0, G at row 2, column 2, a hole between them at column 1 and
+#   one above P: the shortest path is Down, Right, Right, Up (3 moves a turn), reward 1 at G.
+# - Sokoban, one move a turn: P (4, 1), box (2, 2), target (1, 2): Up, Right, then Up pushes
+#   the box onto the target: -0.1 - 0.1 + (-0.1 + 1 + 10) = 10.7.
+# - Countdown: 38 + 28 - 12 + 33 = 87.
+HAND_CHECKED = {
+    "agentgym/Bandit-v0": (
+        0,
+        {},
+        ["Arm 1: Teacher\nArm 2: Explorer\n"],
+        [
+            "<think>The arms are Teacher and Explorer. Explorer sounds like the arm with the "
+            "higher expected reward, Teacher like the safe small one, so I pull Explorer."
+            "</think><answer>Explorer</answer>"
+        ],
+        0.0,
+    ),
+    "agentgym/FrozenLake-v0": (
+        3,
+        {},
+        [
+            "_ _ _ _\nO _ _ _\nP O G _\n_ _ _ _\nPlayer position: row 2, column 0 ",
+            "Reward: 0\nTurn 2:\nState:\n_ _ _ _\nO _ _ _\n_ O G _\n_ _ P _\n"
+            "Player position: row 3, column 2 ",
+        ],
+        [
+            "<think>I am at row 2, column 0; the goal is at row 2, column 2. Avoiding the holes, "
+            "I move Down, Right, Right.</think><answer>Down || Right || Right</answer>",
+            "<think>I am at row 3, column 2; the goal is at row 2, column 2. Avoiding the holes, "
+            "I move Up.</think><answer>Up</answer>",
+        ],
+        1.0,
+    ),
+    "agentgym/Sokoban-v0": (
+        0,
+        {"max_actions_per_turn": 1},
+        [
+            "#_O_##\n#_X_##\n#____#\n#P___#\n",
+            "Reward: -0.1\nTurn 2:\nState:\n######\n#_O_##\n#_X_##\n#P___#\n",
+            "Reward: -0.1\nTurn 3:\nState:\n######\n#_O_##\n#_X_##\n#_P__#\n",
+        ],
+        [
+            f"<think>I am at {player}; boxes at [(2, 2)], targets at [(1, 2)]. The shortest plan "
+            f"that pushes every box onto a target starts {move}.</think><answer>{move}</answer>"
+            for player, move in [("(4, 1)", "Up"), ("(3, 1)", "Right"), ("(3, 2)", "Up")]
+        ],
+        10.7,
+    ),
+    "agentgym/Countdown-v0": (
+        0,
+        {},
+        ["Numbers: [12, 28, 38, 33]\nTarget: 87\n"],
+        [
+            "<think>The numbers are [12, 28, 38, 33] and the target is 87. 38 + 28 - 12 + 33 = 87."
+            "</think><answer>38 + 28 - 12 + 33</answer>"
+        ],
+        1.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(HAND_CHECKED))
+def test_exported_record_equals_the_hand_checked_chat(env_id):
+    offset, kwargs, observed, replies, total = HAND_CHECKED[env_id]
+    seed = SFT_SEED_START + offset
+    (record,) = oracle_episodes(env_id, [seed], kwargs)
+    assert {k: v for k, v in record.items() if k != "messages"} == {
+        "env_id": env_id,
+        "env_kwargs": kwargs,
+        "seed": seed,
+        "return": pytest.approx(total),
+        "success": True,
+    }
+    messages = record["messages"]
+    assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * len(replies)
+    for fact, user in zip(observed, messages[1::2], strict=True):
+        assert fact in user["content"]
+    assert [m["content"] for m in messages[2::2]] == replies
+
+
+def test_an_episode_the_oracle_cannot_move_in_is_not_a_demonstration(tmp_path):
+    # A box in a corner off its target: the oracle has no move (END_EPISODE), nothing is written.
+    level = tmp_path / "stuck.xsb"
+    level.write_text("######\n#$  .#\n#  @ #\n######\n")
+    kwargs = {"level_file": str(level)}
+    assert list(oracle_episodes("agentgym/Sokoban-v0", [0, 1], kwargs, only_success=False)) == []
+
+
+def test_oracle_reasoning_defaults_to_the_plan_and_needs_a_reset():
+    import gymnasium
+
+    env = gymnasium.make("agentgym/MathArithmetic-v0").unwrapped
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before oracle_reasoning\(\)"):
+        env.oracle_reasoning(["1"])
+    env.reset(seed=0)
+    answer = env.oracle_actions()
+    assert env.oracle_reasoning(answer) == f"The plan for this turn: {answer[0]}."
     env.close()
 
 

@@ -176,3 +176,32 @@ class BanditEnv(TextEnv):
 
     def oracle_actions(self) -> list[str]:
         return [self.best_arm]
+
+    def oracle_reasoning(self, actions: list[str]) -> str:
+        """Both arm names, which one sounds risky and which safe, and the arm the oracle pulls.
+
+        Args:
+            actions: the oracle's pull (:meth:`oracle_actions`).
+
+        Returns:
+            e.g. ``"The arms are Nurse and Stuntman. Stuntman sounds like the arm with the higher
+            expected reward, Nurse like the safe small one, so I pull Stuntman."``
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+        """
+        plan = self._oracle_plan_text(actions)
+        arms = self.valid_actions()
+        other = [a for a in arms if a not in actions]
+        rest = other[0] if other else plan
+        if self.risky_is_best:
+            return (
+                f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the arm with the "
+                f"higher expected reward, {rest} like the safe small one, so I pull {plan}."
+            )
+        # The settings make the safe arm at least as good in expectation (the success rule).
+        return (
+            f"The arms are {arms[0]} and {arms[1]}. {plan} sounds like the safe arm, {rest} like "
+            f"the risky one; here the safe arm's expected reward is at least the risky one's, "
+            f"so I pull {plan}."
+        )

@@ -305,6 +305,23 @@ class CountdownEnv(TextEnv):
             self.problem = CountdownProblem(self.problem.numbers, self.problem.target, solution)
         return [self.problem.solution]
 
+    def oracle_reasoning(self, actions: list[str]) -> str:
+        """The numbers, the target and the oracle's expression.
+
+        Args:
+            actions: the oracle's expression (:meth:`oracle_actions`).
+
+        Returns:
+            e.g. ``"The numbers are [86, 64, 52, 27] and the target is 3. 52 - (86 + 27 - 64)
+            = 3."``
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+        """
+        plan = self._oracle_plan_text(actions)
+        numbers, target = list(self.problem.numbers), self.problem.target
+        return f"The numbers are {numbers} and the target is {target}. {plan} = {target}."
+
 
 def _problem_from_options(options: dict[str, Any]) -> CountdownProblem:
     numbers, target = options.get("numbers"), options.get("target")

@@ -234,6 +234,29 @@ class FrozenLakeEnv(TextEnv):
         _, q = value_iteration(self.desc, slippery=True, horizon=horizon)
         return [ACTIONS[greedy_action(q, self.position)]]
 
+    def oracle_reasoning(self, actions: list[str]) -> str:
+        """The player's cell, the goal's cell and the moves the oracle plays.
+
+        Args:
+            actions: the oracle's moves this turn (:meth:`oracle_actions`).
+
+        Returns:
+            e.g. ``"I am at row 0, column 1; the goal is at row 3, column 1. Avoiding the holes,
+            I move Right, Down, Right."`` (rows and columns from 0, as the observation counts).
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+        """
+        plan = self._oracle_plan_text(actions)
+        row, col = self.position
+        goal = next(
+            (r, c) for r, line in enumerate(self.desc) for c, tile in enumerate(line) if tile == "G"
+        )
+        return (
+            f"I am at row {row}, column {col}; the goal is at row {goal[0]}, column {goal[1]}. "
+            f"Avoiding the holes, I move {plan}."
+        )
+
     # ------------------------------------------------------------------ helpers
 
     def _tile(self) -> str:

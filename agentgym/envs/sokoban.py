@@ -369,3 +369,26 @@ class SokobanEnv(TextEnv):
             )
             self._oracle_plan = list(result.actions) if result.actions is not None else []
         return self._oracle_plan[: max(0, min(self.max_actions_per_turn, self.actions_left))]
+
+    def oracle_reasoning(self, actions: list[str]) -> str:
+        """The player's, the boxes' and the targets' cells and the start of the oracle's plan.
+
+        Args:
+            actions: the oracle's moves this turn (:meth:`oracle_actions`).
+
+        Returns:
+            e.g. ``"I am at (4, 1); boxes at [(2, 2)], targets at [(1, 2)]. The shortest plan
+            that pushes every box onto a target starts Up, Right, Up."`` (``(row, col)`` cells
+            as the observation gives them, boxes and targets in row-major order).
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+        """
+        plan = self._oracle_plan_text(actions)
+        player = tuple(int(v) for v in self._player)
+        boxes = [tuple(int(v) for v in rc) for rc in np.argwhere(self._boxes)]
+        targets = [tuple(int(v) for v in rc) for rc in np.argwhere(self._targets)]
+        return (
+            f"I am at {player}; boxes at {boxes}, targets at {targets}. The shortest plan that "
+            f"pushes every box onto a target starts {plan}."
+        )
