@@ -22,7 +22,7 @@ import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 import yaml
 
@@ -548,22 +548,30 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
         ) from None
 
 
-def load_config(
-    path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
-) -> TrainConfig:
-    """Read a YAML config (or the defaults when ``path`` is None), apply overrides, validate.
+_Sections = TypeVar("_Sections")
+
+
+def load_sections(
+    cls: type[_Sections], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
+) -> _Sections:
+    """Read a YAML file of config sections into the dataclass ``cls``, apply overrides, validate.
+
+    The one loader of every config (:func:`load_config`, :func:`baselines.sft.load_sft_config`):
+    the YAML is read strictly (:func:`load_yaml_strict`: a key given twice is an error), then
+    each ``"section.key=value"`` override is applied (values parsed as YAML scalars).
 
     Args:
-        path: a YAML file with sections ``model``, ``rollout``, ``algorithm``, ``filter``,
-            ``diagnostics``, ``train`` (each optional).
-        overrides: ``"section.key=value"`` strings; values are parsed as YAML scalars.
+        cls: a dataclass with one field per section and a ``validate()`` method.
+        path: the YAML file, or ``None`` for the defaults.
+        overrides: ``"section.key=value"`` strings.
 
     Returns:
-        A validated :class:`TrainConfig`.
+        A validated ``cls`` instance.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: unknown key, wrong type or out-of-range value (the message names the key).
+        ValueError: not valid YAML, unknown key, wrong type or out-of-range value (the message
+            names the key).
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -580,9 +588,30 @@ def load_config(
             data = loaded
     for override in overrides:
         _apply_override(data, override)
-    config = _from_dict(TrainConfig, data, "")
+    config = _from_dict(cls, data, "")
     config.validate()
     return config
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
+    """Read a YAML config (or the defaults when ``path`` is None), apply overrides, validate.
+
+    Args:
+        path: a YAML file with sections ``model``, ``rollout``, ``algorithm``, ``filter``,
+            ``diagnostics``, ``train`` (each optional).
+        overrides: ``"section.key=value"`` strings; values are parsed as YAML scalars.
+
+    Returns:
+        A validated :class:`TrainConfig` (:func:`load_sections`).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: not valid YAML, unknown key, wrong type or out-of-range value (the message
+            names the key).
+    """
+    return load_sections(TrainConfig, path, overrides)
 
 
 def _check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:

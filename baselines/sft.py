@@ -85,11 +85,10 @@ from baselines.checkpoint import (
 )
 from baselines.config import (
     ModelConfig,
-    _apply_override,
     _at_least,
-    _from_dict,
     _positive,
     keys_help,
+    load_sections,
 )
 from baselines.engines import Generation, SamplingSettings, _cut
 from baselines.episodes import THINK_PREFIX, TokenContext
@@ -207,22 +206,10 @@ def load_sft_config(
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: unknown key or bad value (the message names the key).
+        ValueError: not valid YAML, a key given twice, unknown key or bad value (the message
+            names the key; :func:`baselines.config.load_sections`).
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file not found: {path}")
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ValueError(f"{path}: the top level must be a mapping of sections")
-        data = loaded or {}
-    for override in overrides:
-        _apply_override(data, override)
-    config = _from_dict(SFTConfig, data, "")
-    config.validate()
-    return config
+    return load_sections(SFTConfig, path, overrides)
 
 
 def read_chats(paths: str | list[str]) -> list[list[dict[str, str]]]:
