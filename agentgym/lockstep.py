@@ -77,9 +77,9 @@ class Step(Generic[S]):
 
     Attributes:
         action: the text the environment was stepped with.
-        reward: the step's reward (a Python float).
-        terminated, truncated: as ``env.step`` returned them (Python bools).
-        info: a copy of the step's ``info`` dict.
+        reward: the step's reward (the loop stores a Python float).
+        terminated, truncated: as ``env.step`` returned them (the loop stores Python bools).
+        info: the step's ``info`` (the loop stores a copy).
         sample: the ``sample`` of the policy's :class:`Action`; ``None`` for a plain-str action.
     """
 
