@@ -55,7 +55,7 @@ This module holds the format and nothing about who plays or who judges:
   :mod:`agentgym.registration` so that a reader of bundles has this one module to import.
 
 Example:
-    >>> episode = episode_record(3, [step_record("up", -0.1, False, False, {})],
+    >>> episode = episode_record(3, [step_record(Step("up", -0.1, False, False, {}))],
     ...                          terminated=False, truncated=False, error=None, wall_s=0.0)
     >>> episode["return"], episode["turns"], episode["success"]
     (-0.1, 1, False)
@@ -78,6 +78,7 @@ import gymnasium as gym
 from agentgym import __version__ as AGENTGYM_VERSION
 from agentgym.chat import ChatEpisode
 from agentgym.fileio import write_text_atomic
+from agentgym.lockstep import Step
 from agentgym.registration import (
     EnvKwargsError,
     normalise_task_kwargs,
@@ -281,19 +282,18 @@ def valid_unicode(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def step_record(
-    action: str, reward: float, terminated: bool, truncated: bool, info: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The record of one step: ``action``, ``reward``, ``terminated``, ``truncated``,
-    ``success`` (``info["success"]``, default False) and ``valid`` (``info["action_is_valid"]``,
-    default True)."""
+def step_record(step: Step[Any]) -> dict[str, Any]:
+    """The bundle record of one :class:`agentgym.lockstep.Step` (the loop's, or a replay's):
+    ``action``, ``reward``, ``terminated``, ``truncated``, ``success`` (``info["success"]``,
+    default False) and ``valid`` (``info["action_is_valid"]``, default True). The step's
+    ``sample`` is not recorded."""
     return {
-        "action": action,
-        "reward": float(reward),
-        "terminated": bool(terminated),
-        "truncated": bool(truncated),
-        "success": bool(info.get("success", False)),
-        "valid": bool(info.get("action_is_valid", True)),
+        "action": step.action,
+        "reward": float(step.reward),
+        "terminated": bool(step.terminated),
+        "truncated": bool(step.truncated),
+        "success": bool(step.info.get("success", False)),
+        "valid": bool(step.info.get("action_is_valid", True)),
     }
 
 
@@ -542,7 +542,7 @@ def replay_episode(
     for action in actions:
         observation, reward, terminated, truncated, info = env.step(action)
         chat.record(action, observation, reward, terminated, truncated, info)
-        steps.append(step_record(action, reward, terminated, truncated, info))
+        steps.append(step_record(Step(action, reward, terminated, truncated, info)))
         if terminated or truncated:
             break
     return chat, steps

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ChatEpisode", "ChatTurn", "THINK_PREFIX"]
@@ -29,12 +29,12 @@ THINK_PREFIX = "<think>"
 
 @dataclass
 class ChatTurn:
-    """One turn: the user message the policy saw and its reply (``None`` until it replies)."""
+    """One turn of the conversation: the user message the policy saw and its reply (``None``
+    until it replies). The turn's reward and ``info`` live on its
+    :class:`agentgym.lockstep.Step`, the one record of a played turn."""
 
     user: str
     response: str | None = None
-    reward: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 class ChatEpisode:
@@ -97,8 +97,7 @@ class ChatEpisode:
         """
         if self.done:
             raise RuntimeError("the episode already ended; start a new ChatEpisode")
-        current = self.turns[-1]
-        current.response, current.reward, current.info = response, float(reward), info
+        self.turns[-1].response = response
         if terminated or truncated:
             self.done = True
             return

@@ -104,12 +104,9 @@ def to_json_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _episode_record(episode: LiveEpisode, wall_s: float) -> dict[str, Any]:
     """The bundle record of one episode :func:`agentgym.lockstep.play_lockstep` played."""
-    steps = [
-        step_record(s.action, s.reward, s.terminated, s.truncated, s.info) for s in episode.steps
-    ]
     return episode_record(
         episode.seed,
-        steps,
+        [step_record(step) for step in episode.steps],
         terminated=episode.terminated,
         truncated=episode.truncated,
         error=valid_unicode(episode.error) if episode.error else episode.error,

@@ -7,8 +7,10 @@ only the policy callback:
 
 - ``baselines.episodes.collect_rollouts`` (trainer rollouts and validation): the callback renders
   each prompt as token ids (:class:`baselines.episodes.TokenContext`), generates with the rollout
-  engine and keeps the sampled ids; a prompt that no longer fits the context ends its episode as
-  truncated (:data:`END_EPISODE`).
+  engine and returns each reply as an :class:`Action` whose ``sample`` holds the prompt and
+  sampled ids (:class:`baselines.episodes.Sample`), which the loop keeps on the turn's
+  :class:`Step`: one record per turn. A prompt that no longer fits the context ends its episode
+  as truncated (:data:`END_EPISODE`).
 - ``agentgym eval`` (every agent, ``hf:`` checkpoints included): the callback turns each live
   episode into an :class:`agentgym.agents.AgentRequest` and calls ``agent.act``; the ``hf:`` agent
   renders and generates through the same ``TokenContext`` and engine as the trainer, so a
@@ -27,11 +29,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agentgym.chat import ChatEpisode
 
-__all__ = ["END_EPISODE", "LiveEpisode", "LocalEnvs", "Step", "play_lockstep"]
+__all__ = ["Action", "END_EPISODE", "LiveEpisode", "LocalEnvs", "Step", "play_lockstep"]
+
+S = TypeVar("S")
 
 
 class _EndEpisode:
@@ -53,15 +57,38 @@ class _EndEpisode:
 END_EPISODE = _EndEpisode()
 
 
+@dataclass(frozen=True)
+class Action(Generic[S]):
+    """What a policy may return for an episode instead of the bare action text: the text the
+    environment steps with, and an opaque ``sample`` the loop keeps on the turn's :class:`Step`
+    (e.g. the token ids a model was given and sampled, :class:`baselines.episodes.Sample`)."""
+
+    text: str
+    sample: S | None = None
+
+
 @dataclass
-class Step:
-    """One environment step: the action text and what ``env.step`` returned (reward a float)."""
+class Step(Generic[S]):
+    """One played turn: the action text, what ``env.step`` returned, and the policy's payload.
+
+    The one record of a turn: ``agentgym eval`` writes its bundle step from it
+    (:func:`agentgym.bundle.step_record`), and the trainer's episode records hold these steps
+    (``sample`` a :class:`baselines.episodes.Sample`).
+
+    Attributes:
+        action: the text the environment was stepped with.
+        reward: the step's reward (the loop stores a Python float).
+        terminated, truncated: as ``env.step`` returned them (the loop stores Python bools).
+        info: the step's ``info`` (the loop stores a copy).
+        sample: the ``sample`` of the policy's :class:`Action`; ``None`` for a plain-str action.
+    """
 
     action: str
     reward: float
     terminated: bool
     truncated: bool
     info: dict[str, Any]
+    sample: S | None = None
 
 
 @dataclass
@@ -163,8 +190,9 @@ def play_lockstep(
             episode with ``error`` (with ``catch_errors``) or is raised.
         seeds: one reset seed per episode.
         policy: called once per turn with the live episodes (in index order); returns one item
-            per episode: the action text, an exception (the episode ends with its message as
-            ``error``) or :data:`END_EPISODE`.
+            per episode: the action text, an :class:`Action` (its text, and a ``sample`` kept as
+            :attr:`Step.sample`), an exception (the episode ends with its message as ``error``)
+            or :data:`END_EPISODE`.
         catch_errors: record failures on the episodes they concern instead of raising.
         timings: if given, ``timing/env_s`` (resets and steps, seconds) is added to it.
 
@@ -173,7 +201,8 @@ def play_lockstep(
 
     Raises:
         ValueError: the pool is smaller than the batch, or (without ``catch_errors``) the policy
-            returned the wrong number of items or an item that is not a str.
+            returned the wrong number of items or an item that is not a str or an Action with a
+            str text.
         Exception: without ``catch_errors``, whatever a reset, step or the policy raised.
     """
     if len(pool) < len(seeds):
@@ -209,33 +238,46 @@ def play_lockstep(
                 if not catch_errors:
                     raise
                 actions = [RuntimeError(_failure("agent", err))] * len(live)
-            stepping: list[tuple[LiveEpisode, str]] = []
+            stepping: list[tuple[LiveEpisode, Action[Any]]] = []
             for episode, action in zip(live, actions, strict=True):
                 if action is END_EPISODE:
                     episode.truncated = episode.done = True
                 elif isinstance(action, BaseException):
                     fail(episode, str(action), action)
-                elif not isinstance(action, str):
-                    fail(episode, f"the policy returned a {type(action).__name__}, not a str")
-                else:
+                elif isinstance(action, str):
+                    stepping.append((episode, Action(action)))
+                elif isinstance(action, Action) and isinstance(action.text, str):
                     stepping.append((episode, action))
+                else:
+                    fail(
+                        episode,
+                        f"the policy returned a {type(action).__name__}, not a str or Action",
+                    )
             if not stepping:
                 continue
             t0 = time.perf_counter()
-            results = pool.step_many([e.index for e, _ in stepping], [a for _, a in stepping])
+            results = pool.step_many([e.index for e, _ in stepping], [a.text for _, a in stepping])
             env_s += time.perf_counter() - t0
             for (episode, action), result in zip(stepping, results, strict=True):
                 try:
                     if isinstance(result, BaseException):
                         raise result
                     observation, reward, terminated, truncated, info = result
-                    step = Step(action, float(reward), bool(terminated), bool(truncated), info)
+                    step = Step(
+                        action.text,
+                        float(reward),
+                        bool(terminated),
+                        bool(truncated),
+                        dict(info),
+                        action.sample,
+                    )
                     assert episode.chat is not None
-                    episode.chat.record(action, observation, reward, terminated, truncated, info)
+                    episode.chat.record(
+                        action.text, observation, reward, terminated, truncated, info
+                    )
                 except Exception as err:  # a failed step, or a result that is not a 5-tuple
                     fail(episode, _failure("env step", err), err)
                     continue
-                step.info = dict(info)
                 episode.steps.append(step)
                 episode.observation, episode.info = observation, dict(info)
                 if terminated or truncated:

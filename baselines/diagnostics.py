@@ -1005,7 +1005,7 @@ def episode_mi_diagnostics(
     # the reply; a block holding a special id is dropped, never spliced. Pairs are drawn
     # among the valid z, as RAGEN samples among valid reasonings.
     spans = [reasoning_span(tokenizer, t) for t in turns]
-    valid = [(tuple(t.prompt_ids), z) for t, (z, ok) in zip(turns, spans, strict=True) if z]
+    valid = [(tuple(t.sample.prompt_ids), z) for t, (z, ok) in zip(turns, spans, strict=True) if z]
     stats = {
         "num_pairs_total": float(len(turns)),
         "num_pairs_valid": float(len(valid)),

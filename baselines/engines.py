@@ -28,7 +28,7 @@ importable and transformers otherwise.
 ``<|im_end|>``, so a checkpoint whose end-of-sequence token is not its end-of-turn token stops at
 either), at a stop string (``</answer>``: the reply is cut at the first token after which its text,
 right-stripped, ends with the stop string), or at ``max_new_tokens``. The end token, when sampled,
-is part of :attr:`Generation.token_ids` with its log-prob: the policy chose it, so it is trained.
+is part of :attr:`Generation.sampled_ids` with its log-prob: the policy chose it, so it is trained.
 
 **Per-episode randomness.** ``generate(prompt_ids, sampling, generators=...)`` may be given one
 ``torch.Generator`` per prompt (the trainer gives each episode its own, seeded by
@@ -121,25 +121,25 @@ class Generation:
     """One reply.
 
     Attributes:
-        token_ids: the sampled ids, in order, ending with the end token when the policy sampled
-            one (length T). These are the ids the trainer learns from.
-        text: the reply as the environment reads it: ``token_ids`` without the end token,
+        sampled_ids: the sampled ids (int token ids), in order, ending with the end token when the
+            policy sampled one (length T). These are the ids the trainer learns from.
+        text: the reply as the environment reads it: ``sampled_ids`` without the end token,
             decoded with special tokens written out.
-        logprobs: ``log p(token_ids[t])`` under the sampling distribution (logits divided by the
-            temperature, see the module docstring), length T.
+        logprobs: ``log p(sampled_ids[t])`` (float, natural log) under the sampling
+            distribution (logits divided by the temperature, see the module docstring), length T.
         ended_with_eos: the policy ended the reply with an end token (a reply cut by a stop
             string or by the token budget counts as not ended).
     """
 
-    token_ids: list[int]
+    sampled_ids: list[int]
     text: str
     logprobs: list[float] = field(default_factory=list)
     ended_with_eos: bool = False
 
     @property
     def reply_ids(self) -> list[int]:
-        """``token_ids`` without the end token."""
-        return self.token_ids[:-1] if self.ended_with_eos else list(self.token_ids)
+        """``sampled_ids`` without the end token."""
+        return self.sampled_ids[:-1] if self.ended_with_eos else list(self.sampled_ids)
 
 
 @runtime_checkable
@@ -301,17 +301,17 @@ def generate(
 def recompute_logprobs(
     model: Any,
     prompt_ids: list[list[int]],
-    token_ids: list[list[int]],
+    sampled_ids: list[list[int]],
     *,
     temperature: float = 1.0,
     batch_size: int = 8,
     pad_id: int = 0,
 ) -> list[list[float]]:
-    """Log-probs of ``token_ids[i]`` after ``prompt_ids[i]`` under ``model`` (teacher forcing).
+    """Log-probs of ``sampled_ids[i]`` after ``prompt_ids[i]`` under ``model`` (teacher forcing).
 
     Args:
         prompt_ids: the context of each continuation (token ids, non-empty).
-        token_ids: the continuation of each prompt (length T_i).
+        sampled_ids: the continuation of each prompt (length T_i).
         temperature: the sampling temperature (0 means greedy: divisor 1).
         batch_size: sequences per forward pass (right-padded).
         pad_id: id written in padding (never attended to).
@@ -321,7 +321,7 @@ def recompute_logprobs(
     """
     device = next(model.parameters()).device
     t = logit_temperature(temperature)
-    seqs = list(zip(prompt_ids, token_ids, strict=True))
+    seqs = list(zip(prompt_ids, sampled_ids, strict=True))
     out: list[list[float]] = []
     for start in range(0, len(seqs), batch_size):
         chunk = seqs[start : start + batch_size]

@@ -6,6 +6,12 @@ plays in too); the ``hf:`` agent of ``agentgym eval`` builds its prompts with th
 :class:`TokenContext` and engine, so a checkpoint is scored on exactly the prompts it was trained
 on.
 
+**One record per turn.** The policy returns each reply as an :class:`agentgym.lockstep.Action`
+whose ``sample`` is a :class:`Sample` (prompt ids, sampled ids, log-probs, end token, training
+row); the loop keeps it on the turn's :class:`agentgym.lockstep.Step` beside the action text,
+reward and ``info``, and :attr:`EpisodeRecord.turns` is those steps. The trainer, advantages,
+diagnostics, the rollout dump, the samples writer and the TRL integration all read that record.
+
 **Token-in-token-out** (the scheme of docs/engines.md). Each episode keeps a running token
 context. On turn 1 the chat template's generation prompt (plus ``<think>`` in the
 ``think_answer`` format) is tokenised once. After the policy replies, its sampled ids (the end
@@ -50,7 +56,7 @@ import torch
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
-from agentgym.lockstep import END_EPISODE, LiveEpisode, LocalEnvs, play_lockstep
+from agentgym.lockstep import END_EPISODE, Action, LiveEpisode, LocalEnvs, Step, play_lockstep
 from baselines.chat_template import render_chat_template
 from baselines.checkpoint import open_new_file
 from baselines.diagnostics import THINK_CLOSE
@@ -60,7 +66,7 @@ __all__ = [
     "THINK_PREFIX",
     "TokenContext",
     "TrainingRow",
-    "TurnRecord",
+    "Sample",
     "EpisodeRecord",
     "collect_rollouts",
     "episode_seed",
@@ -260,7 +266,7 @@ class TokenContext:
 
     def add(self, generation: Generation) -> int:
         """Append the ids the policy sampled for the current turn; returns this turn's row index."""
-        ids = list(generation.token_ids)
+        ids = list(generation.sampled_ids)
         lps = list(generation.logprobs) or [0.0] * len(ids)
         if len(lps) != len(ids):
             raise ValueError(f"{len(ids)} sampled ids but {len(lps)} log-probs")
@@ -282,28 +288,26 @@ class TokenContext:
         return self.rows
 
 
-@dataclass
-class TurnRecord:
-    """One turn.
+@dataclass(frozen=True)
+class Sample:
+    """What the policy was given and sampled on one turn: the payload that
+    :func:`collect_rollouts`' policy returns with each action (:class:`agentgym.lockstep.Action`)
+    and the loop keeps on that turn's :class:`agentgym.lockstep.Step` (``step.sample``).
 
     Attributes:
-        prompt_ids: the ids the engine was given.
-        generated_ids: the ids it sampled (the end token included when sampled).
-        logprobs: sampling log-prob of each generated id (same length).
-        response: the action text the environment received (``<think>`` prefix + reply text).
+        prompt_ids: the int token ids the engine was given (the whole context, length P).
+        sampled_ids: the int token ids it sampled, the end token included when sampled (length
+            T): :attr:`baselines.engines.Generation.sampled_ids`, the ids the trainer learns from.
+        logprobs: the sampling log-prob of each sampled id (float, natural log; length T; 0.0
+            each when the engine gives none).
         ended_with_eos: the policy sampled an end token.
-        reward: the environment's reward for this turn.
-        info: the environment's ``info`` after this turn.
         row: index of the episode's :class:`TrainingRow` that trains this turn.
     """
 
     prompt_ids: list[int]
-    generated_ids: list[int]
+    sampled_ids: list[int]
     logprobs: list[float]
-    response: str
     ended_with_eos: bool
-    reward: float
-    info: dict[str, Any]
     row: int = 0
 
 
@@ -316,7 +320,9 @@ class EpisodeRecord:
         seed: the reset seed.
         chat: its :class:`ChatEpisode` (``chat.messages()`` is the whole conversation).
         env_id: the environment id.
-        turns: one :class:`TurnRecord` per turn.
+        turns: one :class:`agentgym.lockstep.Step` per turn, the loop's own: ``action`` (the text
+            the environment received, ``<think>`` prefix included), ``reward``, ``terminated``,
+            ``truncated``, ``info``, and ``sample``, the turn's :class:`Sample` (its token ids).
         rows: the training rows (:class:`TokenContext`), usually one.
         terminated, truncated: how it ended (``truncated`` also when the context ran out).
     """
@@ -325,7 +331,7 @@ class EpisodeRecord:
     seed: int
     chat: ChatEpisode
     env_id: str = ""
-    turns: list[TurnRecord] = field(default_factory=list)
+    turns: list[Step[Sample]] = field(default_factory=list)
     rows: list[TrainingRow] = field(default_factory=list)
     terminated: bool = False
     truncated: bool = False
@@ -359,7 +365,7 @@ def extract_reasoning(response: str) -> str:
 Z_STATUSES = ("valid", "no_think", "unclosed", "empty", "special")
 
 
-def reasoning_span(tokenizer: Any, turn: TurnRecord) -> tuple[list[int], str]:
+def reasoning_span(tokenizer: Any, turn: Step[Sample]) -> tuple[list[int], str]:
     """The sampled ids of a turn's reasoning z, and what became of it: one rule for z.
 
     z is the span the policy sampled between ``<think>`` (which must open the reply: the prompt
@@ -379,16 +385,18 @@ def reasoning_span(tokenizer: Any, turn: TurnRecord) -> tuple[list[int], str]:
 
     Args:
         tokenizer: the policy's tokenizer.
-        turn: a played turn (``response`` starts with ``<think>`` when the prompt ended with it).
+        turn: a played turn (``action`` starts with ``<think>`` when the prompt ended with it).
 
     Returns:
         ``(ids, status)``: int token ids (``[]`` unless valid) and one of :data:`Z_STATUSES`.
     """
-    if not turn.response.startswith(THINK_PREFIX):
+    if not turn.action.startswith(THINK_PREFIX):
         return [], "no_think"
-    if THINK_CLOSE not in turn.response[len(THINK_PREFIX) :]:
+    if THINK_CLOSE not in turn.action[len(THINK_PREFIX) :]:
         return [], "unclosed"
-    ids = list(turn.generated_ids[:-1] if turn.ended_with_eos else turn.generated_ids)
+    sample = turn.sample
+    assert sample is not None, "a rollout turn carries its Sample"
+    ids = list(sample.sampled_ids[:-1] if sample.ended_with_eos else sample.sampled_ids)
     close = None
     for k in range(1, len(ids) + 1):
         text = tokenizer.decode(ids[:k], skip_special_tokens=False)
@@ -422,7 +430,7 @@ def reasoning_span(tokenizer: Any, turn: TurnRecord) -> tuple[list[int], str]:
     return (z, "valid") if z else ([], "empty")
 
 
-def reasoning_ids(tokenizer: Any, turn: TurnRecord) -> list[int]:
+def reasoning_ids(tokenizer: Any, turn: Step[Sample]) -> list[int]:
     """The sampled ids of a turn's reasoning z (:func:`reasoning_span`), ``[]`` when it has none.
 
     Args:
@@ -499,8 +507,6 @@ def collect_rollouts(
         envs = [gym.make(env_id, **env_kwargs) for _ in range(count)]
     pool = envs if hasattr(envs, "step_many") else LocalEnvs(envs)
     contexts = [TokenContext(tokenizer, prefix) for _ in range(count)]
-    # Per episode, per turn: (prompt ids, generation, training row), in turn order.
-    sampled: list[list[tuple[list[int], Generation, int]]] = [[] for _ in range(count)]
     clock = {"timing/generation_s": 0.0, "timing/prompt_s": 0.0, "timing/env_s": 0.0}
 
     def policy(live: list[LiveEpisode]) -> list[Any]:
@@ -524,9 +530,10 @@ def collect_rollouts(
             generations = engine.generate(chosen, sampling, generators=rows)
         clock["timing/generation_s"] += time.perf_counter() - t0
         for j, gen in zip(fits, generations, strict=True):
-            index = live[j].index
-            sampled[index].append((prompts[j], gen, contexts[index].add(gen)))
-            actions[j] = prefix + gen.text
+            row = contexts[live[j].index].add(gen)
+            logprobs = list(gen.logprobs) or [0.0] * len(gen.sampled_ids)
+            sample = Sample(prompts[j], list(gen.sampled_ids), logprobs, gen.ended_with_eos, row)
+            actions[j] = Action(prefix + gen.text, sample)
         return actions
 
     try:
@@ -541,26 +548,18 @@ def collect_rollouts(
             for env in envs:
                 env.close()
     episodes: list[EpisodeRecord] = []
-    for live, context, turns in zip(played, contexts, sampled, strict=True):
-        assert live.chat is not None and len(turns) == len(live.steps)
+    for live, context in zip(played, contexts, strict=True):
+        assert live.chat is not None
         episode = EpisodeRecord(
-            first_group + live.index // group_size, live.seed, live.chat, env_id
+            first_group + live.index // group_size,
+            live.seed,
+            live.chat,
+            env_id,
+            turns=live.steps,
+            rows=context.finish(),
+            terminated=live.terminated,
+            truncated=live.truncated,
         )
-        for (prompt, gen, row), step in zip(turns, live.steps, strict=True):
-            episode.turns.append(
-                TurnRecord(
-                    prompt,
-                    list(gen.token_ids),
-                    list(gen.logprobs) or [0.0] * len(gen.token_ids),
-                    step.action,
-                    gen.ended_with_eos,
-                    step.reward,
-                    step.info,
-                    row,
-                )
-            )
-        episode.terminated, episode.truncated = live.terminated, live.truncated
-        episode.rows = context.finish()
         episodes.append(episode)
     if timings is not None:
         for key, value in clock.items():
@@ -603,13 +602,13 @@ def episode_json(episode: EpisodeRecord) -> dict[str, Any]:
         "truncated": episode.truncated,
         "turns": [
             {
-                "prompt_ids": t.prompt_ids,
-                "sampled_ids": t.generated_ids,
-                "logprobs": t.logprobs,
-                "response": t.response,
-                "ended_with_eos": t.ended_with_eos,
+                "prompt_ids": t.sample.prompt_ids,
+                "sampled_ids": t.sample.sampled_ids,
+                "logprobs": t.sample.logprobs,
+                "response": t.action,
+                "ended_with_eos": t.sample.ended_with_eos,
                 "reward": t.reward,
-                "row": t.row,
+                "row": t.sample.row,
                 "info": _plain(t.info),
             }
             for t in episode.turns

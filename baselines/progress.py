@@ -315,7 +315,7 @@ class ProgressEngine:
             out = self._engine.generate(prompts, sampling)
         else:
             out = self._engine.generate(prompts, sampling, generators=generators)
-        self._progress.generated(sum(len(g.token_ids) for g in out), time.perf_counter() - t0)
+        self._progress.generated(sum(len(g.sampled_ids) for g in out), time.perf_counter() - t0)
         return out
 
     def __getattr__(self, name: str) -> Any:

@@ -50,7 +50,7 @@ def format_episode(step: int, index: int, episode: Any, with_instructions: bool)
             continue
         if role == "assistant" and turn < len(turns):
             t = turns[turn]
-            lines += [f"--- turn {turn + 1}: policy ({len(t.generated_ids)} tokens)", t.response]
+            lines += [f"--- turn {turn + 1}: policy ({len(t.sample.sampled_ids)} tokens)", t.action]
             valid = t.info.get("action_is_valid")
             reason = t.info.get("invalid_reason")
             outcome = f"reward {t.reward:.3f}, valid action {valid}"

@@ -480,7 +480,7 @@ class Trainer:
         """Episode statistics under ``prefix`` (``rollout/`` or ``val/``)."""
         rewards = [e.total_reward for e in episodes]
         turns = [len(e.turns) for e in episodes]
-        tokens = [len(t.generated_ids) for e in episodes for t in e.turns]
+        tokens = [len(t.sample.sampled_ids) for e in episodes for t in e.turns]
         return {
             f"{prefix}reward_mean": float(np.mean(rewards)),
             f"{prefix}reward_std": float(np.std(rewards)),
@@ -781,7 +781,7 @@ class Trainer:
         extra: dict[str, torch.Tensor] = {}
         if cfg.filter.needs == "lengths":  # policy tokens of each episode
             extra["lengths"] = torch.tensor(
-                [sum(len(t.generated_ids) for t in e.turns) for e in episodes],
+                [sum(len(t.sample.sampled_ids) for t in e.turns) for e in episodes],
                 dtype=torch.float64,
             ).view(P, N)
         elif cfg.filter.needs == "entropies":  # rank 0 scores: every rank filters alike
@@ -826,7 +826,7 @@ class Trainer:
         if updated and self.engine.name != "hf":  # the engine samples from a copy: update it
             timings["timing/weight_sync_s"] = self.engine.sync_weights(self.model)
         timings["timing/step_s"] = time.perf_counter() - t_start
-        gen_tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+        gen_tokens = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
         if timings.get("timing/generation_s"):
             timings["timing/generated_tokens_per_s"] = gen_tokens / timings["timing/generation_s"]
         metrics.update(timings)

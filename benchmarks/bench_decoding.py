@@ -57,10 +57,10 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = {
         "seconds": seconds,
-        "tokens": sum(len(o.token_ids) for o in out),
+        "tokens": sum(len(o.sampled_ids) for o in out),
         "peak_gb": peak * 1024 / 1e9,
         "rise_gb": (peak - loaded) * 1024 / 1e9,
-        "ids": [o.token_ids for o in out],
+        "ids": [o.sampled_ids for o in out],
     }
     print(json.dumps(result))
 

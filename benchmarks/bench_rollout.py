@@ -86,7 +86,7 @@ def bench_engines(args: argparse.Namespace) -> None:
                 t0 = time.perf_counter()
                 out = engine.generate(prompts, sampling)
                 seconds = time.perf_counter() - t0
-                tokens = sum(len(g.token_ids) for g in out)
+                tokens = sum(len(g.sampled_ids) for g in out)
                 print(f"{name:>6} {count:>8} {tokens:>7} {seconds:>8.2f} {tokens / seconds:>9.1f}")
         if vllm_engine is not None:
             times = [vllm_engine.sync_weights(model) for _ in range(args.syncs)]
@@ -124,14 +124,14 @@ def bench_loop(args: argparse.Namespace) -> None:
             env_kwargs={"max_turns": 1}, engine=engine,
         )  # fmt: skip
         loop_s = time.perf_counter() - t0
-        tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
-        prompts = [e.turns[0].prompt_ids for e in episodes]
+        tokens = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
+        prompts = [e.turns[0].sample.prompt_ids for e in episodes]
         torch.manual_seed(0)
         t0 = time.perf_counter()
         raw = engine.generate(prompts, sampling)
         raw_s = time.perf_counter() - t0
-        raw_tokens = sum(len(g.token_ids) for g in raw)
-        assert [e.turns[0].generated_ids for e in episodes] == [g.token_ids for g in raw]
+        raw_tokens = sum(len(g.sampled_ids) for g in raw)
+        assert [e.turns[0].sample.sampled_ids for e in episodes] == [g.sampled_ids for g in raw]
         print(
             f"{count:>8} {raw_tokens / raw_s:>12.1f} {tokens / loop_s:>10.1f} "
             f"{(tokens / loop_s) / (raw_tokens / raw_s):>11.2f}"
@@ -173,12 +173,12 @@ def bench_turns(args: argparse.Namespace) -> None:
                 model, tokenizer, ENV, list(range(count)), 1, sampling, engine=engine
             )
             wall = time.perf_counter() - t0
-            tokens = sum(len(t.generated_ids) for e in episodes for t in e.turns)
+            tokens = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
             if kv:
                 prefilled, reused = counted.stats
             else:
-                prefilled = sum(len(t.prompt_ids) for e in episodes for t in e.turns)
-            results[kv] = (wall, [[t.generated_ids for t in e.turns] for e in episodes])
+                prefilled = sum(len(t.sample.prompt_ids) for e in episodes for t in e.turns)
+            results[kv] = (wall, [[t.sample.sampled_ids for t in e.turns] for e in episodes])
             print(f"{count:>8} {'on' if kv else 'off':>8} {wall:>7.1f} {tokens / wall:>7.1f} "
                   f"{prefilled:>9} {reused:>7}")  # fmt: skip
         same = results[False][1] == results[True][1]

@@ -94,7 +94,9 @@ def _kv_speedup(trainer: Trainer, episodes) -> tuple[float, float, float]:
     """Time the cached and the naive scorer on the batch's first-turn pairs."""
     tok = trainer.tokenizer
     pairs = [
-        (tuple(e.turns[0].prompt_ids), reasoning_ids(tok, e.turns[0])) for e in episodes if e.turns
+        (tuple(e.turns[0].sample.prompt_ids), reasoning_ids(tok, e.turns[0]))
+        for e in episodes
+        if e.turns
     ]
     prompt_ids = [list(p) for p in sorted({p for p, _ in pairs})]
     z_ids = [z for _, z in pairs]
@@ -214,7 +216,7 @@ def capture_child(a: dict) -> None:
         {
             "batch": {k: v for k, v in fields.items() if v is not None},
             "group_rewards": rewards,
-            "responses": [t.response for e in episodes for t in e.turns],
+            "responses": [t.action for e in episodes for t in e.turns],
             "config": a["config"],
             "seed": cfg.train.seed,
         },

@@ -68,6 +68,7 @@ from agentgym.bundle import (
     summarize,
     worst_return,
 )
+from agentgym.lockstep import Step
 from agentgym.registration import board_kwargs
 from sandboxes.limits import run_bounded
 
@@ -551,7 +552,7 @@ def replay_run(
                 _, reward, terminated, truncated, info = bounded(
                     f"step {t} of {where}", raised, env.step, action
                 )
-                got = step_record(action, reward, terminated, truncated, info)
+                got = step_record(Step(action, reward, terminated, truncated, info))
                 _compare_step(want, got, f"{where}, step {t}", cause)
                 replayed.append(got)
                 if (terminated or truncated) and t + 1 < len(recorded):

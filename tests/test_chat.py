@@ -65,8 +65,8 @@ def test_scripted_three_turn_bandit_episode() -> None:
         },
         {"role": "assistant", "content": "<think>bold</think><answer>Stuntman</answer>"},
     ]
-    assert [t.reward for t in chat.turns] == [-0.1, 0.15, 1.0]
-    assert chat.turns[0].info["invalid_reason"] == "unrecognised action(s): 'Up'"
+    # The chat keeps the conversation only; each turn's reward and info are on its lockstep Step.
+    assert [t.response for t in chat.turns] == replies
     with pytest.raises(RuntimeError, match="already ended"):
         chat.record("again", "", 0.0, True, False, {})
     env.close()

@@ -221,7 +221,7 @@ def tiny():
 
 
 def _tokens(episodes) -> list[list[list[int]]]:
-    return [[t.generated_ids for t in e.turns] for e in episodes]
+    return [[t.sample.sampled_ids for t in e.turns] for e in episodes]
 
 
 def test_an_episode_samples_the_same_ids_alone_in_a_batch_of_64_and_in_split_batches(tiny):

@@ -52,7 +52,7 @@ def test_hf_engine_returns_what_generate_returns(tiny) -> None:
     got = engine.generate(prompts, sampling)
     assert got == expected
     for g in got:
-        assert len(g.logprobs) == len(g.token_ids) > 0
+        assert len(g.logprobs) == len(g.sampled_ids) > 0
         assert g.text == tokenizer.decode(g.reply_ids)
 
 
@@ -72,13 +72,15 @@ def test_hf_engine_logprobs_match_one_sequence_at_a_time_and_greedy_is_the_argma
     prompts = _prompts(tokenizer, seeds=(3, 4))
     got = HFEngine(model, tokenizer).generate(prompts, sampling)
     for prompt, gen in zip(prompts, got, strict=True):
-        assert len(gen.logprobs) == len(gen.token_ids) > 0
-        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 1.0), abs=1e-5)
-        ids = list(prompt) + gen.token_ids
+        assert len(gen.logprobs) == len(gen.sampled_ids) > 0
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 1.0), abs=1e-5
+        )
+        ids = list(prompt) + gen.sampled_ids
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids])).logits[0]
         start = len(prompt) - 1
-        for k, token in enumerate(gen.token_ids):
+        for k, token in enumerate(gen.sampled_ids):
             assert token == int(logits[start + k].argmax())  # greedy
 
 
@@ -90,11 +92,11 @@ def test_sampling_logprobs_are_of_the_tempered_distribution(tiny) -> None:
     torch.manual_seed(2)
     got = HFEngine(model, tokenizer).generate(prompts, sampling)
     for prompt, gen in zip(prompts, got, strict=True):
-        tempered = _by_hand(model, prompt, gen.token_ids, 0.7)
-        raw = _by_hand(model, prompt, gen.token_ids, 1.0)
+        tempered = _by_hand(model, prompt, gen.sampled_ids, 0.7)
+        raw = _by_hand(model, prompt, gen.sampled_ids, 1.0)
         assert gen.logprobs == pytest.approx(tempered, abs=1e-5)
         assert max(abs(a - b) for a, b in zip(gen.logprobs, raw, strict=True)) > 1e-3
-        again = recompute_logprobs(model, [prompt], [gen.token_ids], temperature=0.7)[0]
+        again = recompute_logprobs(model, [prompt], [gen.sampled_ids], temperature=0.7)[0]
         assert again == pytest.approx(tempered, abs=1e-5)
 
 
@@ -107,9 +109,9 @@ def test_the_end_token_is_kept_whatever_the_tokenizer_calls_eos(tiny) -> None:
     prompts = _prompts(tokenizer, seeds=(7,))
     torch.manual_seed(11)
     free = HFEngine(model, tokenizer).generate(prompts, sampling)[0]
-    assert len(free.token_ids) == 8 and not free.ended_with_eos
-    k = next(k for k in range(1, 8) if free.token_ids[k] not in free.token_ids[:k])
-    end = free.token_ids[k]
+    assert len(free.sampled_ids) == 8 and not free.ended_with_eos
+    k = next(k for k in range(1, 8) if free.sampled_ids[k] not in free.sampled_ids[:k])
+    end = free.sampled_ids[k]
     saved = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = [saved, end]
     try:
@@ -118,10 +120,10 @@ def test_the_end_token_is_kept_whatever_the_tokenizer_calls_eos(tiny) -> None:
         cut = HFEngine(model, tokenizer).generate(prompts, sampling)[0]
     finally:
         model.generation_config.eos_token_id = saved
-    assert cut.token_ids == free.token_ids[: k + 1] and cut.ended_with_eos
-    assert cut.reply_ids == free.token_ids[:k]
+    assert cut.sampled_ids == free.sampled_ids[: k + 1] and cut.ended_with_eos
+    assert cut.reply_ids == free.sampled_ids[:k]
     assert cut.logprobs == pytest.approx(free.logprobs[: k + 1], abs=1e-5)
-    assert cut.text == tokenizer.decode(free.token_ids[:k])
+    assert cut.text == tokenizer.decode(free.sampled_ids[:k])
 
 
 def test_collect_rollouts_with_an_explicit_hf_engine_equals_the_default(tiny) -> None:
@@ -133,7 +135,9 @@ def test_collect_rollouts_with_an_explicit_hf_engine_equals_the_default(tiny) ->
         episodes = collect_rollouts(
             model, tokenizer, ENV, [0, 1], 2, sampling, env_kwargs={"max_turns": 2}, engine=engine
         )
-        runs.append([[(t.response, t.generated_ids, t.reward) for t in e.turns] for e in episodes])
+        runs.append(
+            [[(t.action, t.sample.sampled_ids, t.reward) for t in e.turns] for e in episodes]
+        )
     assert runs[0] == runs[1]
 
 
@@ -161,8 +165,11 @@ def test_kv_cache_across_turns_gives_what_a_full_prefill_gives(tiny) -> None:
     assert turns == [len(e.turns) for e in cached] and min(turns) >= 3
     for a, b in zip(full, cached, strict=True):
         for ta, tb in zip(a.turns, b.turns, strict=True):
-            assert ta.prompt_ids == tb.prompt_ids and ta.generated_ids == tb.generated_ids
-            assert tb.logprobs == pytest.approx(ta.logprobs, abs=1e-5)
+            assert (
+                ta.sample.prompt_ids == tb.sample.prompt_ids
+                and ta.sample.sampled_ids == tb.sample.sampled_ids
+            )
+            assert tb.sample.logprobs == pytest.approx(ta.sample.logprobs, abs=1e-5)
     # Turn 1: nothing cached; turn k > 1: one hit per live episode, reusing its whole last turn.
     assert hits[0] == (0, 0, 4)
     assert [h[0] for h in hits] == [sum(min(n, k) for n in turns) - 4 for k in range(1, 6)][
@@ -184,19 +191,23 @@ def test_kv_cache_sampling_logprobs_and_weight_changes(tiny) -> None:
     prompts = _prompts(tokenizer, seeds=(7, 8))
     torch.manual_seed(3)
     first = engine.generate(prompts, sampling)
-    follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+    follow = [p + g.sampled_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
     second = engine.generate(follow, sampling)
     assert engine.cache.hits == 2 and engine.cache.reused_tokens >= sum(map(len, prompts))
     for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
+        )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model(input_ids=torch.tensor([prompts[0]])).logits.sum().backward()
     optimizer.step()
-    last = [f + g.token_ids + f[-3:] for f, g in zip(follow, second, strict=True)]
+    last = [f + g.sampled_ids + f[-3:] for f, g in zip(follow, second, strict=True)]
     third = engine.generate(last, sampling)
     assert engine.cache.hits == 2  # nothing reused from before the step
     for prompt, gen in zip(last, third, strict=True):
-        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
+        )
 
 
 def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
@@ -209,12 +220,14 @@ def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
     engine = HFEngine(model, tokenizer)
     torch.manual_seed(1)
     first = engine.generate(prompts, SamplingSettings(max_new_tokens=8, stop_strings=("it",)))
-    assert [len(g.token_ids) for g in first] == [3, 8, 8] and first[0].text.endswith("it")
-    follow = [p + g.token_ids + p[-4:] for p, g in zip(prompts, first, strict=True)]
+    assert [len(g.sampled_ids) for g in first] == [3, 8, 8] and first[0].text.endswith("it")
+    follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, first, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
     assert engine.cache.hits == 3
     for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 1.0), abs=1e-5)
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 1.0), abs=1e-5
+        )
 
 
 def test_kv_cache_bound_drops_entries_and_the_dropped_episode_is_prefilled_in_full(tiny) -> None:
@@ -235,12 +248,14 @@ def test_kv_cache_bound_drops_entries_and_the_dropped_episode_is_prefilled_in_fu
     first = engine.generate(prompts, sampling)
     assert engine.cache.dropped == 1 and len(engine.cache.entries) == 1
     assert engine.cache.nbytes() == first_size
-    follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+    follow = [p + g.sampled_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
     second = engine.generate(follow, sampling)
     assert engine.cache.hits == 1
-    assert engine.cache.reused_tokens == len(prompts[0]) + len(first[0].token_ids) - 1
+    assert engine.cache.reused_tokens == len(prompts[0]) + len(first[0].sampled_ids) - 1
     for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(_by_hand(model, prompt, gen.token_ids, 0.7), abs=1e-5)
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
+        )
 
 
 def test_kv_cache_is_stored_in_the_autocast_dtype(tiny) -> None:
@@ -257,16 +272,16 @@ def test_kv_cache_is_stored_in_the_autocast_dtype(tiny) -> None:
         assert {k.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
         assert {v.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
         assert engine.cache.cache_dtypes[0] == torch.float32  # the model's own keys
-        follow = [p + g.token_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
+        follow = [p + g.sampled_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
         second = engine.generate(follow, sampling)
         assert engine.cache.hits == 2
         for prompt, gen in zip(follow, second, strict=True):
-            ids = torch.tensor([list(prompt) + gen.token_ids])
+            ids = torch.tensor([list(prompt) + gen.sampled_ids])
             with torch.no_grad():
                 logits = model(input_ids=ids).logits[0].float()
             logp = torch.log_softmax(logits / 0.7, dim=-1)
             start = len(prompt) - 1
-            expected = [logp[start + k, t].item() for k, t in enumerate(gen.token_ids)]
+            expected = [logp[start + k, t].item() for k, t in enumerate(gen.sampled_ids)]
             assert gen.logprobs == pytest.approx(expected, abs=0.05)
 
 
@@ -351,8 +366,11 @@ def test_decoding_in_token_bounded_batches_gives_the_same_greedy_episodes(tiny) 
     for a, b in zip(*runs, strict=True):
         assert len(a.turns) == len(b.turns)
         for ta, tb in zip(a.turns, b.turns, strict=True):
-            assert ta.prompt_ids == tb.prompt_ids and ta.generated_ids == tb.generated_ids
-            assert tb.logprobs == pytest.approx(ta.logprobs, abs=1e-5)
+            assert (
+                ta.sample.prompt_ids == tb.sample.prompt_ids
+                and ta.sample.sampled_ids == tb.sample.sampled_ids
+            )
+            assert tb.sample.logprobs == pytest.approx(ta.sample.logprobs, abs=1e-5)
     assert sizes and all(set(s) == {1} for s in sizes)
     assert bounded.cache.entries == []
     # The packing rule by hand: budget 30, new tokens 5: [10, 12] -> 2 x 17 = 34 > 30: apart;

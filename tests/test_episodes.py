@@ -17,15 +17,16 @@ import pytest
 import torch
 from transformers import AutoTokenizer, GenerationConfig
 
+from agentgym.lockstep import Step
 from baselines.batch import build_batch, gae_token_advantages, grpo_token_advantages
 from baselines.config import load_config
 from baselines.engines import Generation, RolloutEngine, SamplingSettings, end_token_ids
 from baselines.episodes import (
     THINK_PREFIX,
     EpisodeRecord,
+    Sample,
     TokenContext,
     TrainingRow,
-    TurnRecord,
     collect_rollouts,
     reasoning_ids,
 )
@@ -82,13 +83,13 @@ def assert_exact(episode: EpisodeRecord) -> None:
     sampled ids (and only they) are trained, with the engine's log-probs."""
     trained = {r: 0 for r in range(len(episode.rows))}
     for turn in episode.turns:
-        row = episode.rows[turn.row]
-        p, g = len(turn.prompt_ids), len(turn.generated_ids)
-        assert row.input_ids[:p] == turn.prompt_ids
-        assert row.input_ids[p : p + g] == turn.generated_ids
+        row = episode.rows[turn.sample.row]
+        p, g = len(turn.sample.prompt_ids), len(turn.sample.sampled_ids)
+        assert row.input_ids[:p] == turn.sample.prompt_ids
+        assert row.input_ids[p : p + g] == turn.sample.sampled_ids
         assert row.loss_mask[p : p + g] == [1] * g
-        assert row.logprobs[p : p + g] == turn.logprobs
-        trained[turn.row] += g
+        assert row.logprobs[p : p + g] == turn.sample.logprobs
+        trained[turn.sample.row] += g
     for r, row in enumerate(episode.rows):
         assert sum(row.loss_mask) == trained[r]
         assert len(row.input_ids) == len(row.loss_mask) == len(row.logprobs)
@@ -118,8 +119,8 @@ def test_smollm2_at_temperature_1_on_sokoban_trains_exactly_the_sampled_ids(smol
     # Re-tokenising the text (the old way) is not the identity on sampled ids at T=1 in general;
     # the rows never depend on it. Count how often it would have differed, for the record.
     moved = sum(
-        tokenizer(tokenizer.decode(t.generated_ids), add_special_tokens=False)["input_ids"]
-        != t.generated_ids
+        tokenizer(tokenizer.decode(t.sample.sampled_ids), add_special_tokens=False)["input_ids"]
+        != t.sample.sampled_ids
         for t in turns
     )
     print(f"{moved} of {len(turns)} turns would have re-tokenised differently")
@@ -142,12 +143,12 @@ def test_replies_split_the_way_bpe_would_not_are_trained_as_sampled(smol_tokeniz
     assert_exact(episode)
     # The engine was given exactly the row's prefix on every turn.
     for call, turn in zip(engine.calls, episode.turns, strict=True):
-        assert call == [turn.prompt_ids]
+        assert call == [turn.sample.prompt_ids]
     # The turn that sampled <|im_end|> trains it; the others end with template tokens, untrained.
     row = episode.rows[0]
     end1 = row.turn_ends[1]
     assert row.input_ids[end1] == im_end and row.loss_mask[end1] == 1
-    assert episode.turns[1].ended_with_eos and not episode.turns[0].ended_with_eos
+    assert episode.turns[1].sample.ended_with_eos and not episode.turns[0].sample.ended_with_eos
 
 
 def test_a_reply_that_starts_with_close_think_right_after_the_prefix(smol_tokenizer):
@@ -156,17 +157,17 @@ def test_a_reply_that_starts_with_close_think_right_after_the_prefix(smol_tokeni
     assert tok.convert_ids_to_tokens(reply[:1]) == ["</"]
     (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
     turn = episode.turns[0]
-    assert turn.response == THINK_PREFIX + "</think><answer>Up</answer>"
+    assert turn.action == THINK_PREFIX + "</think><answer>Up</answer>"
     row = episode.rows[0]
-    p = len(turn.prompt_ids)
+    p = len(turn.sample.prompt_ids)
     assert row.input_ids[p] == reply[0] and row.loss_mask[p] == 1
     assert_exact(episode)
     # What re-tokenising prompt + reply would give: ">" and "</" merge into "></", so the first
     # sampled token would not exist in the row.
-    text = tok.decode(turn.prompt_ids) + tok.decode(reply)
+    text = tok.decode(turn.sample.prompt_ids) + tok.decode(reply)
     merged = tok(text, add_special_tokens=False)["input_ids"]
-    assert merged[: p - 1] == turn.prompt_ids[:-1] and merged[p - 1 : p + 1] != [
-        turn.prompt_ids[-1],
+    assert merged[: p - 1] == turn.sample.prompt_ids[:-1] and merged[p - 1 : p + 1] != [
+        turn.sample.prompt_ids[-1],
         reply[0],
     ]
     # The MI scorer's z (RAGEN-2's rule, baselines.diagnostics.reasoning_text): the think block
@@ -181,7 +182,7 @@ def test_reasoning_ids_are_the_sampled_ids_of_z_without_the_closing_tag(smol_tok
     reply = z + close
     (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
     turn = episode.turns[0]
-    assert turn.response == THINK_PREFIX + " arm A paid 0.7</think><answer>Up</answer>"
+    assert turn.action == THINK_PREFIX + " arm A paid 0.7</think><answer>Up</answer>"
     # The leading blank is part of the first token (" arm"), so every id of z is kept as sampled.
     assert reasoning_ids(tok, turn) == z
     assert tok.decode(z).strip() == "arm A paid 0.7"
@@ -203,7 +204,7 @@ def test_a_z_holding_a_special_id_is_dropped_never_spliced(smol_tokenizer):
     reply = left + [special] + right
     (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
     turn = episode.turns[0]
-    assert "<|im_end|>" in turn.response.split("</think>")[0]
+    assert "<|im_end|>" in turn.action.split("</think>")[0]
     assert reasoning_span(tok, turn) == ([], "special")
     assert reasoning_ids(tok, turn) == []
     # The same span without the special id is a valid z, exactly the sampled ids.
@@ -233,11 +234,11 @@ def test_a_template_that_drops_earlier_reasoning_gets_one_exact_row_per_turn(smo
     ]
     (episode,) = _play(tok, ScriptedEngine(tok, replies, {im_end}), env_kwargs={"max_turns": 3})
     assert len(episode.turns) == 3
-    assert [t.row for t in episode.turns] == [0, 1, 2] and len(episode.rows) == 3
+    assert [t.sample.row for t in episode.turns] == [0, 1, 2] and len(episode.rows) == 3
     assert_exact(episode)
     # Each sampled token is trained once, in the row whose prompt the policy saw.
     assert sum(sum(r.loss_mask) for r in episode.rows) == sum(len(r) for r in replies)
-    second_prompt = tok.decode(episode.turns[1].prompt_ids)
+    second_prompt = tok.decode(episode.turns[1].sample.prompt_ids)
     assert "first plan" not in second_prompt and "<answer>Up</answer>" in second_prompt
 
 
@@ -415,7 +416,7 @@ def test_show_rollouts_prints_every_field_inert():
 
 def _record(rows: list[TrainingRow], rewards: list[float]) -> EpisodeRecord:
     episode = EpisodeRecord(group=0, seed=0, chat=None)  # type: ignore[arg-type]
-    episode.turns = [TurnRecord([], [], [], "", False, r, {}) for r in rewards]
+    episode.turns = [Step("", r, False, False, {}, Sample([], [], [], False)) for r in rewards]
     episode.rows = rows
     return episode
 
@@ -512,5 +513,5 @@ def test_hf_eval_of_a_checkpoint_sees_exactly_the_prompts_of_trainer_validation(
     played = bundle["runs"][0]["episodes"]
     assert [e["seed"] for e in played] == [e.seed for e in val]
     for index, (mine, theirs) in enumerate(zip(val, played, strict=True)):
-        assert agent.prompt_ids[index] == [t.prompt_ids for t in mine.turns]
-        assert [s["action"] for s in theirs["steps"]] == [t.response for t in mine.turns]
+        assert agent.prompt_ids[index] == [t.sample.prompt_ids for t in mine.turns]
+        assert [s["action"] for s in theirs["steps"]] == [t.action for t in mine.turns]

@@ -13,7 +13,7 @@ import agentgym  # noqa: F401
 from agentgym import lockstep
 from agentgym.agents import RandomAgent
 from agentgym.eval import evaluate
-from agentgym.lockstep import END_EPISODE, LocalEnvs, play_lockstep
+from agentgym.lockstep import END_EPISODE, Action, LocalEnvs, play_lockstep
 
 FROZEN = "agentgym/FrozenLake-v0"
 LEFT = "<think>go</think><answer>Left</answer>"
@@ -98,10 +98,32 @@ def test_without_catch_errors_a_failure_is_raised() -> None:
         play_lockstep(LocalEnvs(envs), [0, 2], lambda live: [LEFT] * len(live))
     with pytest.raises(ValueError, match="returned 1 actions for 2"):
         play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [LEFT])
-    with pytest.raises(ValueError, match="returned a int, not a str"):
+    with pytest.raises(ValueError, match="returned a int, not a str or Action"):
         play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [1] * len(live))
     with pytest.raises(ValueError, match="need 3 environments, got 2"):
         play_lockstep(LocalEnvs(envs), [0, 1, 2], lambda live: [LEFT] * len(live))
+    for env in envs:
+        env.close()
+
+
+def test_an_actions_sample_is_kept_on_its_step() -> None:
+    """A policy may return an Action (text and an opaque payload) or plain text; the loop steps
+    the env with the text and keeps the payload on that turn's Step (None for plain text)."""
+    envs = [gym.make(FROZEN) for _ in range(2)]
+
+    def policy(live: list[lockstep.LiveEpisode]) -> list[Any]:
+        return [Action(LEFT, ("sampled", e.turn)) if e.index == 0 else LEFT for e in live]
+
+    e0, e1 = play_lockstep(LocalEnvs(envs), [0, 3], policy)
+    assert len(e0.steps) >= 2 and len(e1.steps) >= 2  # seeds 0 and 3 survive two Lefts
+    assert [s.action for s in e0.steps + e1.steps] == [LEFT] * (len(e0.steps) + len(e1.steps))
+    assert [s.sample for s in e0.steps] == [("sampled", t + 1) for t in range(len(e0.steps))]
+    assert all(s.sample is None for s in e1.steps)
+    # The same actions as plain text give the same steps, payload aside.
+    plain = play_lockstep(LocalEnvs(envs), [0], lambda live: [LEFT] * len(live))[0]
+    assert [(s.reward, s.info) for s in plain.steps] == [(s.reward, s.info) for s in e0.steps]
+    with pytest.raises(ValueError, match="returned a Action, not a str or Action"):
+        play_lockstep(LocalEnvs(envs), [0], lambda live: [Action(1)] * len(live))  # type: ignore[arg-type]
     for env in envs:
         env.close()
 

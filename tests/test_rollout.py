@@ -50,8 +50,8 @@ def test_groups_share_their_initial_state_and_differ_across_groups(bandit_rollou
     assert env.reset(seed=3)[0] in first_user[0] and env.reset(seed=4)[0] in first_user[3]
     for e in episodes:
         assert len(e.turns) == 1 and e.terminated
-        assert e.turns[0].response.startswith("<think>")  # the think prefix is part of the reply
-        assert len(e.turns[0].generated_ids) <= 4
+        assert e.turns[0].action.startswith("<think>")  # the think prefix is part of the reply
+        assert len(e.turns[0].sample.sampled_ids) <= 4
 
 
 def test_rollouts_repeat_exactly_under_the_same_torch_seed(bandit_rollouts):
@@ -59,7 +59,7 @@ def test_rollouts_repeat_exactly_under_the_same_torch_seed(bandit_rollouts):
     for _ in range(2):
         torch.manual_seed(123)
         episodes = bandit_rollouts([0, 1], group_size=2, max_new_tokens=6)
-        runs.append([(e.turns[0].response, e.total_reward) for e in episodes])
+        runs.append([(e.turns[0].action, e.total_reward) for e in episodes])
     assert runs[0] == runs[1]
 
 

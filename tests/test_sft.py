@@ -302,9 +302,9 @@ def test_sft_prompts_are_the_episode_loops_prompt_ids(tiny, frozen_chat):
     assert len(engine.prompts) == len(examples) == len(episode.turns) >= 2
     for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
         n = example.labels.count(IGNORE)
-        assert example.input_ids[:n] == given == turn.prompt_ids
+        assert example.input_ids[:n] == given == turn.sample.prompt_ids
         # The engine stops at "</answer>"; the target adds the end of turn after it.
-        assert example.input_ids[n:] == turn.generated_ids + [eot]
+        assert example.input_ids[n:] == turn.sample.sampled_ids + [eot]
     assert episode.success
 
 
@@ -328,8 +328,8 @@ def test_sft_prompts_match_the_episode_loop_with_smollm2s_tokenizer():
     examples = build_examples(tokenizer, record["messages"], eot)
     for turn, example, given in zip(episode.turns, examples, engine.prompts, strict=True):
         n = example.labels.count(IGNORE)
-        assert example.input_ids[:n] == given == turn.prompt_ids
-        assert example.input_ids[n:] == turn.generated_ids + [eot]
+        assert example.input_ids[:n] == given == turn.sample.prompt_ids
+        assert example.input_ids[n:] == turn.sample.sampled_ids + [eot]
     assert len(examples) == 3 and episode.success
 
 

@@ -393,7 +393,7 @@ def test_filter_metrics_read_per_episode_lengths_and_entropies(tmp_path, metric)
 
     def before_update(step, episodes):  # the trainer's hook, called before the update
         if metric == "length":
-            lengths = [sum(len(t.generated_ids) for t in e.turns) for e in episodes]
+            lengths = [sum(len(t.sample.sampled_ids) for t in e.turns) for e in episodes]
             seen["values"] = np.array(lengths, dtype=float)
         else:
             full = build_batch(episodes, trainer.tokenizer.pad_token_id or 0)
@@ -536,15 +536,17 @@ def test_a_think_block_later_in_the_reply_is_no_z(tmp_path: Path) -> None:
     """A reply that opens <think> after other sampled text has no z under either rule (the id
     rule keeps only spans that open the reply); before, the text rule kept it, the id rule did
     not, and the trainer stopped with 'the two rules for z disagree'."""
-    from baselines.episodes import EpisodeRecord, TurnRecord
+    from agentgym.lockstep import Step
+    from baselines.episodes import EpisodeRecord, Sample
 
     config = _config(tmp_path, "rollout.val_episodes=0", "diagnostics.max_pairs=8")
     trainer = Trainer(config, progress=False)
     tok = trainer.tokenizer
 
-    def turn(prompt: str, reply: str) -> TurnRecord:
+    def turn(prompt: str, reply: str) -> Step[Sample]:
         ids = tok(reply, add_special_tokens=False)["input_ids"]
-        return TurnRecord(tok(prompt)["input_ids"], ids, [0.0] * len(ids), reply, False, 0.0, {})
+        sample = Sample(tok(prompt)["input_ids"], ids, [0.0] * len(ids), False)
+        return Step(reply, 0.0, False, False, {}, sample)
 
     episodes = [
         EpisodeRecord(0, 0, None, turns=[turn("Arm 1", "<think> Teacher </think> 1")]),

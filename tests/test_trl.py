@@ -120,7 +120,7 @@ def test_completion_ids_and_env_mask_are_the_trainers_own_episode_rows(tmp_path:
         assert [0.0] * len(prompt) + out["logprobs"][i] == row.logprobs
         # Mask 1 is exactly the sampled ids of every turn, in order.
         sampled = [t for t, m in zip(completion, out["env_mask"][i], strict=True) if m]
-        assert sampled == [t for turn in episode.turns for t in turn.generated_ids]
+        assert sampled == [t for turn in episode.turns for t in turn.sample.sampled_ids]
         assert out["episode_return"][i] == episode.total_reward
         assert out["turns"][i] == len(episode.turns)
         multi_turn += len(episode.turns) == 2 and 0 in out["env_mask"][i]
@@ -493,7 +493,7 @@ def test_the_filter_inside_trl_reads_lengths_and_entropies(tmp_path: Path, metri
     kept_groups = sorted({b // 4 for b in range(16) if int(trained[b]) > 0})
     if metric == "length":
         lengths = [[1 + (7 * (g * 4 + n)) % 5 for n in range(4)] for g in range(4)]
-        assert [sum(len(t.generated_ids) for t in e.turns) for e in rollout.last.episodes] == [
+        assert [sum(len(t.sample.sampled_ids) for t in e.turns) for e in rollout.last.episodes] == [
             x for group in lengths for x in group
         ]
         assert kept_groups == [1, 3]

@@ -47,9 +47,9 @@ def test_hf_and_vllm_agree_greedily_on_the_same_weights(policy, engine):
     hf = HFEngine(model, tokenizer).generate(prompts, GREEDY)
     vl = engine.generate(prompts, GREEDY)
     assert [g.text for g in vl] == [g.text for g in hf]
-    assert [g.token_ids for g in vl] == [g.token_ids for g in hf]
+    assert [g.sampled_ids for g in vl] == [g.sampled_ids for g in hf]
     assert [g.ended_with_eos for g in vl] == [g.ended_with_eos for g in hf]
-    assert all(len(g.logprobs) == len(g.token_ids) > 0 for g in vl)
+    assert all(len(g.logprobs) == len(g.sampled_ids) > 0 for g in vl)
     diff = _max_diff([g.logprobs for g in vl], [g.logprobs for g in hf])
     print(f"greedy agreement: max |logprob diff| = {diff:.2e}")
     assert diff < LOGPROB_TOL
@@ -74,8 +74,8 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
     after = engine.generate(prompts, GREEDY)
     assert seconds > 0
     assert [g.text for g in after] != [g.text for g in before]
-    mine = recompute_logprobs(updated, prompts, [g.token_ids for g in after])
-    old = recompute_logprobs(model, prompts, [g.token_ids for g in after])
+    mine = recompute_logprobs(updated, prompts, [g.sampled_ids for g in after])
+    old = recompute_logprobs(model, prompts, [g.sampled_ids for g in after])
     diff = _max_diff([g.logprobs for g in after], mine)
     print(
         f"after sync: max |logprob diff| = {diff:.2e} (vs the old weights: "
@@ -88,7 +88,7 @@ def test_weight_sync_changes_the_output_and_restoring_brings_it_back(policy, eng
 
     engine.sync_weights(model)
     restored = engine.generate(prompts, GREEDY)
-    assert [g.token_ids for g in restored] == [g.token_ids for g in before]
+    assert [g.sampled_ids for g in restored] == [g.sampled_ids for g in before]
     assert [g.text for g in restored] == [g.text for g in before]
     back = _max_diff([g.logprobs for g in restored], [g.logprobs for g in before])
     print(f"restored: max |logprob diff| vs before the update = {back:.2e}")
@@ -103,8 +103,8 @@ def test_sampling_logprobs_at_temperature_0_7_are_the_trainers(policy, engine):
     model, tokenizer = policy
     prompts = _prompts(tokenizer)
     sampled = engine.generate(prompts, SamplingSettings(max_new_tokens=24, temperature=0.7))
-    mine = recompute_logprobs(model, prompts, [g.token_ids for g in sampled], temperature=0.7)
-    raw = recompute_logprobs(model, prompts, [g.token_ids for g in sampled], temperature=1.0)
+    mine = recompute_logprobs(model, prompts, [g.sampled_ids for g in sampled], temperature=0.7)
+    raw = recompute_logprobs(model, prompts, [g.sampled_ids for g in sampled], temperature=1.0)
     diff = _max_diff([g.logprobs for g in sampled], mine)
     print(f"T=0.7: max |vLLM - trainer| = {diff:.2e}")
     assert diff < LOGPROB_TOL < _max_diff([g.logprobs for g in sampled], raw)
