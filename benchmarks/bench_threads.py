@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from sandboxes.limits import run_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 POLICIES = {
@@ -132,23 +134,10 @@ def _run(
     args: list[str], env: dict[str, str], timeout: float
 ) -> tuple[dict[str, list[float]], bool]:
     """Run a child; its ``name value`` lines by name, and whether it ran past ``timeout``."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        timed_out = True
-    if proc.returncode not in (0, -signal.SIGKILL):
-        raise RuntimeError(f"child failed ({proc.returncode}):\n{err[-3000:]}")
+    run = run_command([sys.executable, __file__, "--child", *args], timeout=timeout, env=env)
+    if run.returncode not in (0, -signal.SIGKILL):
+        raise RuntimeError(f"child failed ({run.returncode}):\n{run.stderr[-3000:]}")
+    out, timed_out = run.stdout, run.timed_out
     values: dict[str, list[float]] = {}
     for line in out.splitlines():
         name, _, value = line.partition(" ")

@@ -12,6 +12,9 @@ the one parent-death helper that every child process of this package uses.
   other sessions too, get SIGKILL. The caller gets a :class:`BoundedRun` saying what happened and
   words it for its users (the leaderboard's replay budget:
   :func:`leaderboards.verify.run_within_budget`).
+* :func:`run_command`: a program in its own session under a wall-time bound, its whole process
+  group killed when it runs over or fails, so no grandchild (a ``torchrun`` rank, a busy
+  neighbour) outlives the call: what the tests and benchmarks that start programs use.
 
 Example:
     >>> run_bounded(lambda: sum(range(10)), max_seconds=60, max_memory_mb=1024)  # doctest: +SKIP
@@ -25,6 +28,7 @@ import ctypes
 import multiprocessing
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +45,8 @@ __all__ = [
     "process_tree",
     "tree_rss_bytes",
     "run_bounded",
+    "CommandRun",
+    "run_command",
 ]
 
 #: Seconds between two samples of the child's memory (and checks of its time).
@@ -226,3 +232,70 @@ def _stop_tree(child: Any) -> None:
     for proc in tree:  # psutil checks that the pid is still the same process
         with contextlib.suppress(psutil.Error):
             proc.kill()
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """What became of one :func:`run_command` call.
+
+    Attributes:
+        returncode: the program's exit status (negative: the signal that ended it).
+        stdout: its standard output (with ``merge_stderr``, both streams interleaved).
+        stderr: its standard error (``""`` with ``merge_stderr``).
+        timed_out: it ran past ``timeout`` and was killed.
+    """
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+def run_command(
+    argv: list[str],
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    merge_stderr: bool = False,
+) -> CommandRun:
+    """Run ``argv`` in its own session (``start_new_session``) and wait at most ``timeout`` s.
+
+    When it runs over, or ends with a non-zero status, its process group gets SIGKILL, so the
+    processes it started in that group end with it.
+
+    Args:
+        argv: the program and its arguments.
+        timeout: wall-clock seconds, > 0.
+        env: its environment (``None``: this process's).
+        cwd: its working directory (``None``: this process's).
+        merge_stderr: send its standard error into ``stdout``.
+
+    Returns:
+        The :class:`CommandRun`, text decoded as UTF-8 (undecodable bytes replaced).
+
+    Raises:
+        OSError: the program could not be started.
+    """
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        if timed_out or proc.poll() is None or proc.returncode != 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    if timed_out:
+        out, err = proc.communicate()
+    return CommandRun(proc.returncode, out or "", err or "", timed_out)

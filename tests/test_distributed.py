@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from baselines.episodes import (
     episode_generators,
     episode_seed,
 )
+from sandboxes.limits import run_command
 from tests.helpers import ROOT
 
 # ----------------------------------------------------------------------------- unit tests
@@ -333,26 +332,10 @@ def _launch(out_dir: Path, nproc: int, *extra: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    proc = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    finally:
-        if proc.poll() is None or proc.returncode != 0:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    assert proc.returncode == 0, out[-4000:]
-    return out
+    run = run_command(command, timeout=TIMEOUT_S, env=env, cwd=ROOT, merge_stderr=True)
+    assert not run.timed_out, f"over {TIMEOUT_S} s:\n{run.stdout[-4000:]}"
+    assert run.returncode == 0, run.stdout[-4000:]
+    return run.stdout
 
 
 def _metrics(run: Path) -> list[dict]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandboxes.limits import GRACE_S, POLL_S, run_bounded
+from sandboxes.limits import GRACE_S, POLL_S, CommandRun, run_bounded, run_command
 
 ROOT = Path(__file__).parents[1]
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
@@ -168,3 +168,39 @@ def test_a_process_whose_parent_is_already_gone_exits_at_once() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=_env()
     )
     assert out.returncode == 137 and out.stdout == ""
+
+
+def test_run_command_returns_what_the_program_wrote_and_its_status() -> None:
+    code = "import sys; print('out'); sys.stderr.write('err'); sys.exit(3)"
+    assert run_command([sys.executable, "-c", code], timeout=120) == CommandRun(
+        3, "out\n", "err", False
+    )
+    merged = run_command([sys.executable, "-c", code], timeout=120, merge_stderr=True)
+    assert sorted(merged.stdout.split()) == ["err", "out"] and merged.stderr == ""
+
+
+def test_run_command_over_its_time_kills_its_process_group(tmp_path: Path) -> None:
+    """The program starts a grandchild in its own group (no new session) and sleeps; at the
+    timeout the whole group is killed: the grandchild it recorded is gone too."""
+    record = tmp_path / "grandchild"
+    code = textwrap.dedent(
+        f"""
+        import os, subprocess, sys, time
+        import psutil
+        proc = subprocess.Popen({SLEEPER!r})
+        with open({str(record) + ".tmp"!r}, "w") as fh:
+            fh.write(f"{{proc.pid}} {{psutil.Process(proc.pid).create_time()}}")
+        os.replace({str(record) + ".tmp"!r}, {str(record)!r})
+        time.sleep(3600)
+        """
+    )
+    deadline = 20.0
+    while True:  # a busy machine may need long to start Python: a longer bound, same check
+        run = run_command([sys.executable, "-c", code], timeout=deadline)
+        if record.exists():
+            break
+        assert deadline < 300, "the program never started its grandchild"
+        deadline *= 4
+    assert run.timed_out and run.returncode == -9
+    pid, started = record.read_text().split()
+    assert _wait_gone([(int(pid), float(started))]) == []
