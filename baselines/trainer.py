@@ -893,7 +893,16 @@ class Trainer:
         def write(staging: Path) -> dict[str, Any]:
             if self.lora:
                 self.model.save_pretrained(staging / "adapter")
-                self.model.get_base_model().save_pretrained(staging, safe_serialization=True)
+                # The base weights under their own names: get_base_model() holds peft's injected
+                # layers (q_proj.base_layer.weight, q_proj.lora_A...), which a plain model loading
+                # this folder (a LoRA resume) would not find, initialising them anew.
+                base = self.model.get_base_model()
+                plain = {
+                    k.replace(".base_layer.", "."): v
+                    for k, v in base.state_dict().items()
+                    if ".lora_" not in k
+                }
+                base.save_pretrained(staging, state_dict=plain, safe_serialization=True)
             else:
                 self.model.save_pretrained(staging, safe_serialization=True)
             self.tokenizer.save_pretrained(staging)
