@@ -60,7 +60,8 @@ class CriticModel(torch.nn.Module):
         self.value_head = ValueHead(hidden_size)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.value_head(hidden_states(self.model, input_ids, attention_mask)[:, :-1])
+        values = self.value_head(hidden_states(self.model, input_ids, attention_mask)[:, :-1])
+        return values.float()  # under bf16 autocast the head's linear layer computes in bf16
 
 
 def save_trainable(module: torch.nn.Module, path: Path) -> None:

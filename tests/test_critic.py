@@ -128,3 +128,16 @@ def test_a_resumed_run_continues_as_the_uninterrupted_one(tmp_path: Path, lora: 
         assert a.keys() == b.keys()
         for key in a:
             torch.testing.assert_close(b[key], a[key], rtol=0, atol=1e-7, msg=key)
+
+
+def test_bf16_autocast_keeps_the_critic_float32(tmp_path: Path) -> None:
+    """Under bf16 autocast the critic's values come back float32 (they fill float32 tensors) and
+    its weights and AdamW state stay float32, as the policy's."""
+    trainer, metrics, _ = _one_update(tmp_path, "algorithm.critic=model", "model.dtype=bfloat16")
+    assert trainer.autocast_dtype is torch.bfloat16
+    assert metrics["critic/vf_loss"] > 0
+    assert {p.dtype for p in trainer.critic.parameters()} == {torch.float32}
+    state = trainer.critic_optimizer.state_dict()["state"]
+    assert state and all(
+        v.dtype == torch.float32 for s in state.values() for k, v in s.items() if k != "step"
+    )
