@@ -201,12 +201,23 @@ class AlgorithmConfig:
         kl_coef: weight of the KL penalty to the frozen reference model (0: no reference; the
             main table runs with ``use_kl_loss=False``).
         kl_estimator: ``"k1"`` or ``"k3"`` (Schulman, 2020).
-        value_coef: weight of the value loss (PPO only).
+        critic: PPO's value estimator (:mod:`baselines.critic`). ``"head"``: a linear value
+            head on the policy's last hidden state, in the policy's AdamW; the value loss (times
+            ``value_coef``) trains the shared trunk too. ``"model"``: RAGEN-2's separate critic
+            (``config/base.yaml:76-87``), a second copy of ``model.path`` with a zero-initialised
+            value head on its own last hidden state, its own AdamW (``critic_lr``,
+            ``weight_decay``) and gradient clipping (``grad_clip``), trained on the value loss
+            alone over the policy's mini- and micro-batches; the policy's loss then has no value
+            term and ``value_coef`` is not read. With ``model.lora_rank > 0`` the critic trains
+            its own adapter. Costs a second model's weights, gradients and AdamW state (16 bytes
+            a parameter: SmolLM2-135M +2.2 GB), hence ``head`` by default. GRPO and Dr.GRPO use
+            no critic: ``model`` with them is an error.
+        value_coef: weight of the value loss in the policy's loss (PPO with ``critic: head``).
         value_clip: clip range of the value loss (PPO only).
         lr: AdamW learning rate.
-        critic_lr: learning rate of the value head (PPO only).
-        weight_decay: AdamW weight decay.
-        grad_clip: max global gradient norm.
+        critic_lr: learning rate of the value head or critic model (PPO only).
+        weight_decay: AdamW weight decay (policy and critic model).
+        grad_clip: max global gradient norm (the policy's; the critic model's apart).
         micro_batch_size: most sequences per forward/backward (0: no limit beyond
             ``micro_batch_tokens``); gradients accumulate over the mini-batch.
         micro_batch_tokens: padded tokens per forward/backward (rows x longest row): rows are
@@ -232,6 +243,7 @@ class AlgorithmConfig:
     entropy_coef: float = 0.001
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    critic: str = "head"
     value_coef: float = 0.5
     value_clip: float = 0.2
     lr: float = 1e-6
@@ -246,6 +258,13 @@ class AlgorithmConfig:
     def validate(self) -> None:
         _one_of("algorithm.name", self.name, ("grpo", "drgrpo", "ppo"))
         _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "k3"))
+        _one_of("algorithm.critic", self.critic, ("head", "model"))
+        if self.critic == "model" and self.name != "ppo":
+            raise ValueError(
+                f"algorithm.critic: model trains a critic for PPO's GAE, and algorithm.name="
+                f"{self.name} uses none (its baseline is the group's mean reward); set "
+                "algorithm.critic=head or algorithm.name=ppo"
+            )
         for key in ("gamma", "lam"):
             value = getattr(self, key)
             if not 0 <= value <= 1:

@@ -21,10 +21,12 @@ One step, top to bottom (:meth:`Trainer.step`):
 4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
    advantage per episode from its group's rewards, given to every policy token of the episode
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
-   and GAE runs over the episode's policy tokens with the value head.
+   and GAE runs over the episode's policy tokens with the critic's values (``algorithm.critic``:
+   a value head on the policy's trunk, or RAGEN's separate critic model; :mod:`baselines.critic`).
 5. **Update** (:meth:`Trainer._update`, one page). Clipped surrogate with separate low/high
    bounds, token mean over each mini-batch, entropy bonus, optional KL to the frozen reference
-   (k1/k3, k3 bounded as verl bounds it), value loss (PPO), gradient clipping, one AdamW step per
+   (k1/k3, k3 bounded as verl bounds it), value loss (PPO; with ``algorithm.critic: model`` the
+   critic model's own loss and AdamW step instead), gradient clipping, one AdamW step per
    mini-batch of ``algorithm.ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the
    whole batch) per PPO epoch, old log-probs from a pre-update pass when the policy moves within
    a batch. A mini-batch runs as micro-batches of at most ``algorithm.micro_batch_tokens``
@@ -101,6 +103,7 @@ from baselines.checkpoint import (
     write_text_durable,
 )
 from baselines.config import TrainConfig, config_to_dict
+from baselines.critic import CriticModel, ValueHead, load_trainable, save_trainable
 from baselines.diagnostics import ZScoreTracker, episode_mi_diagnostics
 from baselines.distributed import Ranks, world_size_from_environment
 from baselines.engines import SamplingSettings, logit_temperature
@@ -166,19 +169,6 @@ def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> l
 def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
     """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_TRAIN_KEYS`."""
     check_same_run(saved, now, "train", RESUMABLE_TRAIN_KEYS)
-
-
-class ValueHead(torch.nn.Module):
-    """A linear value head on the last hidden state: ``[B, T, H] -> [B, T]`` (float32)."""
-
-    def __init__(self, hidden_size: int):
-        super().__init__()
-        self.linear = torch.nn.Linear(hidden_size, 1)
-        torch.nn.init.zeros_(self.linear.weight)
-        torch.nn.init.zeros_(self.linear.bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.linear(hidden.float()).squeeze(-1)
 
 
 class _Meter:
@@ -333,6 +323,9 @@ class Trainer:
             set_checkpointing(self.model, True)
             self.model.config.use_cache = False
         self.lora = mc.lora_rank > 0
+        # algorithm.critic=model starts from the checkpoint as loaded, before the policy's adapter
+        # (resumed: overwritten by its own saved weights in _load_state).
+        critic_body = copy.deepcopy(self.model) if config.algorithm.critic == "model" else None
         if self.lora:
             self._attach_lora(resume)
         self.ranks.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
@@ -350,15 +343,18 @@ class Trainer:
             else:
                 reference = copy.deepcopy(self.model)
             self.reference = reference.eval().requires_grad_(False)
-        self.value_head = None
+        self.value_head = None  # PPO, algorithm.critic=head
         params = [p for p in self.model.parameters() if p.requires_grad]
         groups = [{"params": params, "lr": config.algorithm.lr}]
-        if config.algorithm.name == "ppo":
+        if config.algorithm.name == "ppo" and critic_body is None:
             self.value_head = ValueHead(self.model.config.hidden_size).to(self.device)
             groups.append(
                 {"params": list(self.value_head.parameters()), "lr": config.algorithm.critic_lr}
             )
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
+        self.critic = self.critic_optimizer = None  # PPO, algorithm.critic=model
+        if critic_body is not None:
+            self._build_critic(critic_body)
         self.tracker = ZScoreTracker.from_config(config.diagnostics)
         self.start_step = 0
         self.steps_without_update = 0  # in a row, for train.max_steps_without_update
@@ -406,15 +402,20 @@ class Trainer:
     # ------------------------------------------------------------------ model parts
 
     def _attach_lora(self, resume: bool) -> None:
-        from peft import LoraConfig, PeftModel, get_peft_model
+        from peft import PeftModel, get_peft_model
 
-        mc = self.config.model
         if resume and (self.checkpoint_dir / "adapter").is_dir():
             self.model = PeftModel.from_pretrained(
                 self.model, self.checkpoint_dir / "adapter", is_trainable=True
             )
             return
-        lora = LoraConfig(
+        self.model = get_peft_model(self.model, self._lora_config())
+
+    def _lora_config(self) -> Any:
+        from peft import LoraConfig
+
+        mc = self.config.model
+        return LoraConfig(
             r=mc.lora_rank,
             lora_alpha=mc.lora_alpha,
             target_modules=[
@@ -429,7 +430,25 @@ class Trainer:
             lora_dropout=0.0,
             task_type="CAUSAL_LM",
         )
-        self.model = get_peft_model(self.model, lora)
+
+    def _build_critic(self, body: torch.nn.Module) -> None:
+        """``algorithm.critic=model``: :class:`baselines.critic.CriticModel` on ``body`` (a copy
+        of the checkpoint the policy was loaded from; its own LoRA adapter with
+        ``model.lora_rank``) and its own AdamW, like verl's critic worker
+        (``ragen/workers/fsdp_workers.py:181-404``: own module and ``optim.AdamW``, the
+        weight decay of its config). Every rank starts from rank 0's adapter and head."""
+        ac = self.config.algorithm
+        if self.lora:
+            from peft import get_peft_model
+
+            body = get_peft_model(body, self._lora_config())
+        self.critic = CriticModel(body, self.model.config.hidden_size).to(self.device)
+        self.ranks.broadcast_parameters(self.critic)
+        self.critic_optimizer = torch.optim.AdamW(
+            [p for p in self.critic.parameters() if p.requires_grad],
+            lr=ac.critic_lr,
+            weight_decay=ac.weight_decay,
+        )
 
     def _amp(self):
         """The autocast of every forward pass (rollouts, scoring, update): ``model.dtype``
@@ -548,7 +567,8 @@ class Trainer:
 
         Returns float32 ``[B, T-1]`` tensors (0 off the loss mask): ``logprobs`` of the sampled
         targets under the sampling distribution (logits / ``rollout.temperature``), ``entropy``
-        of that distribution (if asked) and ``values`` of the value head (PPO, if asked).
+        of that distribution (if asked) and ``values`` of the value head on ``model``'s trunk
+        (PPO with ``algorithm.critic=head``, if asked).
         No ``[B, T, V]`` logits tensor is made (:func:`baselines.scoring.score_targets`).
         """
         with self._amp():
@@ -564,29 +584,40 @@ class Trainer:
             out["values"] = self.value_head(out.pop("hidden")) if want_values else None
         return out
 
+    def _critic_values(self, part: RolloutBatch) -> torch.Tensor:
+        """The critic model's values of a micro-batch, float32 ``[B, T-1]`` (``critic=model``)."""
+        with self._amp():
+            return self.critic(part.input_ids, part.attention_mask)
+
     def _score_before_update(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
         """The pre-update pass: old log-probs (when the policy moves within the batch), reference
-        log-probs (KL) and values (PPO), written into ``batch`` as float32 ``[R, T-1]``.
+        log-probs (KL) and values (PPO: the value head's, or the critic model's as verl's
+        ``compute_values``), written into ``batch`` as float32 ``[R, T-1]``.
 
         Each rank scores its block of rows (:meth:`Ranks.block`) into zero-filled tensors that
         are then SUM-reduced: the blocks are disjoint, so every rank ends with every row's values
         exactly as its owner computed them (PPO's whitened GAE needs all of them)."""
-        is_ppo = self.value_head is not None
+        head = self.value_head is not None
+        is_ppo = head or self.critic is not None
         old = torch.zeros_like(batch.loss_mask) if need_old else None
         ref = torch.zeros_like(batch.loss_mask) if need_ref else None
         values = torch.zeros_like(batch.loss_mask) if is_ppo else None
         self.model.eval()
+        if self.critic is not None:
+            self.critic.eval()
         with torch.no_grad():
             for rows in self._micro_batches(batch, list(self.ranks.block(batch.num_rows))):
                 part = batch.select(rows).to(self.device)
                 w = part.loss_mask.shape[1]
                 index = torch.as_tensor(rows)
-                if need_old or is_ppo:
-                    scored = self._score(self.model, part, want_values=is_ppo)
+                if need_old or head:
+                    scored = self._score(self.model, part, want_values=head)
                     if need_old:
                         old[index, :w] = scored["logprobs"].cpu()
-                    if is_ppo:
+                    if head:
                         values[index, :w] = scored["values"].float().cpu()
+                if self.critic is not None:
+                    values[index, :w] = self._critic_values(part).cpu()
                 if need_ref:
                     with self._reference_context():
                         scored = self._score(self.reference or self.model, part)
@@ -620,11 +651,13 @@ class Trainer:
         """The loss of one micro-batch, token-mean over its sampled tokens (RAGEN-2 / verl):
 
             loss = pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)]
-                   [+ value_coef * vf_loss  (PPO)]
+                   [+ value_coef * vf_loss  (PPO with a value head on the policy's trunk)]
 
         ``pg_loss``: :func:`policy_loss` (clipped surrogate, DAPO's clip-higher); entropy: the
         sampling distribution's at the sampled positions; KL: :func:`kl_penalty` (k3 bounded as
-        verl bounds it); ``vf_loss``: :func:`value_loss`. Returns the loss and detached stats.
+        verl bounds it); ``vf_loss``: :func:`value_loss`. With ``algorithm.critic=model`` the
+        value loss is the critic's own (:meth:`_critic_loss`), not a term here.
+        Returns the loss and detached stats.
         """
         ac = self.config.algorithm
         mask = part.loss_mask
@@ -648,6 +681,13 @@ class Trainer:
             stats.update(vstats)
         return loss, stats
 
+    def _critic_loss(self, part: RolloutBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The critic model's loss of one micro-batch: :func:`value_loss` alone, no coefficient
+        (verl's ``update_critic``, ``ragen/workers/critic/dp_critic.py:244-257``)."""
+        ac = self.config.algorithm
+        values = self._critic_values(part)
+        return value_loss(values, part.values, part.returns, part.loss_mask, ac.value_clip)
+
     def _update(self, batch: RolloutBatch, group_rewards: torch.Tensor, metrics, timings) -> None:
         """One update on the kept episodes (CleanRL's ``ppo.py`` layout), top to bottom:
 
@@ -669,6 +709,12 @@ class Trainer:
         wrapper's ``forward`` (whose hooks arm the reducer), and accumulation over micro-batches
         would need ``no_sync`` anyway; one explicit all-reduce per optimizer step is what DDP
         with ``no_sync`` does. The logged sums are gathered and added (:meth:`Ranks.sum_floats`).
+
+        With ``algorithm.critic=model`` each micro-batch also runs the critic model's
+        forward/backward on its own loss (:meth:`_critic_loss`, the same token weights), and each
+        mini-batch ends with the critic's own SUM-reduction, clipping and AdamW step (RAGEN
+        updates actor and critic on the same batch with the same ``ppo_mini_batch_size``,
+        ``config/base.yaml:31,77``); ``actor/grad_norm`` is then the policy's alone.
 
         Args:
             batch: rows of the kept episodes.
@@ -702,12 +748,18 @@ class Trainer:
         grad_norms: list[float] = []
         self.minibatch_stats = []  # one dict per optimizer step (ratio, clip fractions)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        critic = self.critic
+        if critic is not None:
+            critic.train()
+            critic_params = [p for g in self.critic_optimizer.param_groups for p in g["params"]]
         for epoch in range(ac.ppo_epochs):
             for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
                 mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
                 if mini_tokens == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
+                if critic is not None:
+                    self.critic_optimizer.zero_grad(set_to_none=True)
                 step_meter = _Meter()
                 mine = [mini[i] for i in self.ranks.block(len(mini))]
                 for rows in self._micro_batches(batch, mine) if mine else []:
@@ -717,7 +769,10 @@ class Trainer:
                     long = int(part.attention_mask.sum(1).max()) > ac.micro_batch_tokens
                     with checkpointed_if(self.model, long):
                         scored = self._score(
-                            self.model, part, want_entropy=True, want_values=is_ppo
+                            self.model,
+                            part,
+                            want_entropy=True,
+                            want_values=self.value_head is not None,
                         )
                         if epoch == 0 and not need_old and self.engine.provides_logprobs:
                             gap = (scored["logprobs"].detach() - part.sampling_logprobs).abs()
@@ -725,13 +780,24 @@ class Trainer:
                         old = part.old_logprobs if need_old else scored["logprobs"].detach()
                         loss, stats = self._loss(part, scored, old)
                         (loss * (tokens / mini_tokens)).backward()
+                    if critic is not None:  # its own loss, only its own weights
+                        with checkpointed_if(critic.model, long):
+                            vf, vstats = self._critic_loss(part)
+                            (vf * (tokens / mini_tokens)).backward()
+                        stats.update(vstats)
                     meter.add(stats, tokens / total_tokens)
                     step_meter.add(stats, tokens / mini_tokens)
                 self.ranks.sum_gradients(params)  # the one-process gradient on every rank
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
                 self.optimizer.step()
+                if critic is not None:
+                    self.ranks.sum_gradients(critic_params)
+                    torch.nn.utils.clip_grad_norm_(critic_params, ac.grad_clip)
+                    self.critic_optimizer.step()
                 grad_norms.append(float(grad_norm))
                 self.minibatch_stats.append(self.ranks.sum_floats(step_meter.sums))
+        if critic is not None:  # as large as its weights: freed until the next update
+            self.critic_optimizer.zero_grad(set_to_none=True)
         if self.ranks.distributed:
             meter.sums = self.ranks.sum_floats(meter.sums)
             meter.weight = self.ranks.sum_floats({"w": meter.weight})["w"]
@@ -893,7 +959,16 @@ class Trainer:
         def write(staging: Path) -> dict[str, Any]:
             if self.lora:
                 self.model.save_pretrained(staging / "adapter")
-                self.model.get_base_model().save_pretrained(staging, safe_serialization=True)
+                # The base weights under their own names: get_base_model() holds peft's injected
+                # layers (q_proj.base_layer.weight, q_proj.lora_A...), which a plain model loading
+                # this folder (a LoRA resume) would not find, initialising them anew.
+                base = self.model.get_base_model()
+                plain = {
+                    k.replace(".base_layer.", "."): v
+                    for k, v in base.state_dict().items()
+                    if ".lora_" not in k
+                }
+                base.save_pretrained(staging, state_dict=plain, safe_serialization=True)
             else:
                 self.model.save_pretrained(staging, safe_serialization=True)
             self.tokenizer.save_pretrained(staging)
@@ -902,6 +977,10 @@ class Trainer:
                 torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
             if self.value_head is not None:
                 torch.save(self.value_head.state_dict(), staging / "value_head.pt")
+            if self.critic is not None:  # algorithm.critic=model: weights and AdamW state
+                save_trainable(self.critic, staging / "critic.safetensors")
+                if with_optimizer:
+                    torch.save(self.critic_optimizer.state_dict(), staging / "critic_optimizer.pt")
             return {
                 "tracker": self.tracker.state_dict(),
                 "optimizer_state": with_optimizer,
@@ -930,6 +1009,14 @@ class Trainer:
             self.value_head.load_state_dict(
                 torch.load(self.checkpoint_dir / "value_head.pt", map_location=self.device)
             )
+        if self.critic is not None:
+            load_trainable(self.critic, self.checkpoint_dir / "critic.safetensors")
+            if (self.checkpoint_dir / "critic_optimizer.pt").is_file():
+                self.critic_optimizer.load_state_dict(
+                    torch.load(
+                        self.checkpoint_dir / "critic_optimizer.pt", map_location=self.device
+                    )
+                )
         self.tracker.load_state_dict(state["tracker"])
         self.steps_without_update = int(state.get("steps_without_update", 0))
         self.steps_without_signal = int(state.get("steps_without_signal", 0))

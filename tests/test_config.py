@@ -79,6 +79,7 @@ def test_scientific_notation_without_a_dot_is_a_number(tmp_path: Path) -> None:
         ("filter.strategy=best", "filter: strategy must be one of"),
         ("filter.p=2", "filter: p must be a number in (0, 1]"),
         ("diagnostics.turn=last", "diagnostics.turn: must be one of"),
+        ("algorithm.critic=shared", "algorithm.critic: must be one of ['head', 'model']"),
         ("train.steps", "expected key=value"),
         (
             "rollout.env_kwargs={bad",
@@ -162,6 +163,18 @@ def test_group_relative_algorithms_refuse_one_episode_groups(algorithm: str) -> 
     assert load_config(None, ["algorithm.name=ppo", "rollout.group_size=1"]).rollout.group_size == 1
 
 
+@pytest.mark.parametrize("algorithm", ["grpo", "drgrpo"])
+def test_a_critic_model_needs_ppo(algorithm: str) -> None:
+    """GRPO and Dr.GRPO read no values: a critic model would be loaded and never used."""
+    with pytest.raises(ValueError) as err:
+        load_config(None, [f"algorithm.name={algorithm}", "algorithm.critic=model"])
+    message = str(err.value)
+    assert message.startswith("algorithm.critic: model trains a critic for PPO")
+    assert "set algorithm.critic=head or algorithm.name=ppo" in message
+    assert load_config(None, [f"algorithm.name={algorithm}"]).algorithm.critic == "head"
+    assert load_config(None, ["algorithm.name=ppo", "algorithm.critic=model"]).algorithm.critic
+
+
 def test_validation_seeds_must_not_overlap_training_seeds():
     # Steps 0..99 of 8 groups use seeds 0..799; validation at 500..515 would replay some.
     with pytest.raises(ValueError, match=r"rollout.val_seed: validation seeds 500..515 overlap"):
@@ -215,6 +228,8 @@ def test_paper_faithful_configs_hold_ragens_settings(name: str) -> None:
     assert (ac.name, ac.gamma, ac.lam, ac.turn_rewards) == ("ppo", 1.0, 1.0, False)
     assert (ac.lr, ac.critic_lr, ac.clip_low, ac.clip_high) == (1e-6, 1e-5, 0.2, 0.28)
     assert (ac.entropy_coef, ac.kl_coef, ac.ppo_mini_batch_size) == (0.001, 0.0, 32)
+    # A separate critic from the policy's checkpoint, own AdamW at lr 1e-5 (config/base.yaml:76-87).
+    assert ac.critic == "model"
     assert _filter_settings(config) == MAIN_TABLE_FILTER
     assert (config.diagnostics.every, config.diagnostics.max_pairs) == (5, 64)
     assert (tc.steps, tc.save_every, tc.max_steps_without_update) == (400, 100, 5)

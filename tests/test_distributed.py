@@ -417,3 +417,29 @@ def test_two_ranks_resume_as_one_process_and_continue_identically(runs) -> None:
     wa, wr = _weights(runs["one"]), _weights(runs["resumed"])
     for key in wa:
         torch.testing.assert_close(wr[key], wa[key], atol=1e-6, rtol=0, msg=key)
+
+
+@pytest.fixture(scope="module")
+def critic_runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ddp_critic")
+    out = {"one": root / "one", "two": root / "two"}
+    _launch(out["one"], 1, "train.steps=2", "algorithm.critic=model")
+    _launch(out["two"], 2, "train.steps=2", "algorithm.critic=model")
+    return out
+
+
+def test_two_ranks_equal_one_process_with_a_critic_model(critic_runs) -> None:
+    """RAGEN's separate critic (``algorithm.critic=model``) under torchrun with 2 ranks: its
+    values are scored per rank and summed, its gradients SUM-reduced like the policy's, so the
+    metrics (critic/* included) and the final policy and critic weights are the one process's."""
+    from safetensors.torch import load_file
+
+    one, two = _metrics(critic_runs["one"]), _metrics(critic_runs["two"])
+    _assert_same_steps(one, two)
+    assert one[1]["critic/vf_loss"] is not None and one[1]["actor/optimizer_steps"] == 2
+    for name in ("model.safetensors", "critic.safetensors"):
+        wa = load_file(critic_runs["one"] / "checkpoint" / name)
+        wb = load_file(critic_runs["two"] / "checkpoint" / name)
+        assert wa.keys() == wb.keys()
+        for key in wa:
+            torch.testing.assert_close(wb[key], wa[key], atol=1e-6, rtol=0, msg=key)

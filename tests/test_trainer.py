@@ -578,3 +578,28 @@ def test_gradients_are_freed_before_the_next_rollout(tmp_path: Path) -> None:
     trainer.close()
     assert metrics["actor/optimizer_steps"] == 1.0
     assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_a_lora_checkpoint_holds_the_plain_base_weights(tmp_path: Path) -> None:
+    """The base model beside ``adapter/`` loads as a plain model with the trained run's base
+    weights (a LoRA resume reads it). Before, it held peft's injected names
+    (``q_proj.base_layer.weight``, ``q_proj.lora_A.default.weight``), so a resume initialised
+    every adapted base weight anew and continued from another model."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    config = _config(tmp_path, "train.steps=1", *SMALL_STEP, "model.lora_rank=4")
+    trainer = Trainer(config, progress=False)
+    trainer.run()
+    checkpoint = tmp_path / "run" / "checkpoint"
+    saved = load_file(checkpoint / "model.safetensors")
+    assert not [k for k in saved if "lora_" in k or "base_layer" in k]
+    with trainer.model.disable_adapter():
+        want = {
+            k: v.detach().clone() for k, v in trainer.model.get_base_model().state_dict().items()
+        }
+    loaded = AutoModelForCausalLM.from_pretrained(checkpoint).state_dict()
+    want = {k.replace(".base_layer.", "."): v for k, v in want.items() if ".lora_" not in k}
+    assert loaded.keys() == want.keys()
+    for key, value in want.items():
+        torch.testing.assert_close(loaded[key], value, rtol=0, atol=0, msg=key)
