@@ -249,10 +249,10 @@ def play_lockstep(
                 elif isinstance(action, Action) and isinstance(action.text, str):
                     stepping.append((episode, action))
                 else:
-                    fail(
-                        episode,
-                        f"the policy returned a {type(action).__name__}, not a str or Action",
-                    )
+                    what = type(action).__name__
+                    if isinstance(action, Action):
+                        what = f"Action whose text is a {type(action.text).__name__}"
+                    fail(episode, f"the policy returned a {what}, not a str or an Action of text")
             if not stepping:
                 continue
             t0 = time.perf_counter()

@@ -374,15 +374,24 @@ def truncate_metrics_after(path: Path, start_step: int) -> int:
 
 
 def check_same_run(
-    saved: dict[str, Any], now: dict[str, Any], section: str, resumable: frozenset[str]
+    saved: dict[str, Any],
+    now: dict[str, Any],
+    section: str,
+    resumable: frozenset[str],
+    defaults: dict[str, Any] | None = None,
 ) -> None:
     """A resumed run must be the same run: only ``section``'s keys in ``resumable`` may change.
+
+    A key that ``saved`` lacks was added to the configuration after the run started; it counts
+    as its value in ``defaults`` (a new key's default keeps what earlier versions computed, e.g.
+    ``algorithm.critic: head``).
 
     Args:
         saved: the run's ``config.yaml`` as written when it started (sections of keys).
         now: the configuration given to the resumed run, same layout.
         section: the run's own section (``"train"`` or ``"sft"``).
         resumable: its keys that steer how long the run goes and what it writes.
+        defaults: the default configuration, same layout (``None``: a missing key is ``None``).
 
     Raises:
         ValueError: another setting differs; the message names it and the allowed ones.
@@ -392,7 +401,8 @@ def check_same_run(
         for key, value in values.items():
             if name == section and key in resumable:
                 continue
-            before = saved.get(name, {}).get(key)
+            kept = saved.get(name) or {}
+            before = kept[key] if key in kept else ((defaults or {}).get(name) or {}).get(key)
             if before != value:
                 raise ValueError(
                     f"--resume: {name}.{key} was {before!r} in this run and is {value!r} now; "

@@ -467,9 +467,19 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    """The mapping's own keys must be distinct hashable values; merge keys (``<<: *base``) are
+    left to PyYAML (a key of the mapping's own overrides a merged one, as YAML says)."""
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is not a plain value", key_node.start_mark
+            ) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} is written twice; merge the two", key_node.start_mark
@@ -601,6 +611,8 @@ def load_sections(
             loaded = load_yaml_strict(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML: {err}") from None
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
         if loaded is not None:
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: the top level must be a mapping of sections")

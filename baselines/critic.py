@@ -30,7 +30,10 @@ __all__ = ["ValueHead", "CriticModel", "save_trainable", "load_trainable"]
 
 
 class ValueHead(torch.nn.Module):
-    """A linear value head on the last hidden state: ``[B, T, H] -> [B, T]`` (float32)."""
+    """A linear value head on the last hidden state: ``[B, T, H] -> [B, T]``, float32 weights.
+
+    Under bf16 autocast the linear layer itself runs in bf16 (as verl's value head does); callers
+    cast the values to float32 (:class:`CriticModel`, the trainer's scoring pass)."""
 
     def __init__(self, hidden_size: int):
         super().__init__()

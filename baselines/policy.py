@@ -230,6 +230,8 @@ def load_policy(
 
     Raises:
         FileNotFoundError: ``path`` is neither a keyword nor a checkpoint folder.
+        ValueError: the folder lacks weights of its architecture (they would be initialised at
+            random).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -245,7 +247,17 @@ def load_policy(
                 "checkpoint folder, 'embedded' or 'tiny' (nothing is downloaded)"
             )
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch_dtype, output_loading_info=True
+        )
+        if info["missing_keys"]:  # transformers would initialise them at random, with a warning
+            missing = sorted(info["missing_keys"])
+            raise ValueError(
+                f"model.path={path!r}: {len(missing)} weights of the architecture are not in "
+                f"{folder} (e.g. {missing[0]!r}); the checkpoint is incomplete or was saved "
+                "under other names (a LoRA checkpoint written before agentgym saved its base "
+                "weights under their own names): load a complete checkpoint"
+            )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

@@ -417,7 +417,7 @@ RESUMABLE_SFT_KEYS = frozenset({"epochs", "max_steps", "save_every", "threads"})
 
 def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
     """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_SFT_KEYS`."""
-    check_same_run(saved, now, "sft", RESUMABLE_SFT_KEYS)
+    check_same_run(saved, now, "sft", RESUMABLE_SFT_KEYS, dataclasses.asdict(SFTConfig()))
 
 
 def _examples_digest(examples: list[SFTExample]) -> str:

@@ -168,7 +168,7 @@ def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> l
 
 def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
     """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_TRAIN_KEYS`."""
-    check_same_run(saved, now, "train", RESUMABLE_TRAIN_KEYS)
+    check_same_run(saved, now, "train", RESUMABLE_TRAIN_KEYS, config_to_dict(TrainConfig()))
 
 
 class _Meter:

@@ -13,8 +13,9 @@ the one parent-death helper that every child process of this package uses.
   words it for its users (the leaderboard's replay budget:
   :func:`leaderboards.verify.run_within_budget`).
 * :func:`run_command`: a program in its own session under a wall-time bound, its whole process
-  group killed when it runs over or fails, so no grandchild (a ``torchrun`` rank, a busy
-  neighbour) outlives the call: what the tests and benchmarks that start programs use.
+  group killed when it runs over or fails, so no process it started in that group (a
+  ``torchrun`` rank, a busy neighbour) outlives the call: what the tests and benchmarks that
+  start programs use.
 
 Example:
     >>> run_bounded(lambda: sum(range(10)), max_seconds=60, max_memory_mb=1024)  # doctest: +SKIP
@@ -262,7 +263,9 @@ def run_command(
     """Run ``argv`` in its own session (``start_new_session``) and wait at most ``timeout`` s.
 
     When it runs over, or ends with a non-zero status, its process group gets SIGKILL, so the
-    processes it started in that group end with it.
+    processes it started in that group end with it. A process it started in a session of its own
+    (``setsid``) is out of reach; if it holds the output pipes, the call stops reading them
+    :data:`GRACE_S` seconds after the timeout and returns what it had.
 
     Args:
         argv: the program and its arguments.
@@ -272,21 +275,27 @@ def run_command(
         merge_stderr: send its standard error into ``stdout``.
 
     Returns:
-        The :class:`CommandRun`, text decoded as UTF-8 (undecodable bytes replaced).
+        The :class:`CommandRun`: output decoded as UTF-8 whatever the locale (undecodable bytes
+        replaced); ``timed_out`` when the program, or a process holding its output, ran past
+        ``timeout`` (``returncode`` is the program's own: 0 when it had exited by then).
 
     Raises:
+        ValueError: ``timeout`` is not > 0.
         OSError: the program could not be started.
     """
+    if not timeout > 0:
+        raise ValueError(f"run_command: timeout must be > 0 seconds, got {timeout!r}")
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        text=True,
+        encoding="utf-8",
         errors="replace",
         start_new_session=True,
     )
+    out = err = ""
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -297,5 +306,11 @@ def run_command(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
     if timed_out:
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:  # a process outside its group holds the pipes
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
     return CommandRun(proc.returncode, out or "", err or "", timed_out)

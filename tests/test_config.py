@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from baselines.config import TrainConfig, load_config
+from baselines.sft import load_sft_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "baselines" / "configs"
 #: run_main_table_diff_algo.sh:270-274: softmax top_p 0.9 on the reward std, largest,
@@ -261,3 +262,25 @@ def test_vllm_engine_settings_are_checked() -> None:
         load_config(None, ["rollout.vllm_gpu_memory_utilization=1.5"])
     with pytest.raises(ValueError, match="rollout.vllm_tensor_parallel_size"):
         load_config(None, ["rollout.vllm_tensor_parallel_size=0"])
+
+
+def test_yaml_merge_keys_still_load(tmp_path: Path) -> None:
+    """The strict loader refuses a key written twice, not YAML merge keys (``<<: *anchor``), which
+    ``yaml.safe_load`` reads; a merged key overridden in the same mapping is not a duplicate."""
+    base = tmp_path / "merge2.yaml"
+    base.write_text("model:\n  <<: {path: tiny, dtype: float32}\n  dtype: float32\n")
+    assert load_sft_config(base, ["sft.data=x.jsonl"]).model.path == "tiny"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"? [a, b]\n: 1\n", b"\xff\xfe train: {}\n"],
+    ids=["unhashable-key", "not-utf8"],
+)
+def test_a_bad_file_is_a_value_error_naming_it(tmp_path: Path, content: bytes) -> None:
+    """An unhashable key and a file that is not UTF-8 are ValueErrors naming the file (not a
+    TypeError from the duplicate check or a UnicodeDecodeError)."""
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="bad.yaml"):
+        load_config(path)

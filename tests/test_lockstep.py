@@ -98,7 +98,7 @@ def test_without_catch_errors_a_failure_is_raised() -> None:
         play_lockstep(LocalEnvs(envs), [0, 2], lambda live: [LEFT] * len(live))
     with pytest.raises(ValueError, match="returned 1 actions for 2"):
         play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [LEFT])
-    with pytest.raises(ValueError, match="returned a int, not a str or Action"):
+    with pytest.raises(ValueError, match="returned a int, not a str or an Action of text"):
         play_lockstep(LocalEnvs(envs), [0, 1], lambda live: [1] * len(live))
     with pytest.raises(ValueError, match="need 3 environments, got 2"):
         play_lockstep(LocalEnvs(envs), [0, 1, 2], lambda live: [LEFT] * len(live))
@@ -122,7 +122,7 @@ def test_an_actions_sample_is_kept_on_its_step() -> None:
     # The same actions as plain text give the same steps, payload aside.
     plain = play_lockstep(LocalEnvs(envs), [0], lambda live: [LEFT] * len(live))[0]
     assert [(s.reward, s.info) for s in plain.steps] == [(s.reward, s.info) for s in e0.steps]
-    with pytest.raises(ValueError, match="returned a Action, not a str or Action"):
+    with pytest.raises(ValueError, match="returned a Action whose text is a int, not a str"):
         play_lockstep(LocalEnvs(envs), [0], lambda live: [Action(1)] * len(live))  # type: ignore[arg-type]
     for env in envs:
         env.close()

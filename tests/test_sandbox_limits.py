@@ -204,3 +204,20 @@ def test_run_command_over_its_time_kills_its_process_group(tmp_path: Path) -> No
     assert run.timed_out and run.returncode == -9
     pid, started = record.read_text().split()
     assert _wait_gone([(int(pid), float(started))]) == []
+
+
+def test_a_grandchild_in_its_own_session_holding_stdout_does_not_outlast_the_timeout() -> None:
+    """A grandchild that leaves the group (``setsid``) keeps the stdout pipe open and is out of
+    ``killpg``'s reach: the call still returns about GRACE_S after the bound (it once waited for
+    the grandchild: 6 s here, forever for a daemon)."""
+    t0 = time.monotonic()
+    run = run_command(["sh", "-c", f"setsid sleep {GRACE_S + 60} & echo started"], timeout=0.5)
+    elapsed = time.monotonic() - t0
+    assert run.timed_out and elapsed < GRACE_S + 30, f"{elapsed:.1f} s with timeout=0.5 ({run})"
+
+
+@pytest.mark.parametrize("timeout", [0, -1])
+def test_a_timeout_that_is_not_positive_is_refused(timeout: float) -> None:
+    """0 or a negative bound is refused, not read as "kill at once"."""
+    with pytest.raises(ValueError, match="timeout"):
+        run_command([sys.executable, "-c", "print('hi')"], timeout=timeout)
