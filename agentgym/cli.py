@@ -480,6 +480,7 @@ def _cmd_export_sft(args: argparse.Namespace) -> int:
             args.out,
             parse_kwargs(args.kw),
             only_success=not args.keep_failures,
+            epsilon=args.epsilon,
         )
     except (ValueError, FileExistsError) as err:
         raise CLIError(str(err)) from err
@@ -515,6 +516,14 @@ def _add_export_sft(subparsers: Any) -> None:
         "--keep-failures",
         action="store_true",
         help="also write episodes the oracle did not win (e.g. on slippery ice)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=0.0,
+        help="probability that a turn plays uniformly drawn valid actions instead of the "
+        "oracle's (a noisy oracle, for a warm start between random and the oracle; use with "
+        "--keep-failures); default 0",
     )
     p.set_defaults(handler=_cmd_export_sft)
 

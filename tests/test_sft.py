@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agentgym.cli import main as agentgym_main
-from agentgym.sft import SFT_SEED_START, oracle_episodes
+from agentgym.sft import NOISE_SEED_SALT, SFT_SEED_START, oracle_episodes
 from baselines.checkpoint import SymlinkInRunFolder
 from baselines.config import load_config
 from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
@@ -190,6 +190,53 @@ def test_oracle_reasoning_defaults_to_the_plan_and_needs_a_reset():
     answer = env.oracle_actions()
     assert env.oracle_reasoning(answer) == f"The plan for this turn: {answer[0]}."
     env.close()
+
+
+def test_a_noisy_oracle_plays_the_draws_of_its_seeded_generator():
+    """epsilon 1 on Bandit (one pull): every episode pulls the arm drawn by
+    ``default_rng([NOISE_SEED_SALT, seed])`` (one ``random()`` for the coin, then ``integers(2)``),
+    reasons about the arm it pulled, and succeeds exactly when that is the oracle's arm."""
+    import gymnasium
+    import numpy as np
+
+    seeds = list(range(SFT_SEED_START, SFT_SEED_START + 40))
+    records = list(oracle_episodes("agentgym/Bandit-v0", seeds, epsilon=1.0))
+    assert [r["seed"] for r in records] == seeds and all(r["epsilon"] == 1.0 for r in records)
+    env = gymnasium.make("agentgym/Bandit-v0").unwrapped
+    hits = 0
+    for record in records:
+        env.reset(seed=record["seed"])
+        rng = np.random.default_rng([NOISE_SEED_SALT, record["seed"]])
+        assert rng.random() < 1.0
+        arm = env.valid_actions()[int(rng.integers(2))]
+        assert record["messages"][-1]["content"] == (
+            f"<think>{env.oracle_reasoning([arm])}</think><answer>{arm}</answer>"
+        )
+        best = arm == env.oracle_actions()[0]
+        assert record["success"] is best
+        hits += best
+    env.close()
+    assert 0 < hits < len(seeds)  # both arms were drawn: the noise is not a constant
+    # epsilon 0 is the oracle, and its records carry no "epsilon".
+    (plain,) = oracle_episodes("agentgym/Bandit-v0", seeds[:1])
+    assert "epsilon" not in plain and plain["success"] is True
+
+
+def test_a_noisy_oracle_refuses_what_it_cannot_draw_from(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"epsilon: a probability in \[0, 1\]"):
+        list(oracle_episodes("agentgym/Bandit-v0", [0], epsilon=1.5))
+    # Countdown's answers are expressions: no finite list of valid actions to draw from.
+    with pytest.raises(ValueError, match="valid_actions.*export with epsilon 0"):
+        list(oracle_episodes("agentgym/Countdown-v0", [0], epsilon=1.0))
+    out = tmp_path / "n.jsonl"
+    args = ["export-sft", "--env", "Bandit-v0", "--episodes", "1", "--out", str(out)]
+    assert agentgym_main([*args, "--epsilon", "-0.1"]) == 2
+    assert "epsilon" in capsys.readouterr().err and not out.exists()
+    # An export that fails part way (Countdown after Bandit) leaves neither file nor half file.
+    both = [*args[:3], "--env", "Countdown-v0", *args[3:], "--epsilon", "1"]
+    assert agentgym_main(both) == 2
+    assert "valid_actions" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_export_sft_cli(tmp_path, capsys):

@@ -13,6 +13,9 @@ from baselines.studies import stats
 from baselines.studies.ragen2 import (
     RESULT_CODE,
     _decide,
+    _runs,
+    _train_overrides,
+    design_power,
     load_study,
     main,
     mark_stale,
@@ -97,6 +100,51 @@ def test_verdicts_by_hand():
     }
     _decide(claims, power)
     assert claims["correlation"]["verdict"] == "inconclusive"
+
+
+def test_design_power_is_stated_before_the_runs():
+    """--plan's figures by hand. ragen2.yaml: (b) 2 envs x 2 filtered arms + (c) = 5 comparisons,
+    so each at 0.05 / 5, one-sided (two-sided at twice the level), 5 pairs; (c) its 18 runs.
+    ragen2_filtering.yaml: one comparison at 0.05, 15 pairs: at least 0.8."""
+    plan = design_power(load_study())
+    assert plan["filtering"]["runs"] == 30 and plan["filtering"]["n"] == 5
+    assert plan["filtering"]["power"] == pytest.approx(
+        stats.paired_t_power(0.10, 0.14, 5, 2 * 0.05 / 5)
+    )
+    assert plan["correlation"]["power"] == pytest.approx(
+        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 5)
+    )
+    assert math.isnan(plan["collapse"]["power"]) and plan["collapse"]["runs"] == 18
+    spec = load_study(ROOT / "baselines" / "studies" / "ragen2_filtering.yaml")
+    plan = design_power(spec)
+    assert plan == {
+        "filtering": {
+            "runs": 30,
+            "n": 15,
+            "power": pytest.approx(stats.paired_t_power(0.10, 0.14, 15, 0.10)),
+        }
+    }
+    assert plan["filtering"]["power"] >= 0.8
+
+
+def test_the_filtering_study_runs_ppo_8x16_from_a_noisy_warm_start_on_disjoint_seeds():
+    from agentgym.sft import SFT_SEED_START
+    from baselines.config import load_config
+
+    spec = load_study(ROOT / "baselines" / "studies" / "ragen2_filtering.yaml")
+    assert spec["sft"]["epsilon"] == 0.9
+    runs = _runs(spec)
+    settings = [_train_overrides(run, Path("ckpt"), spec) for run in runs]
+    assert shared_runs(settings) == list(range(30))  # every run valid, none repeated
+    for run, argv in zip(runs, settings, strict=True):
+        config = load_config(None, [a for a in argv if not a.startswith("model.path")])
+        rc = config.rollout
+        assert (config.algorithm.name, rc.num_groups, rc.group_size) == ("ppo", 8, 16)
+        assert rc.val_temperature == 0.5 and config.train.steps == 150
+        last_train_seed = rc.train_seed + config.train.steps * rc.num_groups
+        assert last_train_seed < SFT_SEED_START <= SFT_SEED_START + spec["sft"]["episodes"]
+        assert SFT_SEED_START + spec["sft"]["episodes"] < rc.val_seed
+        assert (run["arm"] == "selective") == (config.filter.include_zero is False)
 
 
 def test_spec_quick_replaces_sections():

@@ -196,8 +196,13 @@ def mark_stale(runs: list[dict[str, Any]], root: Path | None) -> None:
 
 
 def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
-    """SFT once per env (resumable): returns the checkpoint folder."""
-    from agentgym.sft import export_sft
+    """SFT once per env (resumable): returns the checkpoint folder.
+
+    The data: ``sft.episodes`` oracle episodes from :data:`agentgym.sft.SFT_SEED_START` (never an
+    RL training or validation seed); with ``sft.epsilon`` > 0 a noisy oracle
+    (:func:`agentgym.sft.oracle_episodes`) whose failures are kept, for a warm start between
+    random and the oracle."""
+    from agentgym.sft import SFT_SEED_START, export_sft
     from baselines.sft import load_sft_config, train_sft
 
     folder = out / "sft" / _short(env_id)
@@ -211,7 +216,9 @@ def _warm_start(spec: dict[str, Any], env_id: str, out: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "data.jsonl"
     if not data.exists():
-        export_sft([env_id], range(spec["sft"]["episodes"]), data)
+        epsilon = float(spec["sft"].get("epsilon", 0.0))
+        seeds = range(SFT_SEED_START, SFT_SEED_START + spec["sft"]["episodes"])
+        export_sft([env_id], seeds, data, only_success=epsilon == 0, epsilon=epsilon)
     s = spec["sft"]
     config = load_sft_config(
         None,
@@ -252,6 +259,11 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else math.nan
 
 
 def _last(rows: list[dict[str, Any]], key: str) -> float:
@@ -347,6 +359,8 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
         "near_chance_evaluations": len(near),
         "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
         "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
+        # The manipulation check of (b): the share of groups the filter kept, over the run.
+        "mean_kept_fraction": _mean(rows, "filter/kept_fraction"),
         "series": _series(rows),
         "run_s": float(sum(r.get("timing/step_s") or 0.0 for r in rows)),
     }
@@ -364,6 +378,7 @@ SERIES_KEYS = (
     "collapse/template_collapse",
     "val/success_rate",
     "train/reward_mean",
+    "filter/kept_fraction",
 )
 
 
@@ -433,6 +448,11 @@ def _claim_filtering(runs: list[dict[str, Any]], baseline: str) -> dict[str, Any
             result["mi_baseline"] = float(
                 np.nanmean([base[s]["final_mi"] for s in seeds] or [math.nan])
             )
+            # Manipulation check: did the arm drop groups the baseline kept?
+            for side, runs_of in (("arm", mine), ("baseline", base)):
+                kept = [runs_of[s].get("mean_kept_fraction", math.nan) for s in seeds]
+                finite = [k for k in kept if math.isfinite(k)]
+                result[f"kept_{side}"] = float(np.mean(finite)) if finite else math.nan
             out["differences"][f"{_short(env_id)}/{arm}"] = result
     return out
 
@@ -509,6 +529,50 @@ def _claim_correlation(sweep: list[dict[str, Any]], every: list[dict[str, Any]])
     out = _correlations(sweep)
     out["pooled_all_runs"] = _correlations(every)
     return out
+
+
+def design_power(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each claim's power for the paper's effect sizes, from the spec alone (before any run).
+
+    The same computation as :func:`_decide`, with every planned run counted as it would be if
+    none were void: (b) ``len(seeds)`` pairs per env and filtered arm, at the Bonferroni level
+    alpha / m where m counts every (b) comparison and (c); (c) all its runs. (a) has no test:
+    power NaN (its verdict can be ``reproduced`` or ``inconclusive`` only).
+
+    Returns:
+        ``{claim: {"runs": planned RL runs, "power": float, "n": pairs or runs tested}}``.
+    """
+    power = spec.get("power") or {}
+    alpha = float(power.get("alpha", 0.05))
+    nan = math.nan
+    claims = spec["claims"]
+    comparisons = 0
+    if "filtering" in claims:
+        body = claims["filtering"]
+        arms = [a for a in body["arms"] if a != body.get("baseline", "none")]
+        comparisons += len(arms) * len(body["envs"])
+    comparisons += 1 if "correlation" in claims else 0
+    level = alpha / max(1, comparisons)
+    plan: dict[str, dict[str, Any]] = {}
+    for name, body in claims.items():
+        runs = len(body["envs"]) * len(body["arms"]) * len(body["seeds"])
+        plan[name] = {"runs": runs, "power": nan, "n": 0}
+    if "filtering" in claims:
+        n = len(claims["filtering"]["seeds"])
+        effect, sd = power.get("filtering_effect", nan), power.get("filtering_sd", nan)
+        ok = n >= 2 and math.isfinite(effect) and sd > 0
+        plan["filtering"].update(
+            n=n, power=st.paired_t_power(effect, sd, n, 2 * level) if ok else nan
+        )
+    if "correlation" in claims:
+        n = plan["correlation"]["runs"]
+        rhos = [power.get(k, nan) for k in ("correlation_mi", "correlation_entropy")]
+        between = power.get("correlation_between", 0.0)
+        ok = n >= 4 and all(math.isfinite(r) for r in rhos)
+        plan["correlation"].update(
+            n=n, power=st.dependent_correlations_power(*rhos, between, n, level) if ok else nan
+        )
+    return plan
 
 
 def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
@@ -616,6 +680,7 @@ def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
         "near_chance_evaluations": 0,
         "entropy_held": False,
         "flag_fired": False,
+        "mean_kept_fraction": math.nan,
         "series": {},
         "run_s": 0.0,
     }
@@ -813,14 +878,15 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "## (b) paired differences in final validation success (arm minus baseline)",
             "",
             "| env/arm | n | mean | 95% low | 95% high | p (one-sided) | p (Holm) | power | "
-            "MI arm | MI baseline |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "MI arm | MI baseline | groups kept: arm | groups kept: baseline |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for key, s in c["filtering"]["differences"].items():
             lines.append(
                 f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
                 f"{s['p_one_sided']:.3f} | {s['p_holm']:.3f} | {s['power']:.2f} | "
-                f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} |"
+                f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} | "
+                f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} |"
             )
     if "correlation" in c:
         cc = c["correlation"]
@@ -991,6 +1057,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=1, help="runs at once (each is one single-threaded process)"
     )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print each claim's planned runs and its power for the paper's effect (the spec's "
+        "power section), then exit without running anything",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
@@ -1000,6 +1072,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--spec: no such file {args.spec!r}")
     except (ValueError, yaml.YAMLError) as err:
         parser.error(f"--spec {args.spec}: {err}")
+    if args.plan:
+        for name, planned in design_power(spec).items():
+            print(
+                f"{name}: {planned['runs']} runs; power {planned['power']:.2f} for the paper's "
+                f"effect (n = {planned['n']})"
+            )
+        return 0
     out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
     doc = Path(args.doc or (out / "reproduction.md" if args.quick else "docs/reproduction.md"))
     command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
