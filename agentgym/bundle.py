@@ -81,12 +81,17 @@ from agentgym.fileio import write_text_atomic
 from agentgym.lockstep import Step
 from agentgym.registration import (
     EnvKwargsError,
+    board_kwargs,
     normalise_task_kwargs,
     registered_envs,
     worst_return,
 )
 
 __all__ = [
+    # What a verifier needs beside the bundle itself: the step a record is made from and the
+    # key under which the board compares runs (re-exported: leaderboards import only this module).
+    "Step",
+    "board_kwargs",
     "BUNDLE_FORMAT",
     "BUNDLE_VERSION",
     "MAX_SEED",

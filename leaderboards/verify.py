@@ -57,6 +57,8 @@ from agentgym.bundle import (
     MAX_DEPTH,
     BundleError,
     EnvKwargsError,
+    Step,
+    board_kwargs,
     bundle_digest,
     env_version,
     file_digests,
@@ -68,8 +70,6 @@ from agentgym.bundle import (
     summarize,
     worst_return,
 )
-from agentgym.lockstep import Step
-from agentgym.registration import board_kwargs
 from sandboxes.limits import run_bounded
 
 __all__ = [
