@@ -531,6 +531,27 @@ def _claim_correlation(sweep: list[dict[str, Any]], every: list[dict[str, Any]])
     return out
 
 
+def _filtering_power(power: dict[str, float], n: int, level: float) -> float:
+    """(b)'s power on ``n`` pairs at the (Bonferroni) ``level``, one-sided: the two-sided paired
+    t test at twice the level, for the spec's ``filtering_effect`` and ``filtering_sd``; NaN
+    when they are missing or ``n < 2``."""
+    effect, sd = power.get("filtering_effect", math.nan), power.get("filtering_sd", math.nan)
+    if n < 2 or not math.isfinite(effect) or not sd > 0:
+        return math.nan
+    return st.paired_t_power(effect, sd, n, 2 * level)
+
+
+def _correlation_power(power: dict[str, float], runs: int, level: float) -> float:
+    """(c)'s power on ``runs`` runs at ``level`` for the spec's correlations; NaN when they are
+    missing or ``runs < 4``."""
+    rhos = [power.get(k, math.nan) for k in ("correlation_mi", "correlation_entropy")]
+    if runs < 4 or not all(math.isfinite(r) for r in rhos):
+        return math.nan
+    return st.dependent_correlations_power(
+        *rhos, power.get("correlation_between", 0.0), runs, level
+    )
+
+
 def design_power(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each claim's power for the paper's effect sizes, from the spec alone (before any run).
 
@@ -559,19 +580,10 @@ def design_power(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
         plan[name] = {"runs": runs, "power": nan, "n": 0}
     if "filtering" in claims:
         n = len(claims["filtering"]["seeds"])
-        effect, sd = power.get("filtering_effect", nan), power.get("filtering_sd", nan)
-        ok = n >= 2 and math.isfinite(effect) and sd > 0
-        plan["filtering"].update(
-            n=n, power=st.paired_t_power(effect, sd, n, 2 * level) if ok else nan
-        )
+        plan["filtering"].update(n=n, power=_filtering_power(power, n, level))
     if "correlation" in claims:
         n = plan["correlation"]["runs"]
-        rhos = [power.get(k, nan) for k in ("correlation_mi", "correlation_entropy")]
-        between = power.get("correlation_between", 0.0)
-        ok = n >= 4 and all(math.isfinite(r) for r in rhos)
-        plan["correlation"].update(
-            n=n, power=st.dependent_correlations_power(*rhos, between, n, level) if ok else nan
-        )
+        plan["correlation"].update(n=n, power=_correlation_power(power, n, level))
     return plan
 
 
@@ -592,10 +604,6 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     so it is ``reproduced`` or ``inconclusive``. Verdicts: :func:`~baselines.studies.stats.verdict`.
     """
     alpha = float(power.get("alpha", 0.05))
-    nan = math.nan
-    effect, sd = power.get("filtering_effect", nan), power.get("filtering_sd", nan)
-    paper_rhos = [power.get(k, nan) for k in ("correlation_mi", "correlation_entropy")]
-    paper_between = power.get("correlation_between", 0.0)
     keys: list[tuple[str, str]] = []
     pvalues: list[float] = []
     for name, d in claims.get("filtering", {}).get("differences", {}).items():
@@ -612,11 +620,7 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
         arms: dict[str, dict[str, Any]] = {}
         for name, d in c["differences"].items():
             d["p_holm"] = adjusted[("filtering", name)]
-            d["power"] = (
-                st.paired_t_power(effect, sd, d["n"], 2 * level)
-                if d["n"] >= 2 and math.isfinite(effect) and sd > 0
-                else math.nan
-            )
+            d["power"] = _filtering_power(power, d["n"], level)
             arm = arms.setdefault(d["arm"], {"significant": True, "power": math.inf})
             arm["significant"] &= bool(math.isfinite(d["p_holm"]) and d["p_holm"] <= alpha)
             arm["power"] = min(arm["power"], d["power"])
@@ -629,11 +633,7 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
         c["significant"] = bool(
             math.isfinite(c["p_holm"]) and c["p_holm"] <= alpha and math.isfinite(low) and low > 0
         )
-        c["power"] = (
-            st.dependent_correlations_power(*paper_rhos, paper_between, c["runs"], level)
-            if c["runs"] >= 4 and all(math.isfinite(r) for r in paper_rhos)
-            else math.nan
-        )
+        c["power"] = _correlation_power(power, c["runs"], level)
     if "collapse" in claims:
         claims["collapse"]["significant"] = claims["collapse"].pop("reproduced")
         claims["collapse"]["power"] = math.nan
