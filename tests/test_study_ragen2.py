@@ -12,8 +12,10 @@ from agentgym import provenance
 from baselines.studies import stats
 from baselines.studies.ragen2 import (
     RESULT_CODE,
+    _correlations,
     _decide,
     _runs,
+    _summary,
     _train_overrides,
     design_power,
     load_study,
@@ -35,6 +37,63 @@ def test_spearman_hand_values():
     # ties share their mean rank: (1.5, 1.5, 3) vs (1, 2, 3): Pearson of ranks = 0.8660254
     assert spearman([5, 5, 7], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3])) and math.isnan(spearman([1, 2], [1, 2]))
+
+
+def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
+    """(c) reads each score as a run's mean over its last 3 evaluations. Four evaluations:
+    MI / ceiling 1/2, 0.5/2, 0.4/1, 0.3/1 -> (0.25 + 0.4 + 0.3) / 3; MI-ZScore 5, 4, 3, 2 -> 3;
+    entropy 1, 2, 3 and one evaluation without it -> 2. Two evaluations are too few: NaN."""
+    rows = [{"step": 0, "val/success_rate": 0.25}]
+    for step, (mi, ceiling, z, h) in enumerate(
+        [(1.0, 2.0, 5.0, 1.0), (0.5, 2.0, 4.0, 2.0), (0.4, 1.0, 3.0, 3.0), (0.3, 1.0, 2.0, None)]
+    ):
+        row = {"step": step + 1, "collapse/mi_estimate": mi, "collapse/mi_upper_bound": ceiling}
+        row |= {"collapse/ragen_mi_zscore": z, "collapse/entropy": h}
+        rows.append(row)
+    rows.append({"step": 5, "val/success_rate": 0.5})
+    for name, kept in (("four", rows), ("two", rows[:3])):
+        (tmp_path / name / "train").mkdir(parents=True)
+        lines = "\n".join(json.dumps(r) for r in kept) + "\n"
+        (tmp_path / name / "train" / "metrics.jsonl").write_text(lines)
+    run = {"claim": "correlation", "env": "agentgym/Bandit-v0", "arm": "a", "seed": 0}
+    four = _summary(run, tmp_path / "four")
+    assert four["mi_fraction_last"] == pytest.approx((0.25 + 0.4 + 0.3) / 3)
+    assert four["ragen_mi_zscore_last"] == pytest.approx(3.0)
+    assert four["entropy_last"] == pytest.approx(2.0)
+    assert four["final_val_success"] == 0.5
+    two = _summary(run, tmp_path / "two")
+    assert math.isnan(two["mi_fraction_last"]) and math.isnan(two["entropy_last"])
+
+
+def test_claim_c_statistic_is_signed_by_hand():
+    """Five runs (one a seed), success ranks 1..5. MI-ZScore ranks 1, 2, 3, 5, 4: rho =
+    1 - 6 x 2 / 120 = 0.9; entropy ranks 4, 5, 3, 1, 2: d^2 = 9 + 9 + 0 + 9 + 9 = 36, rho =
+    1 - 216 / 120 = -0.8; between them d^2 = 9 + 9 + 0 + 16 + 4 = 38, rho = -0.9. The signed
+    statistic is 0.9 - (-0.8) = 1.7 (by magnitude it would be 0.1); MI / ceiling ranked like
+    success gives rho 1 and 1.8. The test is the signed Meng-Rosenthal-Rubin one."""
+    zscores, entropies = [1, 2, 3, 5, 4], [4, 5, 3, 1, 2]
+    runs = [
+        {
+            "seed": i,
+            "final_val_success": 0.1 * (i + 1),
+            "ragen_mi_zscore_last": float(zscores[i]),
+            "mi_fraction_last": 0.1 * i,
+            "entropy_last": float(entropies[i]),
+        }
+        for i in range(5)
+    ]
+    out = _correlations(runs)
+    assert out["runs"] == 5 and out["seeds"] == 5
+    assert out["spearman_ragen_mi_zscore"] == pytest.approx(0.9)
+    assert out["spearman_entropy"] == pytest.approx(-0.8)
+    assert out["spearman_zscore_entropy"] == pytest.approx(-0.9)
+    assert out["zscore_minus_entropy"] == pytest.approx(1.7)
+    assert out["fraction_minus_entropy"] == pytest.approx(1.8)
+    expected = stats.dependent_correlations_test(0.9, -0.8, -0.9, 5, signed=True)
+    assert out["mrr_z"] == pytest.approx(expected["z"]) and out["mrr_z"] > 0
+    # A run without three evaluations (NaN score) is left out of the sweep.
+    out = _correlations([*runs, {**runs[0], "seed": 9, "entropy_last": math.nan}])
+    assert out["runs"] == 5
 
 
 def test_paired_t_hand_values():
@@ -71,7 +130,7 @@ def test_verdicts_by_hand():
     }
     claims = {
         "filtering": _filtering({"Bandit-v0": 0.01, "FrozenLake-v0": 0.02}),
-        "correlation": {"p_one_sided": 0.03, "ci_abs_mi_minus_abs_entropy": [0.1, 0.5], "runs": 18},
+        "correlation": {"p_one_sided": 0.03, "ci_zscore_minus_entropy": [0.1, 0.5], "runs": 18},
         "collapse": {"reproduced": False},
     }
     _decide(claims, power)
@@ -81,7 +140,7 @@ def test_verdicts_by_hand():
     assert (b["verdict"], c["verdict"], a["verdict"]) == ("reproduced",) * 2 + ("inconclusive",)
     assert b["power"] == pytest.approx(stats.paired_t_power(0.1, 0.14, 5, 2 * 0.05 / 3))
     assert c["power"] == pytest.approx(
-        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 3)
+        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 3, signed=True)
     )
     assert b["power"] < 0.8 and c["power"] < 0.8  # 5 seeds, 18 runs: far from enough
     # Not significant: "not reproduced" only with power >= 0.8 for the paper's effect.
@@ -94,7 +153,7 @@ def test_verdicts_by_hand():
     claims = {
         "correlation": {
             "p_one_sided": 0.001,
-            "ci_abs_mi_minus_abs_entropy": [-0.1, 0.4],
+            "ci_zscore_minus_entropy": [-0.1, 0.4],
             "runs": 18,
         }
     }
@@ -112,7 +171,7 @@ def test_design_power_is_stated_before_the_runs():
         stats.paired_t_power(0.10, 0.14, 5, 2 * 0.05 / 5)
     )
     assert plan["correlation"]["power"] == pytest.approx(
-        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 5)
+        stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 5, signed=True)
     )
     assert math.isnan(plan["collapse"]["power"]) and plan["collapse"]["runs"] == 18
     spec = load_study(ROOT / "baselines" / "studies" / "ragen2_filtering.yaml")
@@ -145,6 +204,35 @@ def test_the_filtering_study_runs_ppo_8x16_from_a_noisy_warm_start_on_disjoint_s
         assert last_train_seed < SFT_SEED_START <= SFT_SEED_START + spec["sft"]["episodes"]
         assert SFT_SEED_START + spec["sft"]["episodes"] < rc.val_seed
         assert (run["arm"] == "selective") == (config.filter.include_zero is False)
+
+
+def test_the_correlation_study_sweeps_168_distinct_runs_with_power_for_the_signed_claim():
+    """ragen2_correlation.yaml: 24 arms (algorithm x lr x entropy bonus x filter) x 7 seeds,
+    every configuration distinct and valid, three evaluations in the last 15 of 40 steps, the
+    validation seeds disjoint from the training and SFT ones; power (signed, alpha 0.05, all
+    168 runs) from the spec alone, at least 0.8."""
+    from agentgym.sft import SFT_SEED_START
+    from baselines.config import load_config
+
+    spec = load_study(ROOT / "baselines" / "studies" / "ragen2_correlation.yaml")
+    runs = _runs(spec)
+    settings = [_train_overrides(run, Path("ckpt"), spec) for run in runs]
+    assert len(runs) == 168 and shared_runs(settings) == list(range(168))
+    shapes = set()
+    for argv in settings:
+        config = load_config(None, [a for a in argv if not a.startswith("model.path")])
+        a, rc, d = config.algorithm, config.rollout, config.diagnostics
+        shapes.add((a.name, a.lr, a.entropy_coef, config.filter.p))
+        evaluations = [s for s in range(config.train.steps) if s % d.every == 0]
+        assert evaluations[-3:] == [25, 30, 35] and rc.val_temperature == 0.5
+        assert rc.train_seed + config.train.steps * rc.num_groups < SFT_SEED_START
+        assert SFT_SEED_START + spec["sft"]["episodes"] < rc.val_seed
+    assert len(shapes) == 24
+    plan = design_power(spec)["correlation"]
+    assert plan["n"] == 168 and plan["power"] >= 0.8
+    assert plan["power"] == pytest.approx(
+        stats.dependent_correlations_power(0.39, -0.14, 0.0, 168, 0.05, signed=True)
+    )
 
 
 def test_spec_quick_replaces_sections():

@@ -78,6 +78,27 @@ def test_dependent_correlations_by_hand_and_by_simulation() -> None:
     assert 0.3 < expected < 0.9 and expected == pytest.approx(hits / reps, abs=0.02)
 
 
+def test_signed_dependent_correlations_by_hand_and_by_simulation() -> None:
+    # Claim (c)'s signed form: r2 = -0.14 is not negated, so the numerator is
+    # atanh 0.39 - atanh(-0.14) = 0.41180 + 0.14093 = 0.55273; the divisor is the magnitude
+    # form's (mean r^2, f and h use squares; r12 = 0): 0.11910, so z = 4.6410.
+    out = dependent_correlations_test(0.39, -0.14, 0.0, 150, variance=1.0, signed=True)
+    assert out["z"] == pytest.approx(4.6410, abs=2e-3)
+    assert out["p"] == pytest.approx(1.73e-6, rel=0.05)
+    # r2 near 0, where the magnitude form folds: the signed power is close to a simulation's
+    # and conservative (0.893 vs 0.917 simulated at n = 60; 0.635 vs 0.667 at n = 30).
+    rng = np.random.default_rng(2)
+    cov = np.array([[1.0, 0.0, 0.39], [0.0, 1.0, -0.14], [0.39, -0.14, 1.0]])
+    reps, n, hits = 4000, 60, 0
+    for _ in range(reps):
+        c = np.corrcoef(rng.multivariate_normal(np.zeros(3), cov, size=n).T)
+        z = dependent_correlations_test(c[0, 2], c[1, 2], c[0, 1], n, variance=1.0, signed=True)
+        hits += z["z"] > 1.6449
+    expected = dependent_correlations_power(0.39, -0.14, 0.0, n, variance=1.0, signed=True)
+    assert 0.8 < expected < 0.95 and expected == pytest.approx(hits / reps, abs=0.04)
+    assert expected <= hits / reps + 0.01  # never claims more power than the design has
+
+
 def test_spearman_holm_verdict_and_cluster_bootstrap() -> None:
     assert spearman([1, 2, 3, 4], [10, 20, 40, 30]) == pytest.approx(0.8)
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))

@@ -34,13 +34,14 @@ Claims and their tests (issues 13 and 23), the statistics through :mod:`baseline
 (b) ``filtering``: paired per-seed differences of final validation success, each arm minus the
     ``baseline`` arm: mean, 95 % t interval and one-sided p for "the arm helps"; significant when
     some filtered arm's Holm-corrected p is within alpha on every environment.
-(c) ``correlation``: Spearman correlation of final MI (summed), per-token MI, RAGEN's MI-ZScore and
-    the entropy with final validation success over the claim's own sweep, 95 % intervals from
-    resamples of whole seeds, and the statistic fixed in advance, ``|rho(MI)| - |rho(entropy)|``,
-    tested by Meng, Rosenthal and Rubin's test of dependent correlations; significant when its
-    Holm-corrected p is within alpha and its interval lies above 0 (the figures pooled over every
-    run of the study are reported, never deciding: pooling envs confounds the scores with the
-    env).
+(c) ``correlation``: Spearman correlation of RAGEN's MI-ZScore, MI / ceiling and the entropy
+    (each a run's mean over its last :data:`LAST_EVALUATIONS` evaluations) with final validation
+    success over the claim's own sweep, 95 % intervals from resamples of whole seeds, and the
+    paper's signed statistic fixed in advance, ``rho(MI-ZScore) - rho(entropy)`` (RAGEN-2: +0.39
+    and -0.14), tested one-sided by Meng, Rosenthal and Rubin's test of dependent correlations;
+    significant when its Holm-corrected p is within alpha and its interval lies above 0 (the
+    figures pooled over every run of the study are reported, never deciding: pooling envs
+    confounds the scores with the env).
 
 Each claim's verdict (:func:`_decide`) carries the power its design had for the paper's effect
 sizes (the spec's ``power`` section, written before the study runs): ``reproduced`` when
@@ -271,6 +272,17 @@ def _last(rows: list[dict[str, Any]], key: str) -> float:
     return float(values[-1]) if values else math.nan
 
 
+#: Claim (c) reads each score as its mean over a run's last evaluations (issue 23, item 5c): one
+#: evaluation of 32 pairs is too noisy a reading of where a run ended.
+LAST_EVALUATIONS = 3
+
+
+def _mean_last(values: list[float], k: int = LAST_EVALUATIONS) -> float:
+    """Mean of the last ``k`` finite values; NaN when there are fewer than ``k``."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return float(np.mean(finite[-k:])) if len(finite) >= k else math.nan
+
+
 def _train_overrides(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any]) -> list[str]:
     """The ``python -m baselines.train`` settings of ``run`` (all but its folder)."""
     seed = run["seed"]
@@ -356,6 +368,17 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
         "final_ragen_mi_zscore": _last(diag, "collapse/ragen_mi_zscore"),
         "final_entropy": _last(diag, "collapse/entropy"),
         "mi_ceiling": _last(diag, "collapse/mi_upper_bound"),
+        # (c)'s scores: each the mean over the last LAST_EVALUATIONS evaluations.
+        "mi_fraction_last": _mean_last(
+            [
+                r["collapse/mi_estimate"] / r["collapse/mi_upper_bound"]
+                if r.get("collapse/mi_upper_bound")
+                else math.nan
+                for r in diag
+            ]
+        ),
+        "ragen_mi_zscore_last": _mean_last([r.get("collapse/ragen_mi_zscore") for r in diag]),
+        "entropy_last": _mean_last([r.get("collapse/entropy") for r in diag]),
         "near_chance_evaluations": len(near),
         "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
         "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
@@ -467,36 +490,30 @@ def _rho(key: str):
 
 
 def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Spearman rho of each score with final validation success over ``runs``; percentile 95 %
-    intervals from 2000 resamples of whole seeds (runs of one seed move together:
-    :func:`~baselines.studies.stats.cluster_bootstrap`); the Meng-Rosenthal-Rubin test of
-    ``|rho(MI)| > |rho(entropy)|`` (``mrr_z``, ``p_one_sided``) with rho(MI, entropy) as the
-    predictors' correlation."""
-    usable = [
-        r
-        for r in runs
-        if all(
-            math.isfinite(r[k])
-            for k in ("final_val_success", "final_mi", "final_mi_per_token", "final_entropy")
-        )
-    ]
+    """Spearman rho of each score with final validation success over ``runs``, the scores each
+    a run's mean over its last :data:`LAST_EVALUATIONS` evaluations: RAGEN's MI-ZScore (the
+    paper's correlation figure), MI / ceiling and entropy. Percentile 95 % intervals from 2000
+    resamples of whole seeds (runs of one seed move together:
+    :func:`~baselines.studies.stats.cluster_bootstrap`), and the signed Meng-Rosenthal-Rubin
+    test of ``rho(MI-ZScore) > rho(entropy)`` (``mrr_z``, ``p_one_sided``) with
+    rho(MI-ZScore, entropy) as the predictors' correlation. The same difference for MI / ceiling
+    is reported beside it (``fraction_minus_entropy``), never deciding."""
+    scores = ("ragen_mi_zscore_last", "mi_fraction_last", "entropy_last")
+    usable = [r for r in runs if all(math.isfinite(r[k]) for k in ("final_val_success", *scores))]
     out: dict[str, Any] = {"runs": len(usable), "seeds": len({r["seed"] for r in usable})}
-    for key, name in (
-        ("final_mi", "mi"),
-        ("final_mi_per_token", "mi_per_token"),
-        ("final_ragen_mi_zscore", "ragen_mi_zscore"),
-        ("final_entropy", "entropy"),
-    ):
-        out[f"spearman_{name}"] = _rho(key)(usable)
+    zscore, fraction, entropy = (_rho(k) for k in scores)
+    out["spearman_ragen_mi_zscore"] = zscore(usable)
+    out["spearman_mi_fraction"] = fraction(usable)
+    out["spearman_entropy"] = entropy(usable)
     by_seed: dict[int, list[dict[str, Any]]] = {}
     for r in usable:
         by_seed.setdefault(r["seed"], []).append(r)
-    mi, entropy = _rho("final_mi"), _rho("final_entropy")
     for name, fn in (
-        ("ci_mi", mi),
+        ("ci_ragen_mi_zscore", zscore),
+        ("ci_mi_fraction", fraction),
         ("ci_entropy", entropy),
-        ("ci_mi_minus_entropy", lambda rows: mi(rows) - entropy(rows)),
-        ("ci_abs_mi_minus_abs_entropy", lambda rows: abs(mi(rows)) - abs(entropy(rows))),
+        ("ci_zscore_minus_entropy", lambda rows: zscore(rows) - entropy(rows)),
+        ("ci_fraction_minus_entropy", lambda rows: fraction(rows) - entropy(rows)),
     ):
         out[name] = list(
             st.cluster_bootstrap(
@@ -504,13 +521,15 @@ def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 [r["seed"] for r in usable],
             )
         )
-    out["mi_minus_entropy"] = out["spearman_mi"] - out["spearman_entropy"]
-    out["abs_mi_minus_abs_entropy"] = abs(out["spearman_mi"]) - abs(out["spearman_entropy"])
-    between = spearman([r["final_mi"] for r in usable], [r["final_entropy"] for r in usable])
-    out["spearman_mi_entropy"] = between
-    r1, r2 = out["spearman_mi"], out["spearman_entropy"]
+    out["zscore_minus_entropy"] = out["spearman_ragen_mi_zscore"] - out["spearman_entropy"]
+    out["fraction_minus_entropy"] = out["spearman_mi_fraction"] - out["spearman_entropy"]
+    between = spearman(
+        [r["ragen_mi_zscore_last"] for r in usable], [r["entropy_last"] for r in usable]
+    )
+    out["spearman_zscore_entropy"] = between
+    r1, r2 = out["spearman_ragen_mi_zscore"], out["spearman_entropy"]
     if len(usable) >= 4 and all(math.isfinite(v) and abs(v) < 1 for v in (r1, r2, between)):
-        test = st.dependent_correlations_test(r1, r2, between, len(usable))
+        test = st.dependent_correlations_test(r1, r2, between, len(usable), signed=True)
         out["mrr_z"], out["p_one_sided"] = test["z"], test["p"]
     else:
         out["mrr_z"] = out["p_one_sided"] = math.nan
@@ -520,11 +539,13 @@ def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _claim_correlation(sweep: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str, Any]:
     """(c) on the claim's own sweep (one env), and, for comparison only, pooled over every run.
 
-    The statistic, fixed before the study runs: ``|rho(MI)| - |rho(entropy)|`` with final
-    validation success on the sweep (MI predicts success better than entropy does, in either
-    direction: an entropy that falls as success rises predicts it too). Pooling runs of
-    different envs confounds the scores with the env, so the pooled figures are reported but
-    never decide. The decision is :func:`_decide`'s.
+    The statistic, fixed before the study runs (issue 23, item 5c): the paper's signed
+    ``rho(MI-ZScore, success) - rho(entropy, success)`` on the sweep, each score a run's mean
+    over its last :data:`LAST_EVALUATIONS` evaluations (RAGEN-2 reports Spearman +0.39 for
+    MI-ZScore and -0.14 for entropy: MI goes with success, entropy does not). An earlier version
+    decided on ``|rho(MI)| - |rho(entropy)|`` of the final raw MI, a rule chosen after seeing
+    data. Pooling runs of different envs confounds the scores with the env, so the pooled
+    figures are reported but never decide. The decision is :func:`_decide`'s.
     """
     out = _correlations(sweep)
     out["pooled_all_runs"] = _correlations(every)
@@ -548,7 +569,7 @@ def _correlation_power(power: dict[str, float], runs: int, level: float) -> floa
     if runs < 4 or not all(math.isfinite(r) for r in rhos):
         return math.nan
     return st.dependent_correlations_power(
-        *rhos, power.get("correlation_between", 0.0), runs, level
+        *rhos, power.get("correlation_between", 0.0), runs, level, signed=True
     )
 
 
@@ -629,7 +650,7 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     if "correlation" in claims:
         c = claims["correlation"]
         c["p_holm"] = adjusted[("correlation", "")]
-        low = c["ci_abs_mi_minus_abs_entropy"][0]
+        low = c["ci_zscore_minus_entropy"][0]
         c["significant"] = bool(
             math.isfinite(c["p_holm"]) and c["p_holm"] <= alpha and math.isfinite(low) and low > 0
         )
@@ -677,6 +698,9 @@ def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
         "final_ragen_mi_zscore": nan,
         "final_entropy": nan,
         "mi_ceiling": nan,
+        "mi_fraction_last": nan,
+        "ragen_mi_zscore_last": nan,
+        "entropy_last": nan,
         "near_chance_evaluations": 0,
         "entropy_held": False,
         "flag_fired": False,
@@ -755,10 +779,11 @@ def _plots(runs: list[dict[str, Any]], folder: Path, scatter: bool = True) -> li
         return names
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     success = [r["final_val_success"] for r in runs]
-    axes[0].scatter([r["final_mi"] for r in runs], success, s=14)
-    axes[0].set(title="final MI (summed) vs success", xlabel="nats", ylabel="val success")
-    axes[1].scatter([r["final_entropy"] for r in runs], success, s=14, color="tab:orange")
-    axes[1].set(title="final entropy vs success", xlabel="nats")
+    last = f"mean of the last {LAST_EVALUATIONS} evaluations"
+    axes[0].scatter([r["ragen_mi_zscore_last"] for r in runs], success, s=14)
+    axes[0].set(title="RAGEN MI-ZScore vs success", xlabel=last, ylabel="val success")
+    axes[1].scatter([r["entropy_last"] for r in runs], success, s=14, color="tab:orange")
+    axes[1].set(title="entropy vs success", xlabel=f"nats, {last}")
     fig.tight_layout()
     fig.savefig(folder / "correlation.png", dpi=80)
     names.append("correlation.png")
@@ -899,21 +924,26 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "",
             "## (c) Spearman with final validation success",
             "",
+            f"Each score is a run's mean over its last {LAST_EVALUATIONS} evaluations.",
+            "",
             f"| score | sweep ({cc['runs']} runs): rho | 95% bootstrap | "
             f"pooled over all {pooled['runs']} runs: rho | 95% bootstrap |",
             "| --- | --- | --- | --- | --- |",
         ]
         for name, key, interval in (
-            ("MI (summed)", "spearman_mi", "ci_mi"),
-            ("MI per token (RAGEN's headline)", "spearman_mi_per_token", None),
-            ("RAGEN MI-ZScore", "spearman_ragen_mi_zscore", None),
+            ("RAGEN MI-ZScore (the paper's)", "spearman_ragen_mi_zscore", "ci_ragen_mi_zscore"),
+            ("MI / ceiling", "spearman_mi_fraction", "ci_mi_fraction"),
             ("entropy", "spearman_entropy", "ci_entropy"),
-            ("rho(MI, entropy)", "spearman_mi_entropy", None),
-            ("rho(MI) - rho(entropy)", "mi_minus_entropy", "ci_mi_minus_entropy"),
+            ("rho(MI-ZScore, entropy)", "spearman_zscore_entropy", None),
             (
-                "abs rho(MI) - abs rho(entropy) (decides)",
-                "abs_mi_minus_abs_entropy",
-                "ci_abs_mi_minus_abs_entropy",
+                "rho(MI-ZScore) - rho(entropy) (decides)",
+                "zscore_minus_entropy",
+                "ci_zscore_minus_entropy",
+            ),
+            (
+                "rho(MI / ceiling) - rho(entropy)",
+                "fraction_minus_entropy",
+                "ci_fraction_minus_entropy",
             ),
         ):
             lines.append(
@@ -922,7 +952,7 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             )
         lines += [
             "",
-            f"Meng-Rosenthal-Rubin test of |rho(MI)| > |rho(entropy)| on the sweep: z "
+            f"Signed Meng-Rosenthal-Rubin test of rho(MI-ZScore) > rho(entropy) on the sweep: z "
             f"{cc['mrr_z']:.3f}, one-sided p {cc['p_one_sided']:.3f}, Holm {cc['p_holm']:.3f}; "
             f"intervals resample whole seeds ({cc['seeds']} seeds).",
         ]
