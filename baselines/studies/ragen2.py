@@ -97,6 +97,11 @@ CLAIMS = ("collapse", "filtering", "correlation")
 #: these is stale.
 RESULT_CODE = (
     "baselines/trainer.py",
+    "baselines/critic.py",  # PPO's values (the head or the critic model)
+    "baselines/checkpoint.py",  # loading the warm start and resuming a run
+    "baselines/progress.py",  # the reward-variance early stop
+    "baselines/chat_template.py",  # the prompt ids every reply is sampled after
+    "baselines/studies/gate.py",  # which runs start at all
     "baselines/advantages.py",
     "baselines/batch.py",
     "baselines/losses.py",
