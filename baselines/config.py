@@ -201,6 +201,13 @@ class AlgorithmConfig:
         kl_coef: weight of the KL penalty to the frozen reference model (0: no reference; the
             main table runs with ``use_kl_loss=False``).
         kl_estimator: ``"k1"`` or ``"k3"`` (Schulman, 2020).
+        signal_fraction: share of each step's groups whose rewards reach the update, in [0, 1]
+            (1: all, as RAGEN). The others' rewards are replaced by 0 before filtering and
+            advantages, so they carry no task signal and only the regularisers (entropy, KL) or
+            PPO's critic act on them: the manipulation of RAGEN-2's template-collapse mechanism
+            (a weak task signal beside a regulariser; issue 23, item 5a). Which groups:
+            :func:`baselines.trainer.signal_removed_groups`. Rollout metrics keep the env's
+            rewards.
         critic: PPO's value estimator (:mod:`baselines.critic`). ``"head"``: a linear value
             head on the policy's last hidden state, in the policy's AdamW; the value loss (times
             ``value_coef``) trains the shared trunk too. ``"model"``: RAGEN-2's separate critic
@@ -243,6 +250,7 @@ class AlgorithmConfig:
     entropy_coef: float = 0.001
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    signal_fraction: float = 1.0
     critic: str = "head"
     value_coef: float = 0.5
     value_clip: float = 0.2
@@ -281,6 +289,11 @@ class AlgorithmConfig:
             _at_least(f"algorithm.{key}", getattr(self, key), 0.0)
         if self.clip_low >= 1:
             raise ValueError(f"algorithm.clip_low: must be < 1, got {self.clip_low!r}")
+        if not 0 <= self.signal_fraction <= 1:
+            raise ValueError(
+                f"algorithm.signal_fraction: the share of groups whose rewards the update sees "
+                f"must lie in [0, 1], got {self.signal_fraction!r}"
+            )
         _positive("algorithm.lr", self.lr)
         _positive("algorithm.critic_lr", self.critic_lr)
         _positive("algorithm.grad_clip", self.grad_clip)

@@ -128,7 +128,7 @@ from baselines.scoring import (
 )
 from baselines.threads import set_torch_threads
 
-__all__ = ["Trainer", "vocabulary_texts"]
+__all__ = ["Trainer", "signal_removed_groups", "vocabulary_texts"]
 
 #: Settings a resumed run may change (they steer output and stopping, not what a step computes).
 RESUMABLE_TRAIN_KEYS = frozenset(
@@ -209,6 +209,40 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+#: Mixed into the generator of :func:`signal_removed_groups`, so its draws are apart from every
+#: other stream seeded by ``train.seed``.
+SIGNAL_SEED_SALT = 0x5167
+
+
+def signal_removed_groups(fraction: float, num_groups: int, seed: int, step: int) -> list[int]:
+    """The groups of step ``step`` whose rewards ``algorithm.signal_fraction`` removes.
+
+    ``num_groups - floor(fraction * num_groups + 0.5)`` groups (the kept count rounded half
+    up), drawn without replacement by a generator seeded by ``(seed, step, SIGNAL_SEED_SALT)``:
+    the same on every rank and after a resume, different from step to step.
+
+    Args:
+        fraction: share of groups that keep their rewards, in [0, 1].
+        num_groups: P, the step's groups.
+        seed: ``train.seed``.
+        step: the training step.
+
+    Returns:
+        Sorted group indices in ``[0, num_groups)``; empty at ``fraction`` 1.
+
+    Example:
+        >>> signal_removed_groups(0.0, 3, seed=0, step=5)
+        [0, 1, 2]
+        >>> len(signal_removed_groups(0.3, 8, seed=0, step=5))  # keeps round(2.4) = 2 of 8
+        6
+    """
+    keep = math.floor(fraction * num_groups + 0.5)
+    if keep >= num_groups:
+        return []
+    rng = np.random.default_rng([seed, step, SIGNAL_SEED_SALT])
+    return sorted(int(g) for g in rng.choice(num_groups, num_groups - keep, replace=False))
 
 
 def _seed_everything(seed: int) -> None:
@@ -828,6 +862,10 @@ class Trainer:
             self._dump_rollouts(episodes, step)
         P, N = cfg.rollout.num_groups, cfg.rollout.group_size
         rewards = torch.tensor([e.total_reward for e in episodes], dtype=torch.float64).view(P, N)
+        removed = signal_removed_groups(cfg.algorithm.signal_fraction, P, cfg.train.seed, step)
+        if removed:  # claim (a)'s manipulation: these groups teach the policy nothing
+            rewards[removed] = 0.0
+            metrics["rollout/signal_groups"] = float(P - len(removed))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         full = build_batch(episodes, pad)
 
@@ -878,6 +916,10 @@ class Trainer:
             kept = []
         if kept:
             batch = build_batch([episodes[i] for i in kept], pad)
+            if removed:  # PPO reads the turns' rewards from the rows
+                gone = set(removed)
+                rows = [kept[e] // N in gone for e in batch.row_episode.tolist()]
+                batch.token_rewards[torch.tensor(rows, dtype=torch.bool)] = 0.0
             metrics["filter/tokens_after"] = float(batch.num_tokens)
             self._update(batch, rewards[kept_groups], metrics, timings)
             # Gradients (as large as the weights) and the update's activations are not needed

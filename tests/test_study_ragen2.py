@@ -235,6 +235,32 @@ def test_the_correlation_study_sweeps_168_distinct_runs_with_power_for_the_signe
     )
 
 
+def test_the_collapse_study_removes_the_signal_with_and_without_a_bonus():
+    """ragen2_collapse.yaml, (a) as a mechanism test: from one SmolLM2 warm start, GRPO without
+    a filter; the verdict's two arms both have the signal removed, the bonus on one only; two
+    more arms vary the share of groups with a signal at the same bonus."""
+    from baselines.config import load_config
+
+    spec = load_study(ROOT / "baselines" / "studies" / "ragen2_collapse.yaml")
+    assert spec["model"] == "embedded" and spec["sft"]["epsilon"] == 0.9
+    runs = _runs(spec)
+    settings = [_train_overrides(run, Path("ckpt"), spec) for run in runs]
+    assert len(runs) == 12 and shared_runs(settings) == list(range(12))
+    arms = {}
+    for run, argv in zip(runs, settings, strict=True):
+        config = load_config(None, [a for a in argv if not a.startswith("model.path")])
+        a = config.algorithm
+        assert a.name == "grpo" and config.filter.p == 1.0
+        assert config.train.max_steps_without_signal == 0  # the runs the regulariser drives
+        arms[run["arm"]] = (a.signal_fraction, a.entropy_coef)
+    assert arms == {
+        "regularised": (0.0, 0.1),
+        "control": (0.0, 0.0),
+        "half_signal": (0.5, 0.1),
+        "full_signal": (1.0, 0.1),
+    }
+
+
 def test_spec_quick_replaces_sections():
     full, quick = load_study(), load_study(quick=True)
     assert len(full["claims"]["filtering"]["seeds"]) == 5

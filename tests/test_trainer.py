@@ -603,3 +603,68 @@ def test_a_lora_checkpoint_holds_the_plain_base_weights(tmp_path: Path) -> None:
     assert loaded.keys() == want.keys()
     for key, value in want.items():
         torch.testing.assert_close(loaded[key], value, rtol=0, atol=0, msg=key)
+
+
+def test_signal_removed_groups_by_hand() -> None:
+    """Kept count rounded half up: 0.5 of 8 keeps 4, 0.3 of 8 keeps round(2.4) = 2, 0.3 of 5
+    keeps round(1.5) = 2, 0.0 keeps none, 1.0 all. Seeded by (seed, step): the same call gives
+    the same groups, other steps other ones."""
+    from baselines.trainer import signal_removed_groups
+
+    for fraction, groups, removed in ((0.5, 8, 4), (0.3, 8, 6), (0.3, 5, 3), (0.0, 4, 4)):
+        got = signal_removed_groups(fraction, groups, seed=3, step=7)
+        assert len(got) == removed and got == sorted(set(got)) and set(got) <= set(range(groups))
+    assert signal_removed_groups(1.0, 8, seed=3, step=7) == []
+    assert signal_removed_groups(0.5, 8, 3, 7) == signal_removed_groups(0.5, 8, 3, 7)
+    draws = {tuple(signal_removed_groups(0.5, 8, 3, step)) for step in range(10)}
+    assert len(draws) > 5  # C(8, 4) = 70 possible sets
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_signal_fraction_removes_the_reward_of_the_drawn_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    """algorithm.signal_fraction 0.5 on 4 groups: the update sees every reward of the 2 drawn
+    groups as 0 (the group rewards GRPO reads and the token rewards PPO's GAE reads), the
+    others as the env gave them; the rollout metrics keep the env's rewards."""
+    from baselines.trainer import signal_removed_groups
+
+    config = _config(
+        tmp_path,
+        *SMALL_STEP,
+        "rollout.num_groups=4",
+        f"algorithm.name={algorithm}",
+        "algorithm.signal_fraction=0.5",
+        "train.steps=1",
+    )
+    trainer = Trainer(config, progress=False)
+    seen: dict[str, torch.Tensor] = {}
+    update = trainer._update
+
+    def spy(batch, group_rewards, metrics, timings):
+        seen["group"] = group_rewards.clone()
+        seen["tokens"] = batch.token_rewards.sum(dim=1).clone()
+        seen["rows"] = batch.row_episode.clone()
+        return update(batch, group_rewards, metrics, timings)
+
+    monkeypatch.setattr(trainer, "_update", spy)
+    episodes_seen: list = []
+    rollout = trainer._rollout
+
+    def keep(step):
+        episodes, timings = rollout(step)
+        episodes_seen.extend(episodes)
+        return episodes, timings
+
+    monkeypatch.setattr(trainer, "_rollout", keep)
+    (line,) = trainer.run()
+    removed = signal_removed_groups(0.5, 4, config.train.seed, 0)
+    assert len(removed) == 2 and line["rollout/signal_groups"] == 2.0
+    env = torch.tensor([e.total_reward for e in episodes_seen], dtype=torch.float64).view(4, 4)
+    assert line["rollout/reward_mean"] == pytest.approx(float(env.mean()))
+    assert env[removed].abs().sum() > 0  # the env did pay in the groups the knob silenced
+    expected = env.clone()
+    expected[removed] = 0.0
+    assert torch.equal(seen["group"], expected)  # no filter: every group kept, in order
+    per_row = torch.tensor([float(expected.view(-1)[e]) for e in seen["rows"].tolist()])
+    assert torch.allclose(seen["tokens"].double(), per_row.double(), atol=1e-6)

@@ -384,6 +384,7 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
         ),
         "ragen_mi_zscore_last": _mean_last([r.get("collapse/ragen_mi_zscore") for r in diag]),
         "entropy_last": _mean_last([r.get("collapse/entropy") for r in diag]),
+        "valid_rate_last": _mean_last([r.get("collapse/valid_thinking_rate") for r in diag]),
         "near_chance_evaluations": len(near),
         "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
         "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
@@ -402,6 +403,7 @@ SERIES_KEYS = (
     "collapse/mi_upper_bound",
     "collapse/mi_estimate_per_token",
     "collapse/ragen_mi_zscore",
+    "collapse/valid_thinking_rate",
     "collapse/retrieval_above_chance",
     "collapse/template_collapse",
     "val/success_rate",
@@ -445,6 +447,10 @@ def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "flag_fired",
                     "final_mi",
                     "mi_ceiling",
+                    "mi_fraction_last",
+                    "valid_rate_last",
+                    "entropy_last",
+                    "final_val_success",
                 )
             }  # fmt: skip
             for r in runs
@@ -706,6 +712,7 @@ def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
         "mi_fraction_last": nan,
         "ragen_mi_zscore_last": nan,
         "entropy_last": nan,
+        "valid_rate_last": nan,
         "near_chance_evaluations": 0,
         "entropy_held": False,
         "flag_fired": False,
@@ -966,14 +973,22 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "",
             "## (a) per run",
             "",
-            "| env | arm | seed | near-chance evaluations | entropy held | flag | final MI | ceiling |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"MI / ceiling, valid-reasoning rate and entropy: means over the last "
+            f"{LAST_EVALUATIONS} evaluations; success: the final validation.",
+            "",
+            "| env | arm | seed | near-chance evaluations | entropy held | flag | final MI | "
+            "ceiling | MI / ceiling | valid rate | entropy | success |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in c["collapse"]["per_run"]:
             lines.append(
                 f"| {_short(r['env'])} | {r['arm']} | {r['seed']} | "
                 f"{r['near_chance_evaluations']} | {r['entropy_held']} | {r['flag_fired']} | "
-                f"{r['final_mi']:.3f} | {r['mi_ceiling']:.3f} |"
+                f"{r['final_mi']:.3f} | {r['mi_ceiling']:.3f} | "
+                f"{r.get('mi_fraction_last', math.nan):.3f} | "
+                f"{r.get('valid_rate_last', math.nan):.2f} | "
+                f"{r.get('entropy_last', math.nan):.3f} | "
+                f"{r.get('final_val_success', math.nan):.3f} |"
             )
     lines += _provenance_lines(results["runs"], stale)
     lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
