@@ -384,6 +384,16 @@ def test_runs_made_by_older_code_are_marked_stale(tmp_path):
     per_code = sorted([f"commit `{c}`: 1", f"commit `{new['commit'][:12]}`: 2", "not recorded: 1"])
     assert lines[3] == "RL runs per code: " + "; ".join(per_code) + "."
     assert lines[5].startswith("**3 stale runs**")
+    # A void run never ran: counted apart, not as a run without a record.
+    void = {**runs[3], "void": "warm-start gate: success at its ceiling", "provenance": None}
+    assert (
+        _provenance_lines([*runs[:3], void], [])[3]
+        == "RL runs per code: "
+        + "; ".join(
+            sorted([f"commit `{c}`: 1", f"commit `{new['commit'][:12]}`: 2", "void (never ran): 1"])
+        )
+        + "."
+    )
     assert (
         f"| filtering | Bandit-v0 | none | 2 | warm start: baselines/trainer.py changed since {c} |"
         in lines

@@ -816,7 +816,7 @@ def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -
     every stale run with its reason."""
     commits: dict[str, int] = {}
     for r in runs:
-        name = _describe_code(r["provenance"])
+        name = "void (never ran)" if r.get("void") else _describe_code(r["provenance"])
         commits[name] = commits.get(name, 0) + 1
     lines = [
         "",
@@ -886,10 +886,13 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         "only when it is not and the design had at least 0.8 power for the paper's effect size "
         "(the spec's `power` section, fixed before the runs); else *inconclusive*.",
         "",
-        "| claim | verdict | power for the paper's effect | stale runs | void runs |",
-        "| --- | --- | --- | --- | --- |",
+        "Power is that of the runs counted; *as designed*, that of every planned run (`--plan`).",
+        "",
+        "| claim | verdict | power for the paper's effect | as designed | stale runs | void runs |",
+        "| --- | --- | --- | --- | --- | --- |",
         *[
             f"| {titles[k]} | {v['verdict']} | {v['power']:.2f} | "
+            f"{results.get('design_power', {}).get(k, math.nan):.2f} | "
             f"{sum(1 for r in stale if r['claim'] == k)} | "
             f"{sum(1 for r in results['runs'] if r['claim'] == k and r['void'])} |"
             for k, v in c.items()
@@ -1082,6 +1085,7 @@ def run_study(
         "runs": [{k: s[k] for k in keep} for s in summaries],
         "gate": gates,
         "power": spec.get("power") or {},
+        "design_power": {k: v["power"] for k, v in design_power(spec).items()},
         "claims": claims,
     }
     text = json.dumps(results, indent=1, default=float)
