@@ -42,7 +42,8 @@ def test_spearman_hand_values():
 def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
     """(c) reads each score as a run's mean over its last 3 evaluations. Four evaluations:
     MI / ceiling 1/2, 0.5/2, 0.4/1, 0.3/1 -> (0.25 + 0.4 + 0.3) / 3; MI-ZScore 5, 4, 3, 2 -> 3;
-    entropy 1, 2, 3 and one evaluation without it -> 2. Two evaluations are too few: NaN."""
+    entropy 1, 2, 3 and a last evaluation without it -> (2 + 3) / 2 (a gap, not the first).
+    Two evaluations: their mean; none with a value: NaN."""
     rows = [{"step": 0, "val/success_rate": 0.25}]
     for step, (mi, ceiling, z, h) in enumerate(
         [(1.0, 2.0, 5.0, 1.0), (0.5, 2.0, 4.0, 2.0), (0.4, 1.0, 3.0, 3.0), (0.3, 1.0, 2.0, None)]
@@ -51,7 +52,7 @@ def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
         row |= {"collapse/ragen_mi_zscore": z, "collapse/entropy": h}
         rows.append(row)
     rows.append({"step": 5, "val/success_rate": 0.5})
-    for name, kept in (("four", rows), ("two", rows[:3])):
+    for name, kept in (("four", rows), ("two", rows[:3]), ("none", rows[:1])):
         (tmp_path / name / "train").mkdir(parents=True)
         lines = "\n".join(json.dumps(r) for r in kept) + "\n"
         (tmp_path / name / "train" / "metrics.jsonl").write_text(lines)
@@ -59,10 +60,12 @@ def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
     four = _summary(run, tmp_path / "four")
     assert four["mi_fraction_last"] == pytest.approx((0.25 + 0.4 + 0.3) / 3)
     assert four["ragen_mi_zscore_last"] == pytest.approx(3.0)
-    assert four["entropy_last"] == pytest.approx(2.0)
+    assert four["entropy_last"] == pytest.approx(2.5)
     assert four["final_val_success"] == 0.5
     two = _summary(run, tmp_path / "two")
-    assert math.isnan(two["mi_fraction_last"]) and math.isnan(two["entropy_last"])
+    assert two["mi_fraction_last"] == pytest.approx((0.5 + 0.25) / 2)
+    assert two["entropy_last"] == pytest.approx(1.5)
+    assert math.isnan(_summary(run, tmp_path / "none")["entropy_last"])
 
 
 def test_claim_c_statistic_is_signed_by_hand():
@@ -438,6 +441,18 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     # ceiling (the quick gate; its success check is off: see the quick spec).
     gate = results["gate"]["agentgym/Bandit-v0"]
     assert gate["passed"] and gate["mi"] >= 0.25 * gate["mi_ceiling"] > 0
+    # The gate's own command measures the same warm start to the same figures (its thresholds
+    # are the full study's: it may refuse what the quick gate let through, never re-measure).
+    from baselines.studies.gate import main as gate_main
+
+    spec = load_study(quick=True)
+    capsys.readouterr()  # the study's own lines
+    code = gate_main([str(out / "sft" / "Bandit-v0" / "checkpoint"), "--env", "agentgym/Bandit-v0",
+                      "--oracle-episodes", "16", "--out", str(tmp_path / "gate"), *spec["common"]])  # fmt: skip
+    alone = json.loads(capsys.readouterr().out)
+    assert code == (0 if alone["passed"] else 1)
+    for key in ("mi", "mi_ceiling", "success", "val_episodes", "oracle_episodes"):
+        assert alone[key] == pytest.approx(gate[key], abs=1e-6)
     assert all(r["void"] is None for r in runs)
     assert claims["filtering"]["differences"]["Bandit-v0/softmax"]["n"] == 2
     # (c) is computed on its own sweep; the pooled figures read all 8 runs.

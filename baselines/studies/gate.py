@@ -13,18 +13,28 @@ environment's warm start, before any RL run of that environment starts:
    ``oracle_episodes`` oracle chats from :data:`GATE_SEED` (apart from the SFT data, the RL seeds
    and the validation seeds), against its ceiling ``mi_upper_bound`` (the entropy of the prompt
    mixture). It must reach :data:`MI_FRACTION` of the ceiling;
-2. **room to move**: the warm start's greedy success on the study's validation seeds (the
-   ``val_initial/success_rate`` every run would log at step 0, played by the ``hf:`` agent on
-   the trainer's prompts), which must lie strictly between :data:`SUCCESS_FLOOR` and
-   :data:`SUCCESS_CEILING`.
+2. **room to move**: the warm start's success on the study's validation seeds at its
+   validation temperature (``rollout.val_temperature``: greedy by default, 0.5 in the RAGEN-
+   faithful specs; the ``val_initial/success_rate`` every run would log at step 0, played by the
+   ``hf:`` agent on the trainer's prompts), which must lie strictly between
+   :data:`SUCCESS_FLOOR` and :data:`SUCCESS_CEILING`.
 
 An environment that fails either check gets no RL runs: its runs are reported ``void`` with the
 reason and never enter a claim's statistics.
+
+Any checkpoint can be measured on its own, with the study's settings given as trainer
+overrides::
+
+    python -m baselines.studies.gate runs/sft/frozen_lake/checkpoint --env agentgym/FrozenLake-v0 \
+        rollout.val_episodes=32 rollout.val_temperature=0.5 rollout.max_new_tokens=96
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +44,7 @@ __all__ = [
     "SUCCESS_CEILING",
     "SUCCESS_FLOOR",
     "gate_reasons",
+    "main",
     "oracle_mi",
     "warm_start_gate",
 ]
@@ -201,3 +212,37 @@ def warm_start_gate(
 
 #: The study's validation seeds (``rollout.val_seed`` of every study run).
 STUDY_VAL_SEED = 10_000_000
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m baselines.studies.gate CHECKPOINT --env ID [override ...]``: measure one warm
+    start, print the gate's JSON (:func:`warm_start_gate`) and exit 0 when it passes, 1 when not.
+    """
+    parser = argparse.ArgumentParser(prog="python -m baselines.studies.gate", description=__doc__)
+    parser.add_argument("checkpoint", help="the warm start: an SFT checkpoint folder")
+    parser.add_argument("--env", required=True, help="environment id, e.g. agentgym/Bandit-v0")
+    parser.add_argument("--oracle-episodes", type=int, default=32, help="oracle chats scored")
+    parser.add_argument("--out", default=None, help="folder for the validation bundle")
+    parser.add_argument("overrides", nargs="*", help="trainer overrides (rollout.* of validation)")
+    args = parser.parse_intermixed_args(argv)
+    checkpoint = Path(args.checkpoint)
+    if not checkpoint.is_dir():
+        parser.error(f"no checkpoint folder {checkpoint}: give the SFT run's checkpoint/ folder")
+    if args.oracle_episodes < 2:
+        parser.error(
+            f"--oracle-episodes must be >= 2 (the MI needs 2 prompts); got {args.oracle_episodes}"
+        )
+    out = Path(args.out) if args.out else checkpoint.parent / "gate"
+    try:
+        result = warm_start_gate(
+            checkpoint, args.env, args.overrides, out, oracle_episodes=args.oracle_episodes
+        )
+    except (KeyError, ValueError) as err:
+        parser.error(str(err))
+    json.dump(result, sys.stdout, indent=1)
+    print()
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -282,10 +282,12 @@ def _last(rows: list[dict[str, Any]], key: str) -> float:
 LAST_EVALUATIONS = 3
 
 
-def _mean_last(values: list[float], k: int = LAST_EVALUATIONS) -> float:
-    """Mean of the last ``k`` finite values; NaN when there are fewer than ``k``."""
-    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    return float(np.mean(finite[-k:])) if len(finite) >= k else math.nan
+def _mean_last(values: list[float | None], k: int = LAST_EVALUATIONS) -> float:
+    """Mean of the finite values among the last ``k`` evaluations (an evaluation that could not
+    score, e.g. with too few prompts, leaves a gap rather than reaching further back); NaN when
+    there are none."""
+    finite = [float(v) for v in values[-k:] if v is not None and math.isfinite(float(v))]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 def _train_overrides(run: dict[str, Any], checkpoint: Path, spec: dict[str, Any]) -> list[str]:
