@@ -207,7 +207,9 @@ class AlgorithmConfig:
             PPO's critic act on them: the manipulation of RAGEN-2's template-collapse mechanism
             (a weak task signal beside a regulariser; issue 23, item 5a). Which groups:
             :func:`baselines.trainer.signal_removed_groups`. Rollout metrics keep the env's
-            rewards.
+            rewards. With every group removed, GRPO's steps have no reward spread, so
+            ``train.max_steps_without_signal`` stops the run unless it is 0 (the study runner
+            sets 0).
         critic: PPO's value estimator (:mod:`baselines.critic`). ``"head"``: a linear value
             head on the policy's last hidden state, in the policy's AdamW; the value loss (times
             ``value_coef``) trains the shared trunk too. ``"model"``: RAGEN-2's separate critic
