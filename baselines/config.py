@@ -105,7 +105,7 @@ class RolloutConfig:
         train_seed: the seed of step 0's first group; step s, group g use ``train_seed + s*P + g``.
         val_seed: first held-out seed (validation uses ``val_seed + i``; keep it far from training).
         val_episodes: episodes per validation (0 disables validation).
-        val_every: validate every this many steps (and at the end).
+        val_every: validate every this many steps (and at the end, an early stop included).
         val_temperature: 0 for greedy validation, else sampled.
         engine: ``"auto"`` (vLLM when it is importable and LoRA is off, else ``"hf"``), ``"hf"``
             (transformers ``generate`` on the policy itself) or ``"vllm"`` (a vLLM engine
@@ -206,10 +206,12 @@ class AlgorithmConfig:
             advantages, so they carry no task signal and only the regularisers (entropy, KL) or
             PPO's critic act on them: the manipulation of RAGEN-2's template-collapse mechanism
             (a weak task signal beside a regulariser; issue 23, item 5a). Which groups:
-            :func:`baselines.trainer.signal_removed_groups`. Rollout metrics keep the env's
-            rewards. With every group removed, GRPO's steps have no reward spread, so
-            ``train.max_steps_without_signal`` stops the run unless it is 0 (the study runner
-            sets 0).
+            :func:`baselines.trainer.signal_removed_groups`. The ``rollout/*`` metrics keep the
+            env's rewards, except ``rollout/in_group_reward_std`` (the rewards the update sees,
+            as the filter does); ``rollout/signal_groups`` counts the groups kept. With every
+            group removed, GRPO's steps have no reward spread (and, without an entropy or KL
+            term, no update), so ``train.max_steps_without_signal`` and
+            ``train.max_steps_without_update`` stop the run unless they are 0.
         critic: PPO's value estimator (:mod:`baselines.critic`). ``"head"``: a linear value
             head on the policy's last hidden state, in the policy's AdamW; the value loss (times
             ``value_coef``) trains the shared trunk too. ``"model"``: RAGEN-2's separate critic

@@ -46,6 +46,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "step",
     *(f"rollout/{k}" for k in _ROLLOUT),
     "rollout/in_group_reward_std",
+    "rollout/signal_groups",
     "rollout/logprob_diff_max",
     "rollout/logprob_diff_mean",
     "filter/num_groups",

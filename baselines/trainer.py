@@ -865,7 +865,7 @@ class Trainer:
         removed = signal_removed_groups(cfg.algorithm.signal_fraction, P, cfg.train.seed, step)
         if removed:  # claim (a)'s manipulation: these groups teach the policy nothing
             rewards[removed] = 0.0
-            metrics["rollout/signal_groups"] = float(P - len(removed))
+        metrics["rollout/signal_groups"] = float(P - len(removed))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         full = build_batch(episodes, pad)
 
@@ -1156,13 +1156,20 @@ class Trainer:
                 if step == 0:
                     metrics.update(initial)
                 last = step == cfg.train.steps - 1
-                if (step + 1) % cfg.rollout.val_every == 0 or last:
+                validated = (step + 1) % cfg.rollout.val_every == 0 or last
+                if validated:
                     self.phases.set("validation")
                     metrics.update(self.validate())
                 warning = stall.observe(step, metrics)
                 self.steps_without_update, self.steps_without_signal = stall.count, stall.silent
                 variance_stop.observe(metrics)
                 self.variance_stop_state = variance_stop.state()
+                variance_stopped = cfg.train.reward_variance_stop and variance_stop.should_stop
+                stop = stall.should_stop or variance_stopped
+                if stop and not validated:
+                    # The run ends here: its last validation is of the policy it ends with.
+                    self.phases.set("validation")
+                    metrics.update(self.validate())
                 line = complete_metrics(metrics)
                 if main:
                     append_metrics_line(self.metrics_path, json.dumps(line, allow_nan=False))
@@ -1177,8 +1184,6 @@ class Trainer:
                 )
                 if warning:
                     tell(warning)
-                variance_stopped = cfg.train.reward_variance_stop and variance_stop.should_stop
-                stop = stall.should_stop or variance_stopped
                 every = cfg.train.save_every
                 if (every and (step + 1) % every == 0) or last or stop:
                     self.phases.set("saving checkpoint")

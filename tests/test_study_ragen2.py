@@ -52,7 +52,18 @@ def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
         row |= {"collapse/ragen_mi_zscore": z, "collapse/entropy": h}
         rows.append(row)
     rows.append({"step": 5, "val/success_rate": 0.5})
-    for name, kept in (("four", rows), ("two", rows[:3]), ("none", rows[:1])):
+    # A fifth evaluation that could not score an MI (fewer than 2 prompts): it takes its place
+    # in the window (the last 3 are then evaluations 3, 4, 5), so the means drop evaluation 2
+    # rather than reach back past the gap; its valid rate 0.25 counts (valid 1.0 before it).
+    for row in rows[1:5]:
+        row |= {"collapse/num_pairs_total": 8.0, "collapse/valid_thinking_rate": 1.0}
+    gap = {"step": 6, "collapse/num_pairs_total": 8.0, "collapse/valid_thinking_rate": 0.25}
+    for name, kept in (
+        ("four", rows),
+        ("two", rows[:3]),
+        ("none", rows[:1]),
+        ("gap", [*rows, gap]),
+    ):
         (tmp_path / name / "train").mkdir(parents=True)
         lines = "\n".join(json.dumps(r) for r in kept) + "\n"
         (tmp_path / name / "train" / "metrics.jsonl").write_text(lines)
@@ -66,6 +77,11 @@ def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
     assert two["mi_fraction_last"] == pytest.approx((0.5 + 0.25) / 2)
     assert two["entropy_last"] == pytest.approx(1.5)
     assert math.isnan(_summary(run, tmp_path / "none")["entropy_last"])
+    gapped = _summary(run, tmp_path / "gap")
+    assert gapped["mi_fraction_last"] == pytest.approx((0.4 + 0.3) / 2)
+    assert gapped["ragen_mi_zscore_last"] == pytest.approx((3.0 + 2.0) / 2)
+    assert gapped["entropy_last"] == pytest.approx(3.0)
+    assert gapped["valid_rate_last"] == pytest.approx((1.0 + 1.0 + 0.25) / 3)
 
 
 def test_claim_c_statistic_is_signed_by_hand():
@@ -94,9 +110,9 @@ def test_claim_c_statistic_is_signed_by_hand():
     assert out["fraction_minus_entropy"] == pytest.approx(1.8)
     expected = stats.dependent_correlations_test(0.9, -0.8, -0.9, 5, signed=True)
     assert out["mrr_z"] == pytest.approx(expected["z"]) and out["mrr_z"] > 0
-    # A run without three evaluations (NaN score) is left out of the sweep.
+    # A run with no scored evaluation (a NaN score) is left out of the sweep, and counted.
     out = _correlations([*runs, {**runs[0], "seed": 9, "entropy_last": math.nan}])
-    assert out["runs"] == 5
+    assert out["runs"] == 5 and out["dropped"] == 1
 
 
 def test_paired_t_hand_values():
@@ -133,7 +149,12 @@ def test_verdicts_by_hand():
     }
     claims = {
         "filtering": _filtering({"Bandit-v0": 0.01, "FrozenLake-v0": 0.02}),
-        "correlation": {"p_one_sided": 0.03, "ci_zscore_minus_entropy": [0.1, 0.5], "runs": 18},
+        "correlation": {
+            "p_one_sided": 0.03,
+            "ci_zscore_minus_entropy": [0.1, 0.5],
+            "ci_ragen_mi_zscore": [0.05, 0.6],
+            "runs": 18,
+        },
         "collapse": {"reproduced": False},
     }
     _decide(claims, power)
@@ -144,6 +165,7 @@ def test_verdicts_by_hand():
     assert b["power"] == pytest.approx(stats.paired_t_power(0.1, 0.14, 5, 2 * 0.05 / 3))
     assert c["power"] == pytest.approx(
         stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 3, signed=True)
+        * stats.correlation_power(0.39, 18, 2 * 0.05 / 3)
     )
     assert b["power"] < 0.8 and c["power"] < 0.8  # 5 seeds, 18 runs: far from enough
     # Not significant: "not reproduced" only with power >= 0.8 for the paper's effect.
@@ -157,11 +179,23 @@ def test_verdicts_by_hand():
         "correlation": {
             "p_one_sided": 0.001,
             "ci_zscore_minus_entropy": [-0.1, 0.4],
+            "ci_ragen_mi_zscore": [0.1, 0.5],
             "runs": 18,
         }
     }
     _decide(claims, power)
     assert claims["correlation"]["verdict"] == "inconclusive"
+    # The difference is clear but made by entropy alone: rho(MI-ZScore)'s interval reaches 0.
+    claims = {
+        "correlation": {
+            "p_one_sided": 0.001,
+            "ci_zscore_minus_entropy": [0.2, 0.9],
+            "ci_ragen_mi_zscore": [-0.2, 0.3],
+            "runs": 18,
+        }
+    }
+    _decide(claims, power)
+    assert not claims["correlation"]["significant"]
 
 
 def test_design_power_is_stated_before_the_runs():
@@ -175,6 +209,7 @@ def test_design_power_is_stated_before_the_runs():
     )
     assert plan["correlation"]["power"] == pytest.approx(
         stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 5, signed=True)
+        * stats.correlation_power(0.39, 18, 2 * 0.05 / 5)
     )
     assert math.isnan(plan["collapse"]["power"]) and plan["collapse"]["runs"] == 18
     spec = load_study(ROOT / "baselines" / "studies" / "ragen2_filtering.yaml")
@@ -235,6 +270,7 @@ def test_the_correlation_study_sweeps_168_distinct_runs_with_power_for_the_signe
     assert plan["n"] == 168 and plan["power"] >= 0.8
     assert plan["power"] == pytest.approx(
         stats.dependent_correlations_power(0.39, -0.14, 0.0, 168, 0.05, signed=True)
+        * stats.correlation_power(0.39, 168, 0.10)
     )
 
 
@@ -255,6 +291,7 @@ def test_the_collapse_study_removes_the_signal_with_and_without_a_bonus():
         a = config.algorithm
         assert a.name == "grpo" and config.filter.p == 1.0
         assert config.train.max_steps_without_signal == 0  # the runs the regulariser drives
+        assert config.train.max_steps_without_update == 0  # the control runs its 20 steps
         arms[run["arm"]] = (a.signal_fraction, a.entropy_coef)
     assert arms == {
         "regularised": (0.0, 0.1),

@@ -668,3 +668,35 @@ def test_signal_fraction_removes_the_reward_of_the_drawn_groups(
     assert torch.equal(seen["group"], expected)  # no filter: every group kept, in order
     per_row = torch.tensor([float(expected.view(-1)[e]) for e in seen["rows"].tolist()])
     assert torch.allclose(seen["tokens"].double(), per_row.double(), atol=1e-6)
+
+
+def test_a_run_that_stops_early_validates_the_policy_it_ends_with(tmp_path: Path) -> None:
+    """Every reward 0 and no regulariser: GRPO skips every step, and RAGEN's stop after 2 steps
+    without an update ends the run at step 1 of 10. Validation is due only every 100 steps, yet
+    the last line holds a validation of the policy the run ends with (before, the last figure
+    was whichever validation came before the stop: none here)."""
+    config = load_config(
+        None,
+        [
+            *BANDIT_RAW,
+            "rollout.env_kwargs={action_format: raw, high_arm_prob: 1.0, high_arm_reward: 0.0, "
+            "low_arm_reward: 0.0, format_penalty: 0.0}",
+            f"train.out_dir={tmp_path / 'run'}",
+            "algorithm.entropy_coef=0.0",
+            "filter.strategy=none",
+            "train.steps=10",
+            "train.max_steps_without_update=2",
+            "train.max_steps_without_signal=0",
+            "rollout.num_groups=2",
+            "rollout.group_size=2",
+            "rollout.val_episodes=4",
+            "rollout.val_every=100",
+            "diagnostics.every=0",
+        ],
+    )
+    trainer = Trainer(config, progress=False)
+    history = trainer.run()
+    assert trainer.stopped_early and [int(m["step"]) for m in history] == [0, 1]
+    assert "val/success_rate" not in history[0]
+    assert history[1]["val/success_rate"] == 0.0  # both arms pay 0
+    assert 0.0 <= history[1]["val/valid_action_rate"] <= 1.0

@@ -358,6 +358,9 @@ def _execute(overrides: list[str], folder: Path) -> None:
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
     rows = _read_metrics(folder / "train" / "metrics.jsonl")
     diag = [r for r in rows if r.get("collapse/mi_estimate") is not None]
+    # Every evaluation, also one with too few prompts to score an MI (num_pairs_total is logged
+    # whenever the diagnostics run); metrics older than that key: the scored ones.
+    evaluations = [r for r in rows if r.get("collapse/num_pairs_total") is not None] or diag
     near = [
         r
         for r in diag
@@ -379,14 +382,16 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
         "mi_fraction_last": _mean_last(
             [
                 r["collapse/mi_estimate"] / r["collapse/mi_upper_bound"]
-                if r.get("collapse/mi_upper_bound")
+                if r.get("collapse/mi_estimate") is not None and r.get("collapse/mi_upper_bound")
                 else math.nan
-                for r in diag
+                for r in evaluations
             ]
         ),
-        "ragen_mi_zscore_last": _mean_last([r.get("collapse/ragen_mi_zscore") for r in diag]),
-        "entropy_last": _mean_last([r.get("collapse/entropy") for r in diag]),
-        "valid_rate_last": _mean_last([r.get("collapse/valid_thinking_rate") for r in diag]),
+        "ragen_mi_zscore_last": _mean_last(
+            [r.get("collapse/ragen_mi_zscore") for r in evaluations]
+        ),
+        "entropy_last": _mean_last([r.get("collapse/entropy") for r in evaluations]),
+        "valid_rate_last": _mean_last([r.get("collapse/valid_thinking_rate") for r in evaluations]),
         "near_chance_evaluations": len(near),
         "entropy_held": bool(entropies) and entropies[-1] >= 0.9 * entropies[0],
         "flag_fired": any(r.get("collapse/template_collapse") == 1.0 for r in diag),
@@ -534,6 +539,7 @@ def _correlations(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 [r["seed"] for r in usable],
             )
         )
+    out["dropped"] = len(runs) - len(usable)  # no final validation or no scored evaluation
     out["zscore_minus_entropy"] = out["spearman_ragen_mi_zscore"] - out["spearman_entropy"]
     out["fraction_minus_entropy"] = out["spearman_mi_fraction"] - out["spearman_entropy"]
     between = spearman(
@@ -576,14 +582,18 @@ def _filtering_power(power: dict[str, float], n: int, level: float) -> float:
 
 
 def _correlation_power(power: dict[str, float], runs: int, level: float) -> float:
-    """(c)'s power on ``runs`` runs at ``level`` for the spec's correlations; NaN when they are
-    missing or ``runs < 4``."""
+    """(c)'s power on ``runs`` runs at ``level`` for the spec's correlations: that of the
+    signed test of rho(MI-ZScore) > rho(entropy) times that of rho(MI-ZScore) > 0 (see
+    :func:`_decide`); NaN when they are missing or ``runs < 4``."""
     rhos = [power.get(k, math.nan) for k in ("correlation_mi", "correlation_entropy")]
     if runs < 4 or not all(math.isfinite(r) for r in rhos):
         return math.nan
-    return st.dependent_correlations_power(
+    beats = st.dependent_correlations_power(
         *rhos, power.get("correlation_between", 0.0), runs, level, signed=True
     )
+    # ... and rho(MI-ZScore) itself above 0 (one-sided: the two-sided power at twice the level).
+    positive = st.correlation_power(rhos[0], runs, min(1.0, 2 * level)) if rhos[0] > 0 else 0.0
+    return beats * positive
 
 
 def design_power(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -627,14 +637,19 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     The one-sided p-values of every (b) comparison (each env and filtered arm) and of (c) are
     corrected together by Holm's method (:func:`~baselines.studies.stats.holm`) at
     ``power["alpha"]``. (b) is significant when some arm's adjusted p is within alpha on every
-    env; (c) when its adjusted p is and its cluster-bootstrap interval lies above 0. The power
+    env; (c) when its adjusted p is, its cluster-bootstrap interval lies above 0, and so does
+    the interval of rho(MI-ZScore) itself (the paper's MI goes with success: a difference made
+    by entropy alone, with MI at 0, is not the claim). The power
     of each is computed for the effect sizes of the spec's ``power`` section, written before the
     study runs, at the Bonferroni level alpha / m (a lower bound of Holm's): (b) the best arm's
     smallest power over envs, :func:`~baselines.studies.stats.paired_t_power` with the spec's
     ``filtering_effect`` and ``filtering_sd`` (one-sided: the two-sided test at twice the
     level); (c) :func:`~baselines.studies.stats.dependent_correlations_power` for
-    ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs (an
-    upper bound: runs of one seed are not independent). (a) has no test statistic: power NaN,
+    ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs
+    times :func:`~baselines.studies.stats.correlation_power` of ``correlation_mi`` one-sided (the
+    product: exact if the two tests were independent, conservative when they go together; an
+    upper bound all the same, since runs of one seed are not independent and the intervals
+    that also decide are not modelled). (a) has no test statistic: power NaN,
     so it is ``reproduced`` or ``inconclusive``. Verdicts: :func:`~baselines.studies.stats.verdict`.
     """
     alpha = float(power.get("alpha", 0.05))
@@ -664,8 +679,14 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
         c = claims["correlation"]
         c["p_holm"] = adjusted[("correlation", "")]
         low = c["ci_zscore_minus_entropy"][0]
+        mi_low = c["ci_ragen_mi_zscore"][0]
         c["significant"] = bool(
-            math.isfinite(c["p_holm"]) and c["p_holm"] <= alpha and math.isfinite(low) and low > 0
+            math.isfinite(c["p_holm"])
+            and c["p_holm"] <= alpha
+            and math.isfinite(low)
+            and low > 0
+            and math.isfinite(mi_low)
+            and mi_low > 0
         )
         c["power"] = _correlation_power(power, c["runs"], level)
     if "collapse" in claims:
@@ -971,7 +992,10 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "",
             f"Signed Meng-Rosenthal-Rubin test of rho(MI-ZScore) > rho(entropy) on the sweep: z "
             f"{cc['mrr_z']:.3f}, one-sided p {cc['p_one_sided']:.3f}, Holm {cc['p_holm']:.3f}; "
-            f"intervals resample whole seeds ({cc['seeds']} seeds).",
+            f"intervals resample whole seeds ({cc['seeds']} seeds). Significant when that p is "
+            "within alpha and the intervals of the difference and of rho(MI-ZScore) lie above "
+            f"0. Runs left out (no final validation or no scored evaluation): "
+            f"{cc.get('dropped', 0)}.",
         ]
     if "collapse" in c:
         lines += [
