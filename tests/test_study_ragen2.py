@@ -14,6 +14,7 @@ from baselines.studies.ragen2 import (
     RESULT_CODE,
     _correlations,
     _decide,
+    _execute,
     _runs,
     _summary,
     _train_overrides,
@@ -299,6 +300,23 @@ def test_the_collapse_study_removes_the_signal_with_and_without_a_bonus():
         "half_signal": (0.5, 0.1),
         "full_signal": (1.0, 0.1),
     }
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_path):
+    """A study stopped mid-run leaves the run's folder with metrics but no checkpoint (the study
+    saves at the end). Resuming the study starts that run over instead of failing on the
+    trainer's "already holds a run" (it once stopped a whole study)."""
+    folder = tmp_path / "run"
+    (folder / "train").mkdir(parents=True)
+    (folder / "train" / "metrics.jsonl").write_text('{"step": 0}\n{"step": 1}\n')
+    overrides = ["model.path=tiny", "rollout.env_id=agentgym/Bandit-v0", "rollout.num_groups=2",
+                 "rollout.group_size=2", "rollout.max_new_tokens=8", "rollout.val_episodes=2",
+                 "diagnostics.every=0", "train.steps=1", "train.threads=1"]  # fmt: skip
+    _execute(overrides, folder)
+    assert json.loads((folder / "done.json").read_text())["final_val_success"] in (0.0, 0.5, 1.0)
+    lines = (folder / "train" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0]
+    assert "started over" in (folder / "log.txt").read_text()
 
 
 def test_spec_quick_replaces_sections():

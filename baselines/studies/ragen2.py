@@ -57,6 +57,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -342,7 +343,15 @@ def _execute(overrides: list[str], folder: Path) -> None:
     resume = ["--resume"] if (folder / "train" / "checkpoint").is_dir() else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     folder.mkdir(parents=True, exist_ok=True)
+    restarted = ""
+    if not resume and (folder / "train").exists():
+        # Stopped before its first checkpoint: nothing to resume from, and the trainer refuses
+        # a folder that holds a run. The run is seeded, so starting over writes the same lines.
+        shutil.rmtree(folder / "train")
+        restarted = "study: the run had stopped before its first checkpoint; started over\n"
     with (folder / "log.txt").open("w") as log:
+        log.write(restarted)
+        log.flush()
         code = subprocess.call(
             [sys.executable, "-m", "baselines.train", "--no-progress", *resume, *overrides],
             stdout=log,
