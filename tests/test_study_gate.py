@@ -39,3 +39,29 @@ def test_random_init_model_fails_the_mi_check() -> None:
     assert gate_reasons(out["mi_estimate"], out["mi_upper_bound"], 0.5) != []
     with pytest.raises(ValueError, match="at least 2"):
         oracle_mi(model, tokenizer, env_id, {}, range(GATE_SEED, GATE_SEED + 1))
+
+
+def test_gate_command_refuses_bad_input_with_the_fix(tmp_path, capsys) -> None:
+    """Bad input is exit 2 with a message naming the fix (exit 1 means "the gate failed"): the
+    SFT run's folder given instead of its checkpoint/, no validation episode, one oracle chat."""
+    from baselines.studies.gate import main
+
+    run = tmp_path / "sft"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "checkpoint" / "config.json").write_text("{}")
+    cases = [
+        ([str(run)], "holds no model (no config.json)"),
+        ([str(run / "checkpoint"), "rollout.val_episodes=0"], "at least 1 validation episode"),
+        ([str(run / "checkpoint"), "--oracle-episodes", "1"], "--oracle-episodes must be >= 2"),
+        ([str(tmp_path / "nowhere")], "no checkpoint folder"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, "--env", "agentgym/Bandit-v0"])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err, err
+    # The hint names the folder the user meant.
+    with pytest.raises(SystemExit):
+        main([str(run), "--env", "agentgym/Bandit-v0"])
+    assert f"e.g. {run / 'checkpoint'}" in capsys.readouterr().err

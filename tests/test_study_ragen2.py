@@ -225,6 +225,20 @@ def test_design_power_is_stated_before_the_runs():
     assert plan["filtering"]["power"] >= 0.8
 
 
+def test_plan_prints_runs_shared_runs_and_power(capsys):
+    """--plan on ragen2.yaml: 66 runs, of which 6 (b) and 12 (c) repeat a (collapse or (b)) run
+    and are shared (the 18 of the provenance test); (a) has no statistic; nothing runs."""
+    assert main(["--plan"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "collapse: 18 runs; no test statistic, so no power: reproduced or inconclusive",
+        "filtering: 30 runs (6 shared with another claim's identical run); power 0.12 for the "
+        "paper's effect (n = 5)",
+        "correlation: 18 runs (12 shared with another claim's identical run); power 0.04 for the "
+        "paper's effect (n = 18)",
+    ]
+
+
 def test_the_filtering_study_runs_ppo_8x16_from_a_noisy_warm_start_on_disjoint_seeds():
     from agentgym.sft import SFT_SEED_START
     from baselines.config import load_config
@@ -506,6 +520,7 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
                       "--oracle-episodes", "16", "--out", str(tmp_path / "gate"), *spec["common"]])  # fmt: skip
     alone = json.loads(capsys.readouterr().out)
     assert code == (0 if alone["passed"] else 1)
+    assert json.loads((tmp_path / "gate" / "gate.json").read_text()) == alone
     for key in ("mi", "mi_ceiling", "success", "val_episodes", "oracle_episodes"):
         assert alone[key] == pytest.approx(gate[key], abs=1e-6)
     assert all(r["void"] is None for r in runs)

@@ -34,9 +34,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
+
+from agentgym.fileio import write_text_atomic
 
 __all__ = [
     "GATE_SEED",
@@ -216,31 +217,82 @@ STUDY_VAL_SEED = 10_000_000
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m baselines.studies.gate CHECKPOINT --env ID [override ...]``: measure one warm
-    start, print the gate's JSON (:func:`warm_start_gate`) and exit 0 when it passes, 1 when not.
+    start, print the gate's JSON (:func:`warm_start_gate`), also written to ``OUT/gate.json``,
+    and exit 0 when it passes, 1 when not, 2 on bad input.
     """
-    parser = argparse.ArgumentParser(prog="python -m baselines.studies.gate", description=__doc__)
-    parser.add_argument("checkpoint", help="the warm start: an SFT checkpoint folder")
+    parser = argparse.ArgumentParser(
+        prog="python -m baselines.studies.gate",
+        description=(
+            "Measure one warm start (an SFT checkpoint folder) against the RAGEN-2 study's gate: "
+            "the MI of the oracle's reasoning under it must reach a share of its ceiling, and its "
+            "validation success must lie strictly between a floor and a ceiling. Trainer "
+            "overrides set the validation (rollout.val_episodes, rollout.val_temperature, "
+            "rollout.max_new_tokens, ...). Prints the result as JSON; exit 0: passes, 1: fails, "
+            "2: bad input."
+        ),
+    )
+    parser.add_argument("checkpoint", help="the warm start: an SFT run's checkpoint/ folder")
     parser.add_argument("--env", required=True, help="environment id, e.g. agentgym/Bandit-v0")
-    parser.add_argument("--oracle-episodes", type=int, default=32, help="oracle chats scored")
-    parser.add_argument("--out", default=None, help="folder for the validation bundle")
+    parser.add_argument(
+        "--oracle-episodes", type=int, default=32, help="oracle chats scored (default 32)"
+    )
+    parser.add_argument(
+        "--out", default=None, help="folder for gate.json and the validation bundle "
+        "(default: gate/ beside the checkpoint folder)",
+    )  # fmt: skip
+    parser.add_argument("--mi-fraction", type=float, default=MI_FRACTION,
+                        help=f"least share of the MI ceiling (default {MI_FRACTION})")  # fmt: skip
+    parser.add_argument("--success-floor", type=float, default=SUCCESS_FLOOR,
+                        help=f"success must be above this (default {SUCCESS_FLOOR})")  # fmt: skip
+    parser.add_argument("--success-ceiling", type=float, default=SUCCESS_CEILING,
+                        help=f"success must be below this (default {SUCCESS_CEILING})")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="trainer overrides (rollout.* of validation)")
     args = parser.parse_intermixed_args(argv)
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_dir():
         parser.error(f"no checkpoint folder {checkpoint}: give the SFT run's checkpoint/ folder")
+    if not (checkpoint / "config.json").is_file():
+        hint = checkpoint / "checkpoint"
+        parser.error(
+            f"{checkpoint} holds no model (no config.json): give the SFT run's checkpoint/ "
+            f"folder{f', e.g. {hint}' if hint.is_dir() else ''}"
+        )
     if args.oracle_episodes < 2:
         parser.error(
             f"--oracle-episodes must be >= 2 (the MI needs 2 prompts); got {args.oracle_episodes}"
         )
-    out = Path(args.out) if args.out else checkpoint.parent / "gate"
+    from agentgym.eval import EvalError
+    from baselines.config import load_config
+
     try:
-        result = warm_start_gate(
-            checkpoint, args.env, args.overrides, out, oracle_episodes=args.oracle_episodes
-        )
+        rc = load_config(None, [*args.overrides, f"rollout.env_id={args.env}"]).rollout
     except (KeyError, ValueError) as err:
         parser.error(str(err))
-    json.dump(result, sys.stdout, indent=1)
-    print()
+    if rc.val_episodes < 1:
+        parser.error(
+            f"rollout.val_episodes={rc.val_episodes}: the gate plays at least 1 validation "
+            "episode (32 or more to read a success rate)"
+        )
+    out = Path(args.out) if args.out else checkpoint.parent / "gate"
+    thresholds = {
+        "mi_fraction": args.mi_fraction,
+        "success_floor": args.success_floor,
+        "success_ceiling": args.success_ceiling,
+    }
+    try:
+        result = warm_start_gate(
+            checkpoint,
+            args.env,
+            args.overrides,
+            out,
+            oracle_episodes=args.oracle_episodes,
+            thresholds=thresholds,
+        )
+    except (KeyError, ValueError, OSError, EvalError) as err:
+        parser.error(f"{type(err).__name__}: {err}")
+    text = json.dumps(result, indent=1)
+    write_text_atomic(out / "gate.json", text + "\n")
+    print(text)
     return 0 if result["passed"] else 1
 
 

@@ -1162,11 +1162,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, yaml.YAMLError) as err:
         parser.error(f"--spec {args.spec}: {err}")
     if args.plan:
+        runs = _runs(spec)
+        settings = [_train_overrides(r, Path("warm-start"), spec) for r in runs]
+        made_by = shared_runs(settings)
         for name, planned in design_power(spec).items():
-            print(
-                f"{name}: {planned['runs']} runs; power {planned['power']:.2f} for the paper's "
-                f"effect (n = {planned['n']})"
+            distinct = sum(1 for i, r in enumerate(runs) if r["claim"] == name and made_by[i] == i)
+            power = (
+                f"power {planned['power']:.2f} for the paper's effect (n = {planned['n']})"
+                if math.isfinite(planned["power"])
+                else "no test statistic, so no power: reproduced or inconclusive"
             )
+            shared = planned["runs"] - distinct
+            count = f"{planned['runs']} runs" + (
+                f" ({shared} shared with another claim's identical run)" if shared else ""
+            )
+            print(f"{name}: {count}; {power}")
         return 0
     out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
     doc = Path(args.doc or (out / "reproduction.md" if args.quick else "docs/reproduction.md"))
