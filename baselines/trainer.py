@@ -1156,18 +1156,15 @@ class Trainer:
                 if step == 0:
                     metrics.update(initial)
                 last = step == cfg.train.steps - 1
-                validated = (step + 1) % cfg.rollout.val_every == 0 or last
-                if validated:
-                    self.phases.set("validation")
-                    metrics.update(self.validate())
+                # The stop rules read the step's rollout and update figures, never validation's,
+                # so they are judged first: a run that ends here validates the policy it ends with.
                 warning = stall.observe(step, metrics)
                 self.steps_without_update, self.steps_without_signal = stall.count, stall.silent
                 variance_stop.observe(metrics)
                 self.variance_stop_state = variance_stop.state()
                 variance_stopped = cfg.train.reward_variance_stop and variance_stop.should_stop
                 stop = stall.should_stop or variance_stopped
-                if stop and not validated:
-                    # The run ends here: its last validation is of the policy it ends with.
+                if (step + 1) % cfg.rollout.val_every == 0 or last or stop:
                     self.phases.set("validation")
                     metrics.update(self.validate())
                 line = complete_metrics(metrics)

@@ -171,12 +171,21 @@ def warm_start_gate(
     Returns:
         ``passed`` (bool), ``reasons`` (list of str), ``mi``, ``mi_ceiling``,
         ``mi_fraction``, ``success``, ``val_episodes``, ``oracle_episodes``.
+
+    Raises:
+        ValueError: a bad override, or ``rollout.val_episodes`` below 1 (nothing is written).
+        KeyError: an unknown environment id.
     """
     from agentgym.eval import evaluate
     from baselines.config import load_config
     from baselines.policy import load_policy
 
     rc = load_config(None, [*common, f"rollout.env_id={env_id}"]).rollout
+    if rc.val_episodes < 1:
+        raise ValueError(
+            f"rollout.val_episodes={rc.val_episodes}: the gate plays at least 1 validation "
+            "episode (32 or more to read a success rate)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     bundle = evaluate(
         [rc.env_id],
@@ -262,17 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--oracle-episodes must be >= 2 (the MI needs 2 prompts); got {args.oracle_episodes}"
         )
     from agentgym.eval import EvalError
-    from baselines.config import load_config
 
-    try:
-        rc = load_config(None, [*args.overrides, f"rollout.env_id={args.env}"]).rollout
-    except (KeyError, ValueError) as err:
-        parser.error(str(err))
-    if rc.val_episodes < 1:
-        parser.error(
-            f"rollout.val_episodes={rc.val_episodes}: the gate plays at least 1 validation "
-            "episode (32 or more to read a success rate)"
-        )
     out = Path(args.out) if args.out else checkpoint.parent / "gate"
     thresholds = {
         "mi_fraction": args.mi_fraction,
@@ -289,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             thresholds=thresholds,
         )
     except (KeyError, ValueError, OSError, EvalError) as err:
-        parser.error(f"{type(err).__name__}: {err}")
+        parser.error(str(err))
     text = json.dumps(result, indent=1)
     write_text_atomic(out / "gate.json", text + "\n")
     print(text)
