@@ -199,6 +199,35 @@ def test_verdicts_by_hand():
     assert not claims["correlation"]["significant"]
 
 
+def test_the_spec_sd_decides_and_the_observed_sd_is_checked_beside_it():
+    """(b) as it ran (docs/reproduction-filtering.md): 15 pairs, p 0.25, the spec's paired sd
+    0.14 gives power 0.84 at alpha 0.05, so the rule says "not reproduced"; the observed sd,
+    0.273, is checked beside it and never decides. An independent power (scipy's noncentral t,
+    one-sided, not the two-sided test at twice the level the study uses): 0.3835 at n = 15, and
+    n = 48 is the first to reach 0.8 (0.7958 at 47, 0.8034 at 48)."""
+    from scipy import stats as sp
+
+    def one_sided(sd: float, n: int) -> float:
+        shift = 0.1 / (sd / math.sqrt(n))
+        return float(sp.nct.sf(sp.t.ppf(0.95, n - 1), n - 1, shift))
+
+    power = {"alpha": 0.05, "filtering_effect": 0.1, "filtering_sd": 0.14}
+    claims = {"filtering": _filtering({"Bandit-v0": 0.2518}, n=15)}
+    claims["filtering"]["differences"]["Bandit-v0/softmax"]["sd"] = 0.27327
+    _decide(claims, power)
+    b = claims["filtering"]
+    d = b["differences"]["Bandit-v0/softmax"]
+    assert b["verdict"] == "not reproduced" and b["power"] == pytest.approx(0.8375, abs=1e-3)
+    assert d["power_at_observed_sd"] == pytest.approx(one_sided(0.27327, 15), abs=2e-3)
+    assert d["power_at_observed_sd"] == pytest.approx(0.3835, abs=2e-3)
+    assert d["pairs_for_power_at_observed_sd"] == 48
+    assert one_sided(0.27327, 47) < 0.8 <= one_sided(0.27327, 48)
+    claims = {"filtering": _filtering({"Bandit-v0": 0.2518}, n=15)}  # no sd: no check
+    _decide(claims, power)
+    d = claims["filtering"]["differences"]["Bandit-v0/softmax"]
+    assert math.isnan(d["power_at_observed_sd"]) and d["pairs_for_power_at_observed_sd"] is None
+
+
 def test_design_power_is_stated_before_the_runs():
     """--plan's figures by hand. ragen2.yaml: (b) 2 envs x 2 filtered arms + (c) = 5 comparisons,
     so each at 0.05 / 5, one-sided (two-sided at twice the level), 5 pairs; (c) its 18 runs.

@@ -590,6 +590,18 @@ def _filtering_power(power: dict[str, float], n: int, level: float) -> float:
     return st.paired_t_power(effect, sd, n, 2 * level)
 
 
+def _pairs_for_power(power: dict[str, float], level: float, most: int = 10_000) -> int | None:
+    """The fewest pairs for which :func:`_filtering_power` reaches
+    :data:`~baselines.studies.stats.POWER_TO_DECIDE` (0.8); None when the spec's effect or sd
+    is missing or ``most`` pairs do not reach it."""
+    if math.isnan(_filtering_power(power, 2, level)):
+        return None
+    for n in range(2, most + 1):
+        if _filtering_power(power, n, level) >= st.POWER_TO_DECIDE:
+            return n
+    return None
+
+
 def _correlation_power(power: dict[str, float], runs: int, level: float) -> float:
     """(c)'s power on ``runs`` runs at ``level`` for the spec's correlations: that of the
     signed test of rho(MI-ZScore) > rho(entropy) times that of rho(MI-ZScore) > 0 (see
@@ -679,6 +691,11 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
         for name, d in c["differences"].items():
             d["p_holm"] = adjusted[("filtering", name)]
             d["power"] = _filtering_power(power, d["n"], level)
+            # A check of the spec's sd, never deciding: the same power at the observed sd
+            # (the paper's effect, not the observed one) and the pairs it would need for 0.8.
+            observed = {**power, "filtering_sd": d.get("sd", math.nan)}
+            d["power_at_observed_sd"] = _filtering_power(observed, d["n"], level)
+            d["pairs_for_power_at_observed_sd"] = _pairs_for_power(observed, level)
             arm = arms.setdefault(d["arm"], {"significant": True, "power": math.inf})
             arm["significant"] &= bool(math.isfinite(d["p_holm"]) and d["p_holm"] <= alpha)
             arm["power"] = min(arm["power"], d["power"])
@@ -959,6 +976,24 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"{s['p_one_sided']:.3f} | {s['p_holm']:.3f} | {s['power']:.2f} | "
                 f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} | "
                 f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} |"
+            )
+        assumed = results["power"].get("filtering_sd", math.nan)
+        lines += [
+            "",
+            f"The power decides, at the paired sd the spec assumed before the runs ({assumed}). "
+            "Checked against the data (never deciding): the same power at the observed paired "
+            "sd, and the pairs that sd would need for 0.8:",
+            "",
+            "| env/arm | paired sd: assumed | observed | power at the observed sd | "
+            "pairs for 0.8 at the observed sd |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for key, s in c["filtering"]["differences"].items():
+            need = s.get("pairs_for_power_at_observed_sd")
+            lines.append(
+                f"| {key} | {assumed} | {s['sd']:.3f} | "
+                f"{s.get('power_at_observed_sd', math.nan):.2f} | "
+                f"{need if need is not None else 'n/a' if math.isnan(s['sd']) else '> 10,000'} |"
             )
     if "correlation" in c:
         cc = c["correlation"]
