@@ -5,6 +5,8 @@ Usage::
     python benchmarks/bench_recipes.py                                  # every shipped config
     python benchmarks/bench_recipes.py --configs sokoban frozen_lake --steps 2
     python benchmarks/bench_recipes.py --configs sokoban --set model.path=runs/sft/sokoban/checkpoint
+    python benchmarks/bench_recipes.py --configs webshop --keep runs/bench --report-every 300
+        # a long run: its run folder kept, and its peak RSS so far printed every 5 minutes
 
 Each config runs as its own ``python -m baselines.train`` process (``train.steps`` = ``--steps``,
 with the config's own validation before the first step unless ``--no-validation``: it is the
@@ -34,11 +36,44 @@ REPO = Path(__file__).resolve().parent.parent
 CONFIGS = ["quick", "bandit", "sokoban", "frozen_lake", "countdown", "math", "code", "webshop"]
 
 
+def _high_water_gb(pid: int) -> float:
+    """``VmHWM`` of process ``pid`` (its peak RSS so far; Linux ``/proc``) in GB; NaN when
+    unreadable (the process ended, or not Linux)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    return float("nan")
+
+
+def _steps_done(metrics: Path) -> int:
+    try:
+        return sum(1 for line in metrics.read_text().splitlines() if '"step"' in line)
+    except OSError:
+        return 0
+
+
 def run_one(
-    name: str, steps: int, extra: list[str], validation: bool = True
+    name: str,
+    steps: int,
+    extra: list[str],
+    validation: bool = True,
+    keep: Path | None = None,
+    report_every: float = 0.0,
 ) -> dict[str, float | str]:
-    """Train ``baselines/configs/<name>.yaml`` for ``steps`` steps in a child process."""
-    out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
+    """Train ``baselines/configs/<name>.yaml`` for ``steps`` steps in a child process; with
+    ``keep`` its run folder is ``keep/<name>`` and stays (else a temporary one, removed); with
+    ``report_every`` > 0 a line every that many seconds gives the child's peak RSS so far and
+    the steps it has logged, so a run stopped before its end still leaves its figures."""
+    if keep is not None:
+        out = keep / name
+        if out.exists():
+            raise SystemExit(f"{out} exists: name a new --keep folder or remove it")
+        out.mkdir(parents=True)
+    else:
+        out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
     argv = [
         "--config",
         str(REPO / "baselines" / "configs" / f"{name}.yaml"),
@@ -57,7 +92,29 @@ def run_one(
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     )
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
+    with tempfile.TemporaryFile("w+") as stderr:
+        child = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True
+        )
+        try:
+            while True:
+                try:
+                    child.wait(timeout=report_every if report_every > 0 else None)
+                    break
+                except subprocess.TimeoutExpired:
+                    print(
+                        f"  {name}: {time.perf_counter() - t0:.0f} s, peak RSS so far "
+                        f"{_high_water_gb(child.pid):.2f} GB, steps logged "
+                        f"{_steps_done(out / 'run' / 'metrics.jsonl')}",
+                        flush=True,
+                    )
+        finally:
+            if child.poll() is None:  # interrupted: leave no trainer behind
+                child.kill()
+                child.wait()
+        stderr.seek(0)
+        said = stderr.read()
+    proc = subprocess.CompletedProcess(cmd, child.returncode, "", said)
     wall = time.perf_counter() - t0
     peaks = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS")]
     peak_kib = int(peaks[-1]) if peaks else 0
@@ -67,7 +124,8 @@ def run_one(
             return {"config": name, "error": (said or ["no output"])[-1][:200]}
         lines = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines()]
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(out, ignore_errors=True)
 
     def mean(key: str) -> float:
         values = [line[key] for line in lines if line.get(key) is not None]
@@ -102,6 +160,20 @@ def main() -> None:
     parser.add_argument(
         "--no-validation", action="store_true", help="rollout.val_episodes=0 (faster)"
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each run's folder as DIR/<config> (metrics.jsonl), else a removed temp folder",
+    )
+    parser.add_argument(
+        "--report-every",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="print each child's peak RSS so far and steps logged every SECONDS (0: never)",
+    )
     args = parser.parse_args()
     if run_if_child(args, CHILDREN):
         return
@@ -110,7 +182,14 @@ def main() -> None:
         f"{'tokens':>8} {'valid':>6} {'load':>10}"
     )
     for name in args.configs:
-        row = run_one(name, args.steps, args.set, validation=not args.no_validation)
+        row = run_one(
+            name,
+            args.steps,
+            args.set,
+            validation=not args.no_validation,
+            keep=args.keep,
+            report_every=args.report_every,
+        )
         if "error" in row:
             print(f"{name:<12} failed: {row['error']}")
             continue
