@@ -10,7 +10,8 @@ Usage::
 
 Each config runs as its own ``python -m baselines.train`` process (``train.steps`` = ``--steps``,
 with the config's own validation before the first step unless ``--no-validation``: it is the
-rollout phase with the most live episodes; output in a temporary folder that is removed), so its peak RSS is that process's
+rollout phase with the most live episodes; output in a temporary folder that is removed, or
+kept under ``--keep``), so its peak RSS is that process's
 alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by
 ``children.run_module_reporting_peak_rss`` in the child ``--child train``; Linux reports KiB). Printed per
 config: peak RSS in GB, the mean ``timing/step_s`` and its generation / update parts from
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,9 +71,7 @@ def run_one(
     the steps it has logged, so a run stopped before its end still leaves its figures."""
     if keep is not None:
         out = keep / name
-        if out.exists():
-            raise SystemExit(f"{out} exists: name a new --keep folder or remove it")
-        out.mkdir(parents=True)
+        out.mkdir(parents=True)  # main() checked that it is new
     else:
         out = Path(tempfile.mkdtemp(prefix=f"bench-recipe-{name}-"))
     argv = [
@@ -109,9 +109,13 @@ def run_one(
                         flush=True,
                     )
         finally:
-            if child.poll() is None:  # interrupted: leave no trainer behind
-                child.kill()
-                child.wait()
+            if child.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no trainer behind
+                child.terminate()
+                try:
+                    child.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
         stderr.seek(0)
         said = stderr.read()
     proc = subprocess.CompletedProcess(cmd, child.returncode, "", said)
@@ -177,19 +181,36 @@ def main() -> None:
     args = parser.parse_args()
     if run_if_child(args, CHILDREN):
         return
+    if args.keep is not None:
+        taken = [
+            str(args.keep / n) for n in dict.fromkeys(args.configs) if (args.keep / n).exists()
+        ]
+        if taken or len(set(args.configs)) < len(args.configs):
+            parser.error(
+                f"--keep: {', '.join(taken) or 'a config named twice'} would be overwritten; "
+                "name a new --keep folder, remove it, or list each config once"
+            )
+
+    def stop(signum: int, frame: object) -> None:  # SIGTERM (timeout, a job runner): as Ctrl-C,
+        raise KeyboardInterrupt  # so run_one's clean-up stops its trainer
+
+    signal.signal(signal.SIGTERM, stop)
     print(
         f"{'config':<12} {'peak GB':>8} {'step s':>8} {'gen s':>8} {'update s':>9} "
         f"{'tokens':>8} {'valid':>6} {'load':>10}"
     )
     for name in args.configs:
-        row = run_one(
-            name,
-            args.steps,
-            args.set,
-            validation=not args.no_validation,
-            keep=args.keep,
-            report_every=args.report_every,
-        )
+        try:
+            row = run_one(
+                name,
+                args.steps,
+                args.set,
+                validation=not args.no_validation,
+                keep=args.keep,
+                report_every=args.report_every,
+            )
+        except KeyboardInterrupt:
+            sys.exit(f"{name}: stopped before its end (its trainer was stopped too)")
         if "error" in row:
             print(f"{name:<12} failed: {row['error']}")
             continue

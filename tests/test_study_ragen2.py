@@ -163,7 +163,9 @@ def test_verdicts_by_hand():
     assert [d["p_holm"] for d in b["differences"].values()] == [0.03, 0.04]
     assert c["p_holm"] == 0.04
     assert (b["verdict"], c["verdict"], a["verdict"]) == ("reproduced",) * 2 + ("inconclusive",)
-    assert b["power"] == pytest.approx(stats.paired_t_power(0.1, 0.14, 5, 2 * 0.05 / 3))
+    assert b["power"] == pytest.approx(
+        stats.paired_t_power(0.1, 0.14, 5, 0.05 / 3, alternative="greater")
+    )
     assert c["power"] == pytest.approx(
         stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 3, signed=True)
         * stats.correlation_power(0.39, 18, 2 * 0.05 / 3)
@@ -204,7 +206,8 @@ def test_the_spec_sd_decides_and_the_observed_sd_is_checked_beside_it():
     0.14 gives power 0.84 at alpha 0.05, so the rule says "not reproduced"; the observed sd,
     0.273, is checked beside it and never decides. An independent power (scipy's noncentral t,
     one-sided, not the two-sided test at twice the level the study uses): 0.3835 at n = 15, and
-    n = 48 is the first to reach 0.8 (0.7958 at 47, 0.8034 at 48)."""
+    n = 48 is the first to reach 0.8 (0.7958 at 47, 0.8034 at 48). The study's power is that
+    one-sided test's."""
     from scipy import stats as sp
 
     def one_sided(sd: float, n: int) -> float:
@@ -218,8 +221,8 @@ def test_the_spec_sd_decides_and_the_observed_sd_is_checked_beside_it():
     b = claims["filtering"]
     d = b["differences"]["Bandit-v0/softmax"]
     assert b["verdict"] == "not reproduced" and b["power"] == pytest.approx(0.8375, abs=1e-3)
-    assert d["power_at_observed_sd"] == pytest.approx(one_sided(0.27327, 15), abs=2e-3)
-    assert d["power_at_observed_sd"] == pytest.approx(0.3835, abs=2e-3)
+    assert d["power_at_observed_sd"] == pytest.approx(one_sided(0.27327, 15), abs=1e-9)
+    assert d["power_at_observed_sd"] == pytest.approx(0.3835, abs=5e-4)
     assert d["pairs_for_power_at_observed_sd"] == 48
     assert one_sided(0.27327, 47) < 0.8 <= one_sided(0.27327, 48)
     claims = {"filtering": _filtering({"Bandit-v0": 0.2518}, n=15)}  # no sd: no check
@@ -235,7 +238,7 @@ def test_design_power_is_stated_before_the_runs():
     plan = design_power(load_study())
     assert plan["filtering"]["runs"] == 30 and plan["filtering"]["n"] == 5
     assert plan["filtering"]["power"] == pytest.approx(
-        stats.paired_t_power(0.10, 0.14, 5, 2 * 0.05 / 5)
+        stats.paired_t_power(0.10, 0.14, 5, 0.05 / 5, alternative="greater")
     )
     assert plan["correlation"]["power"] == pytest.approx(
         stats.dependent_correlations_power(0.39, -0.14, 0.0, 18, 0.05 / 5, signed=True)
@@ -248,7 +251,9 @@ def test_design_power_is_stated_before_the_runs():
         "filtering": {
             "runs": 30,
             "n": 15,
-            "power": pytest.approx(stats.paired_t_power(0.10, 0.14, 15, 0.10)),
+            "power": pytest.approx(
+                stats.paired_t_power(0.10, 0.14, 15, 0.05, alternative="greater")
+            ),
         }
     }
     assert plan["filtering"]["power"] >= 0.8
@@ -261,7 +266,7 @@ def test_plan_prints_runs_shared_runs_and_power(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         "collapse: 18 runs; no test statistic, so no power: reproduced or inconclusive",
-        "filtering: 30 runs (6 shared with another claim's identical run); power 0.12 for the "
+        "filtering: 30 runs (6 shared with another claim's identical run); power 0.11 for the "
         "paper's effect (n = 5)",
         "correlation: 18 runs (12 shared with another claim's identical run); power 0.04 for the "
         "paper's effect (n = 18)",

@@ -44,6 +44,16 @@ def test_paired_t_power_matches_gpower_and_monte_carlo() -> None:
     assert paired_t_power(0.3, 0.4, 12) == pytest.approx(rejected, abs=0.01)
     with pytest.raises(ValueError, match="sd > 0"):
         paired_t_power(0.3, 0.0, 12)
+    # One-sided ("greater"): G*Power, d = 0.5, one-tailed 0.05, n = 27 gives 0.8118; and the same
+    # 20,000 samples, rejected by scipy's one-sided test. The lower tail is not power here.
+    assert paired_t_power(0.5, 1.0, 27, alternative="greater") == pytest.approx(0.8118, abs=5e-4)
+    greater = stats.ttest_1samp(draws, 0.0, axis=1, alternative="greater").pvalue < 0.05
+    assert paired_t_power(0.3, 0.4, 12, alternative="greater") == pytest.approx(
+        np.mean(greater), abs=0.01
+    )
+    assert paired_t_power(-0.1, 0.4, 12, alternative="greater") < 0.05
+    with pytest.raises(ValueError, match="alternative"):
+        paired_t_power(0.3, 0.4, 12, alternative="less")
 
 
 def test_correlation_power_matches_cohens_table() -> None:

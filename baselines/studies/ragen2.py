@@ -581,25 +581,37 @@ def _claim_correlation(sweep: list[dict[str, Any]], every: list[dict[str, Any]])
 
 
 def _filtering_power(power: dict[str, float], n: int, level: float) -> float:
-    """(b)'s power on ``n`` pairs at the (Bonferroni) ``level``, one-sided: the two-sided paired
-    t test at twice the level, for the spec's ``filtering_effect`` and ``filtering_sd``; NaN
-    when they are missing or ``n < 2``."""
+    """(b)'s power on ``n`` pairs at the (Bonferroni) ``level``: the one-sided paired t test
+    (:func:`~baselines.studies.stats.paired_t_power`, ``alternative="greater"``), for the spec's
+    ``filtering_effect`` and ``filtering_sd``; NaN when they are missing, sd is not > 0 or
+    ``n < 2``."""
     effect, sd = power.get("filtering_effect", math.nan), power.get("filtering_sd", math.nan)
     if n < 2 or not math.isfinite(effect) or not sd > 0:
         return math.nan
-    return st.paired_t_power(effect, sd, n, 2 * level)
+    return st.paired_t_power(effect, sd, n, level, alternative="greater")
 
 
-def _pairs_for_power(power: dict[str, float], level: float, most: int = 10_000) -> int | None:
+#: The most pairs :func:`_pairs_for_power` looks at.
+MOST_PAIRS = 100_000
+
+
+def _pairs_for_power(power: dict[str, float], level: float) -> int | None:
     """The fewest pairs for which :func:`_filtering_power` reaches
-    :data:`~baselines.studies.stats.POWER_TO_DECIDE` (0.8); None when the spec's effect or sd
-    is missing or ``most`` pairs do not reach it."""
-    if math.isnan(_filtering_power(power, 2, level)):
+    :data:`~baselines.studies.stats.POWER_TO_DECIDE` (0.8), by bisection (the power rises with
+    the pairs for a positive effect); None when it is NaN (the effect or sd missing, sd not
+    > 0), the effect is not > 0, or :data:`MOST_PAIRS` pairs do not reach it."""
+    if math.isnan(_filtering_power(power, 2, level)) or not power["filtering_effect"] > 0:
         return None
-    for n in range(2, most + 1):
-        if _filtering_power(power, n, level) >= st.POWER_TO_DECIDE:
-            return n
-    return None
+    if _filtering_power(power, MOST_PAIRS, level) < st.POWER_TO_DECIDE:
+        return None
+    low, high = 1, MOST_PAIRS  # power(low) < 0.8 <= power(high); power(1) is taken as 0
+    while high - low > 1:
+        mid = (low + high) // 2
+        if mid >= 2 and _filtering_power(power, mid, level) >= st.POWER_TO_DECIDE:
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def _correlation_power(power: dict[str, float], runs: int, level: float) -> float:
@@ -664,8 +676,7 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     of each is computed for the effect sizes of the spec's ``power`` section, written before the
     study runs, at the Bonferroni level alpha / m (a lower bound of Holm's): (b) the best arm's
     smallest power over envs, :func:`~baselines.studies.stats.paired_t_power` with the spec's
-    ``filtering_effect`` and ``filtering_sd`` (one-sided: the two-sided test at twice the
-    level); (c) :func:`~baselines.studies.stats.dependent_correlations_power` for
+    ``filtering_effect`` and ``filtering_sd``, one-sided (the test's own alternative); (c) :func:`~baselines.studies.stats.dependent_correlations_power` for
     ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs
     times :func:`~baselines.studies.stats.correlation_power` of ``correlation_mi`` one-sided (the
     product: exact if the two tests were independent, conservative when they go together; an
@@ -977,10 +988,10 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} | "
                 f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} |"
             )
-        assumed = results["power"].get("filtering_sd", math.nan)
+        assumed = float(results["power"].get("filtering_sd", math.nan))
         lines += [
             "",
-            f"The power decides, at the paired sd the spec assumed before the runs ({assumed}). "
+            f"The power decides, at the paired sd the spec assumed before the runs ({assumed:g}). "
             "Checked against the data (never deciding): the same power at the observed paired "
             "sd, and the pairs that sd would need for 0.8:",
             "",
@@ -991,9 +1002,9 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         for key, s in c["filtering"]["differences"].items():
             need = s.get("pairs_for_power_at_observed_sd")
             lines.append(
-                f"| {key} | {assumed} | {s['sd']:.3f} | "
+                f"| {key} | {assumed:g} | {s.get('sd', math.nan):.3f} | "
                 f"{s.get('power_at_observed_sd', math.nan):.2f} | "
-                f"{need if need is not None else 'n/a' if math.isnan(s['sd']) else '> 10,000'} |"
+                f"{'n/a' if need is None else need} |"
             )
     if "correlation" in c:
         cc = c["correlation"]

@@ -85,26 +85,36 @@ def paired_t(diffs: Sequence[float], alpha: float = 0.05) -> dict[str, float]:
     return {"n": n, "mean": mean, "sd": sd, "low": mean - half, "high": mean + half, "p": p}
 
 
-def paired_t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided paired t test to detect a mean difference ``effect``.
+def paired_t_power(
+    effect: float, sd: float, n: int, alpha: float = 0.05, alternative: str = "two-sided"
+) -> float:
+    """Power of the paired t test to detect a mean difference ``effect``.
 
     The statistic follows a noncentral t with ``n - 1`` degrees of freedom and noncentrality
-    ``effect / sd * sqrt(n)`` (Cohen 1988, ch. 2).
+    ``effect / sd * sqrt(n)`` (Cohen 1988, ch. 2). Two-sided: rejections in both tails;
+    ``"greater"``: the one-sided test of a positive difference, its upper tail only.
 
     Args:
         effect: the true mean paired difference (same unit as ``sd``).
         sd: the standard deviation of one paired difference (> 0).
         n: pairs (>= 2).
         alpha: the test's level, after any correction.
+        alternative: ``"two-sided"`` or ``"greater"``.
 
     Raises:
-        ValueError: ``sd <= 0`` or ``n < 2``.
+        ValueError: ``sd <= 0``, ``n < 2`` or another ``alternative``.
     """
     if sd <= 0 or n < 2:
         raise ValueError(f"paired_t_power: needs sd > 0 and n >= 2, got sd={sd}, n={n}")
     df = n - 1
-    crit = float(stats.t.ppf(1 - alpha / 2, df))
     nc = effect / sd * math.sqrt(n)
+    if alternative == "greater":
+        return float(stats.nct.sf(float(stats.t.ppf(1 - alpha, df)), df, nc))
+    if alternative != "two-sided":
+        raise ValueError(
+            f"paired_t_power: alternative is 'two-sided' or 'greater', got {alternative!r}"
+        )
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
     return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
 
 
