@@ -989,16 +989,17 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} |"
             )
         assumed = float(results["power"].get("filtering_sd", math.nan))
-        lines += [
-            "",
-            f"The power decides, at the paired sd the spec assumed before the runs ({assumed:g}). "
-            "Checked against the data (never deciding): the same power at the observed paired "
-            "sd, and the pairs that sd would need for 0.8:",
-            "",
-            "| env/arm | paired sd: assumed | observed | power at the observed sd | "
-            "pairs for 0.8 at the observed sd |",
-            "| --- | --- | --- | --- | --- |",
-        ]
+        if c["filtering"]["differences"]:
+            lines += [
+                "",
+                f"The power decides, at the paired sd the spec assumed before the runs "
+                f"({assumed:g}). Checked against the data (never deciding): the same power at the "
+                "observed paired sd, and the pairs that sd would need for 0.8:",
+                "",
+                "| env/arm | paired sd: assumed | observed | power at the observed sd | "
+                "pairs for 0.8 at the observed sd |",
+                "| --- | --- | --- | --- | --- |",
+            ]
         for key, s in c["filtering"]["differences"].items():
             need = s.get("pairs_for_power_at_observed_sd")
             lines.append(
