@@ -57,7 +57,6 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from sandboxes.web.page import Link, PageView, canonical_url, normalize_text
@@ -137,6 +136,26 @@ def _retry_races(operation: Callable[[], _T]) -> _T:
                 raise
             time.sleep(0.02 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def document_replaced(old: Any) -> Callable[[Any], bool]:
+    """A ``WebDriverWait`` condition: true once ``old`` (an element of the document shown
+    before a click) no longer belongs to the shown document. Like selenium's
+    ``expected_conditions.staleness_of``, but every page race counts as replaced (:func:`is_page_race`):
+    under load Chromium may answer a lookup of a node of the replaced document with "unknown
+    error: ... Node with given id does not belong to the document" instead of a stale-element
+    error, which ``staleness_of`` lets through as a failure. Other errors propagate."""
+
+    def replaced(_driver: Any) -> bool:
+        try:
+            old.is_enabled()
+        except WebDriverException as err:
+            if is_page_race(err):
+                return True
+            raise
+        return False
+
+    return replaced
 
 
 def default_chromium_path() -> str:
@@ -415,7 +434,7 @@ class ChromiumBrowser:
 
         old = _retry_races(dispatch)
         wait = WebDriverWait(driver, self.config.page_load_timeout, poll_frequency=0.01)
-        wait.until(expected_conditions.staleness_of(old))
+        wait.until(document_replaced(old))
 
         def loaded(d: webdriver.Chrome) -> bool:
             try:
