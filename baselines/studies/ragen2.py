@@ -600,17 +600,16 @@ def _pairs_for_power(power: dict[str, float], level: float) -> int | None:
     :data:`~baselines.studies.stats.POWER_TO_DECIDE` (0.8), by bisection (the power rises with
     the pairs for a positive effect); None when it is NaN (the effect or sd missing, sd not
     > 0), the effect is not > 0, or :data:`MOST_PAIRS` pairs do not reach it."""
-    if math.isnan(_filtering_power(power, 2, level)) or not power["filtering_effect"] > 0:
+
+    def enough(n: int) -> bool:
+        return _filtering_power(power, n, level) >= st.POWER_TO_DECIDE  # False when NaN
+
+    if not power.get("filtering_effect", math.nan) > 0 or not enough(MOST_PAIRS):
         return None
-    if _filtering_power(power, MOST_PAIRS, level) < st.POWER_TO_DECIDE:
-        return None
-    low, high = 1, MOST_PAIRS  # power(low) < 0.8 <= power(high); power(1) is taken as 0
+    low, high = 1, MOST_PAIRS  # not enough(low) (one pair has no test), enough(high)
     while high - low > 1:
         mid = (low + high) // 2
-        if mid >= 2 and _filtering_power(power, mid, level) >= st.POWER_TO_DECIDE:
-            high = mid
-        else:
-            low = mid
+        low, high = (low, mid) if enough(mid) else (mid, high)
     return high
 
 
@@ -676,7 +675,8 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     of each is computed for the effect sizes of the spec's ``power`` section, written before the
     study runs, at the Bonferroni level alpha / m (a lower bound of Holm's): (b) the best arm's
     smallest power over envs, :func:`~baselines.studies.stats.paired_t_power` with the spec's
-    ``filtering_effect`` and ``filtering_sd``, one-sided (the test's own alternative); (c) :func:`~baselines.studies.stats.dependent_correlations_power` for
+    ``filtering_effect`` and ``filtering_sd``, one-sided (the test's own alternative); (c)
+    :func:`~baselines.studies.stats.dependent_correlations_power` for
     ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs
     times :func:`~baselines.studies.stats.correlation_power` of ``correlation_mi`` one-sided (the
     product: exact if the two tests were independent, conservative when they go together; an
