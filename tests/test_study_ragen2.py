@@ -18,6 +18,7 @@ from baselines.studies.ragen2 import (
     _runs,
     _summary,
     _train_overrides,
+    _void_summary,
     design_power,
     load_study,
     main,
@@ -83,6 +84,24 @@ def test_claim_c_scores_are_means_of_the_last_three_evaluations(tmp_path):
     assert gapped["ragen_mi_zscore_last"] == pytest.approx((3.0 + 2.0) / 2)
     assert gapped["entropy_last"] == pytest.approx(3.0)
     assert gapped["valid_rate_last"] == pytest.approx((1.0 + 1.0 + 0.25) / 3)
+
+
+def test_a_void_run_has_a_finished_runs_keys_with_nothing_scored(tmp_path):
+    """A run the gate kept from starting is recorded with the same keys as a finished one (the
+    report reads both), plus its reason; every score is empty: NaN, 0, False, ``{}``."""
+    (tmp_path / "run" / "train").mkdir(parents=True)
+    row = {"step": 0, "val/success_rate": 0.5, "collapse/mi_estimate": 0.2}
+    row |= {"collapse/mi_upper_bound": 1.0, "collapse/retrieval_above_chance": 0.3}
+    (tmp_path / "run" / "train" / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    run = {"claim": "correlation", "env": "agentgym/Bandit-v0", "arm": "a", "seed": 0}
+    void = _void_summary(run, "warm-start gate: success at its ceiling")
+    assert set(void) == set(_summary(run, tmp_path / "run")) | {"void"}
+    assert void["void"] == "warm-start gate: success at its ceiling"
+    assert void["provenance"] is None and void["metrics_path"] is None
+    assert math.isnan(void["final_val_success"]) and math.isnan(void["mi_fraction_last"])
+    assert math.isnan(void["mean_kept_fraction"]) and void["series"] == {}
+    assert void["near_chance_evaluations"] == 0 and void["run_s"] == 0.0
+    assert void["entropy_held"] is False and void["flag_fired"] is False
 
 
 def test_claim_c_statistic_is_signed_by_hand():

@@ -365,7 +365,18 @@ def _execute(overrides: list[str], folder: Path) -> None:
 
 
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
-    rows = _read_metrics(folder / "train" / "metrics.jsonl")
+    """A finished run's record: ``run``, its provenance and :func:`_scores` of its metrics."""
+    return {
+        **run,
+        "provenance": _read_provenance(folder / "train"),
+        "metrics_path": str(folder / "train" / "metrics.jsonl"),
+        **_scores(_read_metrics(folder / "train" / "metrics.jsonl")),
+    }
+
+
+def _scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scores the report reads from a run's ``metrics.jsonl`` rows; with no rows (a void
+    run) each is NaN, 0, False or empty, so a void run's record has the same keys."""
     diag = [r for r in rows if r.get("collapse/mi_estimate") is not None]
     # Every evaluation, also one with too few prompts to score an MI (num_pairs_total is logged
     # whenever the diagnostics run); metrics older than that key: the scored ones.
@@ -378,9 +389,6 @@ def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
     ]
     entropies = [r["collapse/entropy"] for r in diag if r.get("collapse/entropy") is not None]
     return {
-        **run,
-        "provenance": _read_provenance(folder / "train"),
-        "metrics_path": str(folder / "train" / "metrics.jsonl"),
         "final_val_success": _last(rows, "val/success_rate"),
         "final_mi": _last(diag, "collapse/mi_estimate"),
         "final_mi_per_token": _last(diag, "collapse/mi_estimate_per_token"),
@@ -757,29 +765,7 @@ def _gate(spec: dict[str, Any], env_id: str, checkpoint: Path, out: Path) -> dic
 
 def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
     """A run the gate kept from starting: reported with its reason, never counted."""
-    nan = math.nan
-    return {
-        **run,
-        "void": reason,
-        "provenance": None,
-        "metrics_path": None,
-        "final_val_success": nan,
-        "final_mi": nan,
-        "final_mi_per_token": nan,
-        "final_ragen_mi_zscore": nan,
-        "final_entropy": nan,
-        "mi_ceiling": nan,
-        "mi_fraction_last": nan,
-        "ragen_mi_zscore_last": nan,
-        "entropy_last": nan,
-        "valid_rate_last": nan,
-        "near_chance_evaluations": 0,
-        "entropy_held": False,
-        "flag_fired": False,
-        "mean_kept_fraction": math.nan,
-        "series": {},
-        "run_s": 0.0,
-    }
+    return {**run, "void": reason, "provenance": None, "metrics_path": None, **_scores([])}
 
 
 # ------------------------------------------------------------------------------ report
