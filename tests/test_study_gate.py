@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from baselines.studies.gate import GATE_SEED, gate_reasons, oracle_mi
+from baselines.studies.gate import GATE_SEED, gate_reasons, gate_settings, oracle_mi
 
 
 def test_gate_rule_by_hand() -> None:
@@ -65,3 +65,57 @@ def test_gate_command_refuses_bad_input_with_the_fix(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main([str(run), "--env", "agentgym/Bandit-v0"])
     assert f"e.g. {run / 'checkpoint'}" in capsys.readouterr().err
+
+
+def test_gate_settings_take_the_flags_over_the_spec_over_the_defaults(tmp_path) -> None:
+    """A spec's gate section and common overrides reach the command as the study uses them; a
+    flag given wins over the spec, the spec over the defaults (32 chats, 0.5, 0.05, 0.95); the
+    command's overrides come after the spec's, so the later one wins in the trainer's config."""
+    from baselines.studies.ragen2 import load_study
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "common: [rollout.val_episodes=64, rollout.val_temperature=0.5]\n"
+        "gate: {oracle_episodes: 8, mi_fraction: 0.3, success_ceiling: 0.9}\n"
+        "claims:\n  correlation: {envs: [agentgym/Bandit-v0], seeds: [0], arms: {a: []}}\n"
+    )
+    spec = load_study(path)
+    given = {"oracle_episodes": None, "mi_fraction": None, "success_floor": None}
+    given |= {"success_ceiling": 0.8, "overrides": ["rollout.val_episodes=16"]}
+    overrides, oracle, thresholds = gate_settings(spec, given)
+    assert overrides == [
+        "rollout.val_episodes=64",
+        "rollout.val_temperature=0.5",
+        "rollout.val_episodes=16",
+    ]
+    assert oracle == 8
+    assert thresholds == {"mi_fraction": 0.3, "success_floor": 0.05, "success_ceiling": 0.8}
+    assert gate_settings(None, {}) == (
+        [],
+        32,
+        {"mi_fraction": 0.5, "success_floor": 0.05, "success_ceiling": 0.95},
+    )
+
+
+def test_gate_command_refuses_a_bad_spec_with_the_fix(tmp_path, capsys) -> None:
+    """A missing spec, and a gate section with a misspelt key (it would otherwise be ignored,
+    or fail deep in the study), are exit 2 naming the file and the keys it may set."""
+    from baselines.studies.gate import main
+
+    checkpoint = tmp_path / "sft" / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        "gate: {mi_frac: 0.3}\n"
+        "claims:\n  correlation: {envs: [agentgym/Bandit-v0], seeds: [0], arms: {a: []}}\n"
+    )
+    for spec, message in (
+        (tmp_path / "nowhere.yaml", "nowhere.yaml"),
+        (typo, "keys ['mi_frac'] are unknown; it may set oracle_episodes, mi_fraction"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main([str(checkpoint), "--env", "agentgym/Bandit-v0", "--spec", str(spec)])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "--spec:" in err and message in err, err

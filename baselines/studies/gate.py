@@ -27,6 +27,12 @@ overrides::
 
     python -m baselines.studies.gate runs/sft/frozen_lake/checkpoint --env agentgym/FrozenLake-v0 \
         rollout.val_episodes=32 rollout.val_temperature=0.5 rollout.max_new_tokens=96
+
+or with a study spec's own settings (its ``gate`` section and its ``common`` trainer overrides,
+as the study measures its warm starts; flags and overrides given after it win)::
+
+    python -m baselines.studies.gate runs/ragen2-correlation/sft/Bandit-v0/checkpoint \
+        --env agentgym/Bandit-v0 --spec baselines/studies/ragen2_correlation.yaml
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agentgym.fileio import write_text_atomic
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "SUCCESS_CEILING",
     "SUCCESS_FLOOR",
     "gate_reasons",
+    "gate_settings",
     "main",
     "oracle_mi",
     "warm_start_gate",
@@ -220,13 +229,60 @@ def warm_start_gate(
     }
 
 
+def gate_settings(
+    spec: dict[str, Any] | None, given: dict[str, Any]
+) -> tuple[list[str], int, dict[str, float]]:
+    """The gate's settings for a warm start: each of ``oracle_episodes``, ``mi_fraction``,
+    ``success_floor`` and ``success_ceiling`` from ``given`` (the command's parsed flags; None:
+    not given), else from the study spec's ``gate`` section, else the default (32 and this
+    module's constants); the trainer overrides are the spec's ``common`` followed by
+    ``given["overrides"]`` (the later wins). The study (:func:`baselines.studies.ragen2._gate`)
+    and the command both read a spec through it.
+
+    Args:
+        spec: a loaded study spec (:func:`baselines.studies.ragen2.load_study`), or None.
+        given: settings that win over the spec's; missing or None keys do not.
+
+    Returns:
+        ``(overrides, oracle_episodes, thresholds)``, thresholds as :func:`gate_reasons`' keywords.
+
+    Raises:
+        ValueError: the spec's gate section names a key the gate does not know.
+
+    Example:
+        >>> gate_settings(None, {"mi_fraction": 0.4, "overrides": ["rollout.val_episodes=8"]})
+        (['rollout.val_episodes=8'], 32, {'mi_fraction': 0.4, 'success_floor': 0.05, \
+'success_ceiling': 0.95})
+    """
+    defaults = {
+        "oracle_episodes": 32,
+        "mi_fraction": MI_FRACTION,
+        "success_floor": SUCCESS_FLOOR,
+        "success_ceiling": SUCCESS_CEILING,
+    }
+    section = dict((spec or {}).get("gate") or {})
+    unknown = sorted(set(section) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"the gate section's keys {unknown} are unknown; it may set {', '.join(defaults)}"
+        )
+    common = [str(x) for x in (spec or {}).get("common") or []]
+    chosen = {
+        key: given[key] if given.get(key) is not None else section.get(key, default)
+        for key, default in defaults.items()
+    }
+    oracle = int(chosen.pop("oracle_episodes"))
+    thresholds = {key: float(value) for key, value in chosen.items()}
+    return [*common, *(given.get("overrides") or [])], oracle, thresholds
+
+
 #: The study's validation seeds (``rollout.val_seed`` of every study run).
 STUDY_VAL_SEED = 10_000_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m baselines.studies.gate CHECKPOINT --env ID [override ...]``: measure one warm
-    start, print the gate's JSON (:func:`warm_start_gate`), also written to ``OUT/gate.json``,
+    """``python -m baselines.studies.gate CHECKPOINT --env ID [--spec SPEC] [override ...]``:
+    measure one warm start (settings: :func:`gate_settings`), print the gate's JSON (:func:`warm_start_gate`), also written to ``OUT/gate.json``,
     and exit 0 when it passes, 1 when not, 2 on bad input.
     """
     parser = argparse.ArgumentParser(
@@ -243,20 +299,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint", help="the warm start: an SFT run's checkpoint/ folder")
     parser.add_argument("--env", required=True, help="environment id, e.g. agentgym/Bandit-v0")
     parser.add_argument(
-        "--oracle-episodes", type=int, default=32, help="oracle chats scored (default 32)"
+        "--spec",
+        default=None,
+        help="a study spec (e.g. baselines/studies/ragen2_correlation.yaml): its gate section "
+        "and common trainer overrides, as the study uses them; flags and overrides given win",
+    )
+    parser.add_argument(
+        "--oracle-episodes", type=int, default=None, help="oracle chats scored (default 32)"
     )
     parser.add_argument(
         "--out", default=None, help="folder for gate.json and the validation bundle "
         "(default: gate/ beside the checkpoint folder)",
     )  # fmt: skip
-    parser.add_argument("--mi-fraction", type=float, default=MI_FRACTION,
+    parser.add_argument("--mi-fraction", type=float, default=None,
                         help=f"least share of the MI ceiling (default {MI_FRACTION})")  # fmt: skip
-    parser.add_argument("--success-floor", type=float, default=SUCCESS_FLOOR,
+    parser.add_argument("--success-floor", type=float, default=None,
                         help=f"success must be above this (default {SUCCESS_FLOOR})")  # fmt: skip
-    parser.add_argument("--success-ceiling", type=float, default=SUCCESS_CEILING,
+    parser.add_argument("--success-ceiling", type=float, default=None,
                         help=f"success must be below this (default {SUCCESS_CEILING})")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="trainer overrides (rollout.* of validation)")
     args = parser.parse_intermixed_args(argv)
+    try:
+        if args.spec is not None:
+            from baselines.studies.ragen2 import load_study  # ragen2 imports this module
+
+            spec = load_study(args.spec)
+        else:
+            spec = None
+        overrides, oracle_episodes, thresholds = gate_settings(spec, vars(args))
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        parser.error(f"--spec: {err}")
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_dir():
         parser.error(f"no checkpoint folder {checkpoint}: give the SFT run's checkpoint/ folder")
@@ -266,25 +338,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{checkpoint} holds no model (no config.json): give the SFT run's checkpoint/ "
             f"folder{f', e.g. {hint}' if hint.is_dir() else ''}"
         )
-    if args.oracle_episodes < 2:
+    if oracle_episodes < 2:
         parser.error(
-            f"--oracle-episodes must be >= 2 (the MI needs 2 prompts); got {args.oracle_episodes}"
+            f"--oracle-episodes must be >= 2 (the MI needs 2 prompts); got {oracle_episodes}"
         )
     from agentgym.eval import EvalError
 
     out = Path(args.out) if args.out else checkpoint.parent / "gate"
-    thresholds = {
-        "mi_fraction": args.mi_fraction,
-        "success_floor": args.success_floor,
-        "success_ceiling": args.success_ceiling,
-    }
     try:
         result = warm_start_gate(
             checkpoint,
             args.env,
-            args.overrides,
+            overrides,
             out,
-            oracle_episodes=args.oracle_episodes,
+            oracle_episodes=oracle_episodes,
             thresholds=thresholds,
         )
     except (KeyError, ValueError, OSError, EvalError) as err:

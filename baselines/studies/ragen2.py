@@ -72,7 +72,7 @@ import agentgym
 from agentgym import provenance
 from agentgym.fileio import write_text_atomic
 from baselines.studies import stats as st
-from baselines.studies.gate import warm_start_gate
+from baselines.studies.gate import gate_settings, warm_start_gate
 from baselines.studies.stats import paired_t, spearman
 
 __all__ = [
@@ -131,7 +131,8 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
     another model holds only ``collapse``).
 
     Raises:
-        ValueError: no claim, an unknown claim, or a claim without envs, seeds or arms.
+        ValueError: no claim, an unknown claim, a claim without envs, seeds or arms, or a gate
+            section with a key the gate does not know (:func:`~baselines.studies.gate.gate_settings`).
     """
     spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     quick_part = spec.pop("quick", {}) or {}
@@ -145,6 +146,10 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
         # Every claim, (c) included, is decided on runs of its own arms.
         if not body or not body.get("seeds") or not body.get("envs") or not body.get("arms"):
             raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
+    try:
+        gate_settings(spec, {})
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     return spec
 
 
@@ -749,15 +754,14 @@ def _gate(spec: dict[str, Any], env_id: str, checkpoint: Path, out: Path) -> dic
     path = out / "gate" / f"{_short(env_id)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    settings = dict(spec.get("gate") or {})
-    oracle = int(settings.pop("oracle_episodes", 32))
+    overrides, oracle, thresholds = gate_settings(spec, {})
     result = warm_start_gate(
         checkpoint,
         env_id,
-        list(spec["common"]),
+        overrides,
         out / "gate" / _short(env_id),
         oracle_episodes=oracle,
-        thresholds=settings,
+        thresholds=thresholds,
     )
     write_text_atomic(path, json.dumps(result, indent=1))
     return result
