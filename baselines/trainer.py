@@ -780,6 +780,7 @@ class Trainer:
             gap = (batch.old_logprobs - batch.sampling_logprobs).abs()
             diffs.append(gap[batch.loss_mask.bool()])
         grad_norms: list[float] = []
+        critic_grad_norms: list[float] = []  # algorithm.critic=model: its own clipping
         self.minibatch_stats = []  # one dict per optimizer step (ratio, clip fractions)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         critic = self.critic
@@ -826,7 +827,8 @@ class Trainer:
                 self.optimizer.step()
                 if critic is not None:
                     self.ranks.sum_gradients(critic_params)
-                    torch.nn.utils.clip_grad_norm_(critic_params, ac.grad_clip)
+                    norm = torch.nn.utils.clip_grad_norm_(critic_params, ac.grad_clip)
+                    critic_grad_norms.append(float(norm))
                     self.critic_optimizer.step()
                 grad_norms.append(float(grad_norm))
                 self.minibatch_stats.append(self.ranks.sum_floats(step_meter.sums))
@@ -841,6 +843,8 @@ class Trainer:
         metrics.update(meter.means())
         metrics["actor/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else math.nan
         metrics["actor/optimizer_steps"] = float(len(grad_norms))
+        if critic_grad_norms:  # before clipping, as actor/grad_norm (verl's critic/grad_norm)
+            metrics["critic/grad_norm"] = float(np.mean(critic_grad_norms))
         metrics["actor/lr"] = ac.lr
         if diffs:
             flat = torch.cat(diffs)

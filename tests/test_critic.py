@@ -69,6 +69,8 @@ def test_the_policy_update_is_the_policy_loss_alone_and_the_critic_learns(tmp_pa
     assert "value_head.linear.weight" in moved
     assert any(k.startswith("model.model.layers.") for k in moved)  # the body, not only the head
     assert m_model["critic/vf_loss"] > 0 and "critic/vpred_mean" in m_model
+    # Its own gradient norm: logged with a critic model only (the head's is in actor/grad_norm).
+    assert m_model["critic/grad_norm"] > 0 and "critic/grad_norm" not in m_alone
     # Gradients are freed until the next update, the critic's too.
     assert all(p.grad is None for p in model_run.critic.parameters())
 
