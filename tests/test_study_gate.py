@@ -98,7 +98,7 @@ def test_gate_settings_take_the_flags_over_the_spec_over_the_defaults(tmp_path) 
 
 
 def test_gate_command_refuses_a_bad_spec_with_the_fix(tmp_path, capsys) -> None:
-    """A missing spec, and a gate section with a misspelt key (it would otherwise be ignored,
+    """A missing or empty spec, and a gate section with a misspelt key (it would otherwise be ignored,
     or fail deep in the study), are exit 2 naming the file and the keys it may set."""
     from baselines.studies.gate import main
 
@@ -110,8 +110,11 @@ def test_gate_command_refuses_a_bad_spec_with_the_fix(tmp_path, capsys) -> None:
         "gate: {mi_frac: 0.3}\n"
         "claims:\n  correlation: {envs: [agentgym/Bandit-v0], seeds: [0], arms: {a: []}}\n"
     )
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
     for spec, message in (
         (tmp_path / "nowhere.yaml", "nowhere.yaml"),
+        (empty, "a study spec is a mapping with claims (got NoneType)"),
         (typo, "keys ['mi_frac'] are unknown; it may set oracle_episodes, mi_fraction"),
     ):
         with pytest.raises(SystemExit) as stop:

@@ -282,8 +282,9 @@ STUDY_VAL_SEED = 10_000_000
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m baselines.studies.gate CHECKPOINT --env ID [--spec SPEC] [override ...]``:
-    measure one warm start (settings: :func:`gate_settings`), print the gate's JSON (:func:`warm_start_gate`), also written to ``OUT/gate.json``,
-    and exit 0 when it passes, 1 when not, 2 on bad input.
+    measure one warm start (settings: :func:`gate_settings`), print the gate's JSON
+    (:func:`warm_start_gate`), also written to ``OUT/gate.json``, and exit 0 when it passes, 1
+    when not, 2 on bad input.
     """
     parser = argparse.ArgumentParser(
         prog="python -m baselines.studies.gate",
