@@ -98,8 +98,8 @@ def test_gate_settings_take_the_flags_over_the_spec_over_the_defaults(tmp_path) 
 
 
 def test_gate_command_refuses_a_bad_spec_with_the_fix(tmp_path, capsys) -> None:
-    """A missing or empty spec, and a gate section with a misspelt key (it would otherwise be ignored,
-    or fail deep in the study), are exit 2 naming the file and the keys it may set."""
+    """A missing or empty spec, and a gate section with a misspelt key (it would otherwise be
+    ignored, or fail deep in the study), are exit 2 naming the file and the keys it may set."""
     from baselines.studies.gate import main
 
     checkpoint = tmp_path / "sft" / "checkpoint"

@@ -131,8 +131,9 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
     another model holds only ``collapse``).
 
     Raises:
-        ValueError: not a mapping, no claim, an unknown claim, a claim without envs, seeds or arms, or a gate
-            section with a key the gate does not know (:func:`~baselines.studies.gate.gate_settings`).
+        ValueError: not a mapping, no claim, an unknown claim, a claim without envs, seeds or
+            arms, or a gate section with a key the gate does not know
+            (:func:`~baselines.studies.gate.gate_settings`).
     """
     spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(spec, dict):
