@@ -114,6 +114,53 @@ def test_misbehaving_run_gets_a_fresh_container_and_lease_ends_with_removal() ->
         box.close()
 
 
+#: A stand-in for the bootstrap that dies before its clean-up and report, as the real one did when a
+#: fork bomb took the container's last process slot before the bootstrap's stdin thread started:
+#: it fills the process limit with sleeping children of its own, then exits 1 with no report.
+_DYING_BOOTSTRAP = """
+import os, sys, time
+sys.stdin.buffer.read(int(sys.stdin.buffer.readline()))
+print("ran", flush=True)
+try:
+    while True:
+        if os.fork() == 0:
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            time.sleep(600)
+            os._exit(0)
+except OSError:
+    pass
+sys.exit(1)
+"""
+
+
+def test_a_run_that_ends_without_its_report_discards_its_container(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No report from the bootstrap: its leftovers may be in the container, so it is never reused,
+    and the process limit it hit is still reported (read from the host's cgroup files)."""
+    from sandboxes.code import docker_backend
+
+    box = _docker_or_fail(pool_size=1)
+    try:
+        box.run("pass", timeout_s=20)
+        (first,) = box.container_ids()
+        with monkeypatch.context() as patch:
+            patch.setattr(docker_backend, "_BOOTSTRAP", _DYING_BOOTSTRAP)
+            dying = box.run("pass", timeout_s=20)
+        assert (dying.stdout, dying.exit_code, dying.timed_out) == ("ran\n", 1, False), dying
+        assert dying.limit == "processes", dying
+        assert first not in box.container_ids()  # discarded with its 63 sleeping children
+        again = box.run("print(2)", timeout_s=20)
+        assert again.ok and again.stdout == "2\n" and again.limit is None, again
+        box.wait_removed()
+        assert [c["Id"] for c in _containers(box)] == box.container_ids()
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
 def test_orphans_of_dead_processes_are_reaped() -> None:
     box = _docker_or_fail()
     try:

@@ -31,7 +31,8 @@ namespace) and POSIX message queues (``/dev/mqueue``). So the next run in the sa
 starts clean; when anything cannot be removed, the bootstrap kills itself and the container is
 discarded. Its last bytes on stderr are a report (a per-run nonce, then whether the container's
 OOM-kill and refused-fork counters rose and whether a writable mount filled), which the host
-strips from ``stderr`` and turns into ``ExecResult.limit``.
+strips from ``stderr`` and turns into ``ExecResult.limit``. A run that ends without its report
+(the bootstrap did not finish its clean-up) is never reused: its container is discarded.
 
 The host enforces the timeout: at ``timeout_s`` (or once the output passes ``output_kill_mb``)
 it stops reading, closes the exec's connection and returns the result at once; the container is
@@ -524,6 +525,16 @@ class DockerSandbox(CodeSandbox):
                 if flag == b"1":
                     hit.add(kind)
             box.oom_seen, box.pids_seen = int(report.group(5)), int(report.group(6))
+        else:
+            # No report: the bootstrap ended before its clean-up finished, so processes or files
+            # of this run may be left in the container. It is discarded, never reused, and the
+            # limits it hit are read from the host's cgroup files, as after a timeout.
+            box.dead = True
+            oom_now, pids_now = _host_counters(box.id)
+            if oom_now > box.oom_seen:
+                hit.add("memory")
+            if pids_now > box.pids_seen:
+                hit.add("processes")
         # The exit status comes from the daemon, never from the report: the code could write a
         # report of its own and kill the bootstrap (then the container must not be reused).
         info = _exec_inspect(api, exec_id)

@@ -90,22 +90,28 @@ env = {
 }
 code = 1
 if not disk:
-    p = subprocess.Popen(
-        [sys.executable, "-I", "main.py"],
-        cwd="/work",
-        env=env,
-        stdin=subprocess.PIPE,
-        start_new_session=True,
-    )
+    # The feeder thread starts before the code does: the container's process limit counts
+    # threads, and a fork bomb can reach it before a thread started after the child could.
+    # After the child starts, this process makes no thread or process (nothing it could refuse).
+    stdin_r, stdin_w = os.pipe()
+    stdin_data = base64.b64decode(msg["stdin"])
 
     def feed():
         try:
-            p.stdin.write(base64.b64decode(msg["stdin"]))
-            p.stdin.close()
+            with open(stdin_w, "wb") as f:
+                f.write(stdin_data)
         except OSError:
             pass
 
     threading.Thread(target=feed, daemon=True).start()
+    p = subprocess.Popen(
+        [sys.executable, "-I", "main.py"],
+        cwd="/work",
+        env=env,
+        stdin=stdin_r,
+        start_new_session=True,
+    )
+    os.close(stdin_r)
     code = p.wait()
 
 
