@@ -500,11 +500,7 @@ class DockerSandbox(CodeSandbox):
             # daemon is still doing with the output.
             box.dead = True
             hit.add("timeout" if ended == "deadline" else "output")
-            oom_now, pids_now = _host_counters(box.id)
-            if oom_now > box.oom_seen:
-                hit.add("memory")
-            if pids_now > box.pids_seen:
-                hit.add("processes")
+            hit |= _host_limits(box)
             return ExecResult(
                 stdout=out.text(),
                 stderr=err_buf.text(),
@@ -530,11 +526,7 @@ class DockerSandbox(CodeSandbox):
             # of this run may be left in the container. It is discarded, never reused, and the
             # limits it hit are read from the host's cgroup files, as after a timeout.
             box.dead = True
-            oom_now, pids_now = _host_counters(box.id)
-            if oom_now > box.oom_seen:
-                hit.add("memory")
-            if pids_now > box.pids_seen:
-                hit.add("processes")
+            hit |= _host_limits(box)
         # The exit status comes from the daemon, never from the report: the code could write a
         # report of its own and kill the bootstrap (then the container must not be reused).
         info = _exec_inspect(api, exec_id)
@@ -706,6 +698,20 @@ def _missing_limits(client: Any) -> list[str]:
         return []
     names = {"MemoryLimit": "memory limits", "SwapLimit": "swap limits", "PidsLimit": "pids limits"}
     return [text for key, text in names.items() if info.get(key) is False]
+
+
+def _host_limits(box: _Box) -> set[str]:
+    """The limits (``"memory"``, ``"processes"``) whose host-side counts rose since ``box``'s last
+    report: for a run that left no report of its own (timed out, flooded, or its bootstrap died)."""
+    oom_now, pids_now = _host_counters(box.id)
+    return {
+        kind
+        for kind, rose in (
+            ("memory", oom_now > box.oom_seen),
+            ("processes", pids_now > box.pids_seen),
+        )
+        if rose
+    }
 
 
 def _host_counters(container_id: str) -> tuple[int, int]:
