@@ -7,6 +7,7 @@ them); elsewhere they are skipped with the reason. The attacks are the shared
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import threading
@@ -159,6 +160,89 @@ def test_a_run_that_ends_without_its_report_discards_its_container(
     finally:
         box.close()
     assert _containers(box) == []
+
+
+#: Leaves a process behind whose main thread ended alone (the raw ``exit`` system call, not
+#: ``exit_group``): its /proc status reads "Z" while its other thread writes /tmp/survivor.
+_HALF_DEAD_SURVIVOR = """
+import ctypes, os, platform, threading, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open('/dev/null', os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        def survive():
+            while True:
+                try:
+                    open('/tmp/survivor', 'w').close()
+                except OSError:
+                    pass
+                time.sleep(0.005)
+        threading.Thread(target=survive).start()
+        time.sleep(0.2)
+        ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[platform.machine()], 0)
+    os._exit(0)
+os.wait()
+time.sleep(1.0)
+print('left')
+"""
+
+
+def test_a_process_whose_main_thread_ended_is_killed_before_reuse() -> None:
+    """A thread-group leader that is a zombie with live threads is still a process: the clean-up
+    kills it, so the next run in the same container neither meets it nor its files."""
+    box = _docker_or_fail(pool_size=1)
+    try:
+        box.run("pass", timeout_s=20)
+        (first,) = box.container_ids()
+        left = box.run(_HALF_DEAD_SURVIVOR, timeout_s=20)
+        assert (left.stdout, left.exit_code) == ("left\n", 0), left
+        probe = (
+            "import os, time\n"
+            "time.sleep(0.3)\n"
+            "half_dead = []\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        st = open(f'/proc/{pid}/status').read()\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if 'State:\\tZ' in st and 'Threads:\\t1\\n' not in st:\n"
+            "        half_dead.append(pid)\n"
+            "print(os.path.exists('/tmp/survivor'), half_dead)\n"
+        )
+        for _ in range(2):
+            after = box.run(probe, timeout_s=20)
+            assert after.stdout == "False []\n", after
+        assert box.container_ids() == [first]  # the clean-up succeeded: the container was kept
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
+def test_the_code_cannot_read_or_trace_the_bootstrap() -> None:
+    """The code runs as the bootstrap's user: the bootstrap is undumpable (its memory, which holds
+    the report's nonce, cannot be read through /proc) and ptrace is refused (EPERM), so the code
+    cannot stop it before its clean-up and forge its report."""
+    code = (
+        "import ctypes, os\n"
+        "try:\n"
+        "    with open(f'/proc/{os.getppid()}/mem', 'rb', 0) as f:\n"
+        "        print('mem opened')\n"
+        "except OSError as e:\n"
+        "    print('mem', type(e).__name__)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.ptrace.restype = ctypes.c_long\n"
+        "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
+        "r = libc.ptrace(16, os.getppid(), None, None)\n"  # PTRACE_ATTACH
+        "print('ptrace', r, ctypes.get_errno())\n"
+    )
+    box = _docker_or_fail(pool_size=1)
+    try:
+        result = box.run(code, timeout_s=20)
+    finally:
+        box.close()
+    assert result.stdout == f"mem PermissionError\nptrace -1 {errno.EPERM}\n", result
 
 
 def test_orphans_of_dead_processes_are_reaped() -> None:

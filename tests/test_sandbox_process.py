@@ -29,15 +29,17 @@ FAKE_SECRET = "agentgym-fake-secret-7f3a9c"
 #: Numbers of the system calls every back end refuses (from the kernel's tables, not the filter's).
 SYSCALL_NUMBERS = {
     "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250}
-    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+    | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}
-    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+    | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+    | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271},
 }
 
 #: Calls each refused system call with plausible arguments and prints "<name> <result> <errno>",
 #: then shows that ordinary calls and a child process still work.
 SYSCALL_PROBE = f"""
-import ctypes, platform, subprocess
+import ctypes, os, platform, subprocess
 numbers = {SYSCALL_NUMBERS!r}[platform.machine()]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -50,12 +52,17 @@ args = {{
     "io_uring_setup": (ctypes.c_long(1), params),
     "io_uring_enter": (ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0)),
     "io_uring_register": (ctypes.c_long(0), ctypes.c_long(0), None, ctypes.c_long(0)),
+    # PTRACE_ATTACH to the parent; read/write 0 iovecs of the parent's memory
+    "ptrace": (ctypes.c_long(16), ctypes.c_long(os.getppid()), None, None),
+    "process_vm_readv": (ctypes.c_long(os.getppid()), None, ctypes.c_long(0), None,
+                         ctypes.c_long(0), ctypes.c_long(0)),
+    "process_vm_writev": (ctypes.c_long(os.getppid()), None, ctypes.c_long(0), None,
+                          ctypes.c_long(0), ctypes.c_long(0)),
 }}
 for name, nr in numbers.items():
     ctypes.set_errno(0)
     result = libc.syscall(ctypes.c_long(nr), *args[name])
     print(name, result, ctypes.get_errno())
-import os
 print("getpid", "ok" if os.getpid() > 0 else "no")
 print("child", subprocess.run(["true"]).returncode)
 """
@@ -205,8 +212,8 @@ class SecuritySuite:
         )
         assert box.run(check, timeout_s=20).stdout == "False False\n"
 
-    def test_keyrings_and_io_uring_are_refused(self, box: CodeSandbox) -> None:
-        """Key rings (a channel between runs of one user) and io_uring: EPERM; other calls work."""
+    def test_keyrings_io_uring_and_ptrace_are_refused(self, box: CodeSandbox) -> None:
+        """Key rings (a channel between runs of one user), io_uring and ptrace: EPERM; others work."""
         result = box.run(SYSCALL_PROBE, timeout_s=60)
         assert result.stdout.splitlines() == [
             *(f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]),
@@ -362,10 +369,10 @@ def test_capped_buffer_cut_tail_is_exact() -> None:
 def test_unisolated_runs_refuse_keyrings_and_io_uring_too() -> None:
     with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
         result = box.run(SYSCALL_PROBE, timeout_s=60)
-    assert result.stdout.splitlines()[:6] == [
+    assert result.stdout.splitlines()[: len(SYSCALL_NUMBERS["x86_64"])] == [
         f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]
     ], result
-    assert result.stdout.splitlines()[6:] == ["getpid ok", "child 0"]
+    assert result.stdout.splitlines()[len(SYSCALL_NUMBERS["x86_64"]) :] == ["getpid ok", "child 0"]
 
 
 def test_the_seccomp_filter_is_well_formed() -> None:

@@ -9,8 +9,10 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
 * ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
   ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
 * Docker's default seccomp profile, and on top of it, installed by each run's bootstrap before the
-  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings and io_uring refused:
-  Docker's profile refuses the first, not always the second);
+  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings, io_uring and ptrace
+  refused: Docker's profile refuses the first, not always the others); the bootstrap also makes
+  itself undumpable, so the code (same user) cannot read its memory, which holds the report's
+  nonce, or write its /proc files;
 * the idle process (the keeper: ``cat`` reading its standard input) running as user ``keeper``
   (uid 1001), and every run as user ``sandbox`` (uid 1000): neither is root, and the code cannot
   signal the keeper;

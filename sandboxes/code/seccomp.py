@@ -6,7 +6,10 @@ Refused with ``EPERM``:
   kept per user, and every run of the process back end is the same user (``nobody``, or the
   owner's user mapped to root), so a key ring would be a channel from one run to the next;
 * ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register``: a large kernel surface that
-  no Python program needs, and whose operations bypass the filters of the calls they stand for.
+  no Python program needs, and whose operations bypass the filters of the calls they stand for;
+* ``ptrace``, ``process_vm_readv`` and ``process_vm_writev``: the code runs as the same user as
+  the program that started it (the docker bootstrap), so it could read that program's memory
+  (the report's nonce) and stop it before its clean-up, forging a clean report.
 
 A process of another ABI than this machine's (32-bit x86 through ``int 0x80``, x32) is killed:
 its system call numbers differ, so the filter could not tell what it asked for.
@@ -37,6 +40,9 @@ DENIED = (
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
 )
 
 # The audit architecture (linux/audit.h) and the numbers of the refused calls, per machine.
@@ -44,12 +50,14 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
     "x86_64": (
         0xC000003E,  # AUDIT_ARCH_X86_64
         {"add_key": 248, "request_key": 249, "keyctl": 250}
-        | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+        | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+        | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311},
     ),
     "aarch64": (
         0xC00000B7,  # AUDIT_ARCH_AARCH64
         {"add_key": 217, "request_key": 218, "keyctl": 219}
-        | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+        | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+        | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271},
     ),
 }
 _X32_BIT = 0x40000000  # x86_64: system call numbers of the x32 ABI carry this bit

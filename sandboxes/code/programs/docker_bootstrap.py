@@ -45,6 +45,15 @@ def deny_calls(program):
         )
         sys.stderr.flush()
         os._exit(1)  # before any file is written: nothing ran
+    # PR_SET_DUMPABLE 0: the code (same user) can neither read this process's memory (the
+    # report's nonce) through /proc/<pid>/mem nor write its /proc files; ptrace is refused
+    # by the filter as well. The code's own exec makes it dumpable again, as usual.
+    if prctl(4, 0, 0, 0, 0) != 0:
+        sys.stderr.write(
+            f"sandbox: cannot make the bootstrap undumpable (errno {ctypes.get_errno()})\n"
+        )
+        sys.stderr.flush()
+        os._exit(1)
 
 
 deny_calls(base64.b64decode(msg["seccomp"]))
@@ -116,7 +125,8 @@ if not disk:
 
 
 def others():
-    # live (non-zombie) processes of this user other than this one
+    # processes of this user other than this one, alive or a zombie leader with live threads
+    # (a leader whose main thread ended alone reads "Z" while its other threads run on)
     me, uid, found = os.getpid(), os.getuid(), []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == me:
@@ -126,38 +136,44 @@ def others():
                 fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
         except OSError:
             continue
-        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+        zombie = fields["State"].strip().startswith("Z") and fields["Threads"].strip() == "1"
+        if int(fields["Uid"].split()[0]) == uid and not zombie:
             found.append(pid)
     return found
 
 
 clean = False
 for _ in range(200):
-    if not others():
-        clean = True
-        break
-    try:
+    try:  # first unconditionally: whatever the look below could miss is gone too
         os.kill(-1, signal.SIGKILL)  # every process this user may signal, except PID 1 and itself
     except ProcessLookupError:
         pass
+    if not others():
+        clean = True
+        break
     time.sleep(0.01)
-fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
-for d in ("/work", "/tmp", "/dev/shm"):
+
+
+def empty(d):
+    # whether a file in d reached the file-size limit; then everything in d is removed
+    full = False
+    fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
     try:
         st = os.statvfs(d)
-        disk = disk or st.f_bavail == 0 or st.f_favail == 0
+        full = st.f_bavail == 0 or st.f_favail == 0
     except OSError:
         pass
     budget = 4096
     for top, _, names in os.walk(d):
         for name in names[:budget]:
             try:
-                disk = disk or 0 < fsize <= os.lstat(os.path.join(top, name)).st_size
+                full = full or 0 < fsize <= os.lstat(os.path.join(top, name)).st_size
             except OSError:
                 pass
         budget -= len(names)
         if budget <= 0:
             break
+    removed = True
     for name in os.listdir(d):
         path = os.path.join(d, name)
         try:
@@ -166,7 +182,16 @@ for d in ("/work", "/tmp", "/dev/shm"):
             else:
                 os.unlink(path)
         except OSError:
-            clean = False
+            removed = False
+    return full, removed
+
+
+for d in ("/work", "/tmp", "/dev/shm"):
+    try:
+        full, removed = empty(d)
+    except (RecursionError, OSError):  # a tree too deep to walk: the container is discarded
+        full, removed = False, False
+    disk, clean = disk or full, clean and removed
 
 
 # IPC state: System V shared memory, semaphores and message queues of this container's IPC
