@@ -38,22 +38,20 @@ def deny_calls(program):
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = Fprog(len(program) // 8, ctypes.addressof(buf))
     prctl = ctypes.CDLL(None, use_errno=True).prctl
-    # PR_SET_NO_NEW_PRIVS (already set: --security-opt no-new-privileges), then PR_SET_SECCOMP
-    if prctl(38, 1, 0, 0, 0) != 0 or prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
-        sys.stderr.write(
-            f"sandbox: cannot install the seccomp filter (errno {ctypes.get_errno()})\n"
-        )
-        sys.stderr.flush()
-        os._exit(1)  # before any file is written: nothing ran
+    # PR_SET_NO_NEW_PRIVS (already set: --security-opt no-new-privileges), PR_SET_SECCOMP, then
     # PR_SET_DUMPABLE 0: the code (same user) can neither read this process's memory (the
     # report's nonce) through /proc/<pid>/mem nor write its /proc files; ptrace is refused
     # by the filter as well. The code's own exec makes it dumpable again, as usual.
-    if prctl(4, 0, 0, 0, 0) != 0:
-        sys.stderr.write(
-            f"sandbox: cannot make the bootstrap undumpable (errno {ctypes.get_errno()})\n"
-        )
-        sys.stderr.flush()
-        os._exit(1)
+    steps = (
+        ("install the seccomp filter", (38, 1, 0, 0, 0)),
+        ("install the seccomp filter", (22, 2, ctypes.byref(fprog), 0, 0)),
+        ("make the bootstrap undumpable", (4, 0, 0, 0, 0)),
+    )
+    for what, args in steps:
+        if prctl(*args) != 0:
+            sys.stderr.write(f"sandbox: cannot {what} (errno {ctypes.get_errno()})\n")
+            sys.stderr.flush()
+            os._exit(1)  # before any file is written: nothing ran
 
 
 deny_calls(base64.b64decode(msg["seccomp"]))
@@ -154,10 +152,12 @@ for _ in range(200):
     time.sleep(0.01)
 
 
+fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
+
+
 def empty(d):
-    # whether a file in d reached the file-size limit; then everything in d is removed
+    # whether d filled or a file in it reached the file-size limit; then everything in d goes
     full = False
-    fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
     try:
         st = os.statvfs(d)
         full = st.f_bavail == 0 or st.f_favail == 0
