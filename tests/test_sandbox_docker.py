@@ -162,6 +162,40 @@ def test_a_run_that_ends_without_its_report_discards_its_container(
     assert _containers(box) == []
 
 
+def test_a_killed_bootstrap_is_judged_from_the_host_counters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The code kills the bootstrap while a grandchild holds the exec's streams: the run ends
+    (the daemon closes them) without a report, exits 137 with no limit, and its container goes.
+    Where this host's cgroup counters can be read, no second ``docker exec`` asks the container
+    about OOM kills (it takes seconds on a busy daemon; the counters already answered)."""
+    from sandboxes.code import docker_backend
+
+    box = _docker_or_fail(pool_size=1)
+    asked: list[str] = []
+    looked = docker_backend.DockerSandbox._oom_killed
+    monkeypatch.setattr(
+        docker_backend.DockerSandbox,
+        "_oom_killed",
+        lambda self, b: asked.append(b.id) or looked(self, b),
+    )
+    try:
+        box.run("pass", timeout_s=20)
+        (first,) = box.container_ids()
+        readable = docker_backend._host_counters(first)[0] >= 0
+        code = (
+            "import os, time\nif os.fork() == 0:\n    time.sleep(1000)\nos.kill(os.getppid(), 9)\n"
+        )
+        killed = box.run(code, timeout_s=60)
+        assert (killed.exit_code, killed.timed_out, killed.limit) == (137, False, None), killed
+        assert asked == ([] if readable else [first])
+        box.wait_removed()
+        assert first not in box.container_ids()
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
 #: Leaves a process behind whose main thread ended alone (the raw ``exit`` system call, not
 #: ``exit_group``): its /proc status reads "Z" while its other thread writes /tmp/survivor.
 _HALF_DEAD_SURVIVOR = """
@@ -243,6 +277,45 @@ def test_the_code_cannot_read_or_trace_the_bootstrap() -> None:
     finally:
         box.close()
     assert result.stdout == f"mem PermissionError\nptrace -1 {errno.EPERM}\n", result
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        # a directory the code made unreadable and unsearchable, with a file in it
+        (
+            "import os\nos.makedirs('/tmp/locked')\nopen('/tmp/locked/f', 'w').close()\n"
+            "os.chmod('/tmp/locked', 0)\nprint('left')\n",
+            True,
+        ),
+        # a tree deeper than the bootstrap's Python can walk (its recursion limit is 1,000)
+        (
+            "import os\nos.chdir('/tmp')\nfor _ in range(3000):\n    os.mkdir('d')\n"
+            "    os.chdir('d')\nprint('left')\n",
+            None,
+        ),
+    ],
+    ids=["chmod-0", "3000-deep"],
+)
+def test_what_the_code_leaves_in_tmp_never_reaches_the_next_run(
+    code: str, kept: bool | None
+) -> None:
+    """The run keeps the code's own exit status whatever the clean-up meets; a directory made
+    unreadable is opened and removed (the container is kept), a tree too deep to walk discards
+    the container; either way the next run finds /tmp empty."""
+    box = _docker_or_fail(pool_size=1)
+    try:
+        box.run("pass", timeout_s=20)
+        (first,) = box.container_ids()
+        left = box.run(code, timeout_s=20)
+        assert (left.stdout, left.stderr, left.exit_code, left.limit) == ("left\n", "", 0, None)
+        after = box.run("import os\nprint(os.listdir('/tmp'))\n", timeout_s=20)
+        assert after.stdout == "[]\n", after
+        if kept is not None:
+            assert (box.container_ids() == [first]) is kept
+    finally:
+        box.close()
+    assert _containers(box) == []
 
 
 def test_orphans_of_dead_processes_are_reaped() -> None:

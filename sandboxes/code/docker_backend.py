@@ -30,10 +30,11 @@ every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left), empt
 ``/tmp`` and ``/dev/shm``, and removes the IPC state of the run: System V shared memory segments,
 semaphore sets and message queues (``/proc/sysvipc``, ``IPC_RMID``; the container has its own IPC
 namespace) and POSIX message queues (``/dev/mqueue``). So the next run in the same container
-starts clean; when anything cannot be removed, the bootstrap kills itself and the container is
-discarded. Its last bytes on stderr are a report (a per-run nonce, then whether the container's
-OOM-kill and refused-fork counters rose and whether a writable mount filled), which the host
-strips from ``stderr`` and turns into ``ExecResult.limit``. A run that ends without its report
+starts clean. Its last bytes on stderr are a report (a per-run nonce, then whether the
+container's OOM-kill and refused-fork counters rose, whether a writable mount filled and whether
+the clean-up removed everything), which the host strips from ``stderr`` and turns into
+``ExecResult.limit``; a container whose clean-up left anything is discarded, and the run keeps
+the code's own exit status. A run that ends without its report
 (the bootstrap did not finish its clean-up) is never reused: its container is discarded.
 
 The host enforces the timeout: at ``timeout_s`` (or once the output passes ``output_kill_mb``)
@@ -502,7 +503,7 @@ class DockerSandbox(CodeSandbox):
             # daemon is still doing with the output.
             box.dead = True
             hit.add("timeout" if ended == "deadline" else "output")
-            hit |= _host_limits(box)
+            hit |= _host_limits(box)[0]
             return ExecResult(
                 stdout=out.text(),
                 stderr=err_buf.text(),
@@ -515,6 +516,7 @@ class DockerSandbox(CodeSandbox):
             )
         duration = time.monotonic() - start
         report = _REPORT.search(bytes(tail))
+        counted = False  # whether the host's own OOM-kill count was read for this run
         if report is not None and report.group(1).decode() == nonce:
             err_buf.cut_tail(len(tail) - report.start())
             for kind, flag in zip(
@@ -522,13 +524,16 @@ class DockerSandbox(CodeSandbox):
             ):
                 if flag == b"1":
                     hit.add(kind)
-            box.oom_seen, box.pids_seen = int(report.group(5)), int(report.group(6))
+            if report.group(5) == b"0":  # the clean-up left something: never reused
+                box.dead = True
+            box.oom_seen, box.pids_seen = int(report.group(6)), int(report.group(7))
         else:
             # No report: the bootstrap ended before its clean-up finished, so processes or files
             # of this run may be left in the container. It is discarded, never reused, and the
             # limits it hit are read from the host's cgroup files, as after a timeout.
             box.dead = True
-            hit |= _host_limits(box)
+            found, counted = _host_limits(box)
+            hit |= found
         # The exit status comes from the daemon, never from the report: the code could write a
         # report of its own and kill the bootstrap (then the container must not be reused).
         info = _exec_inspect(api, exec_id)
@@ -536,7 +541,9 @@ class DockerSandbox(CodeSandbox):
         if exit_code is None or info.get("Running"):
             exit_code = 137
         oom = "memory" in hit
-        if not oom and exit_code == 137:
+        if not oom and exit_code == 137 and not counted:
+            # (no second look when the host's own counters were just read: a docker exec takes
+            # seconds on a busy daemon, and the run must return within timeout_s + 1 s)
             oom = self._oom_killed(box)
         if oom:
             hit.add("memory")
@@ -644,8 +651,9 @@ class DockerLease(Runner):
             self.sandbox._release(box, discard=True)
 
 
-#: The bootstrap's last bytes on stderr: nonce, then 0/1 for memory, processes, disk.
-_REPORT = re.compile(rb"\x1eagentgym:([0-9a-f]+):([01]):([01]):([01]):(\d+):(\d+)\x1e$")
+#: The bootstrap's last bytes on stderr: nonce, then 0/1 for memory, processes, disk and "clean",
+#: then the container's OOM-kill and refused-fork counts.
+_REPORT = re.compile(rb"\x1eagentgym:([0-9a-f]+):([01]):([01]):([01]):([01]):(\d+):(\d+)\x1e$")
 _TAIL = 256
 
 
@@ -702,9 +710,10 @@ def _missing_limits(client: Any) -> list[str]:
     return [text for key, text in names.items() if info.get(key) is False]
 
 
-def _host_limits(box: _Box) -> set[str]:
+def _host_limits(box: _Box) -> tuple[set[str], bool]:
     """The limits (``"memory"``, ``"processes"``) whose host-side counts rose since ``box``'s last
-    report: for a run that left no report of its own (timed out, flooded, or its bootstrap died)."""
+    report: for a run that left no report of its own (timed out, flooded, or its bootstrap died);
+    and whether the OOM-kill count could be read on this host at all."""
     oom_now, pids_now = _host_counters(box.id)
     return {
         kind
@@ -713,7 +722,7 @@ def _host_limits(box: _Box) -> set[str]:
             ("processes", pids_now > box.pids_seen),
         )
         if rose
-    }
+    }, oom_now >= 0
 
 
 def _host_counters(container_id: str) -> tuple[int, int]:

@@ -7,8 +7,9 @@ writes the files into /work, runs ``python3 -I main.py`` with the output going s
 exec's streams, then kills every other process of its user, empties /work, /tmp and /dev/shm
 and removes the run's IPC state, so that the next run in the container starts clean. Its last
 bytes on stderr are the report the host strips (``_REPORT`` there): the nonce, whether the
-container's OOM-kill and refused-fork counts rose, whether a writable mount filled, and the two
-counts. When anything cannot be removed it kills itself, and the host discards the container.
+container's OOM-kill and refused-fork counts rose, whether a writable mount filled, whether the
+clean-up removed everything (else the host discards the container) and the two counts. Its exit
+status is the code's own.
 
 Never run it outside a container: it kills every process of its user (``kill(-1, SIGKILL)``).
 """
@@ -164,7 +165,14 @@ def empty(d):
     except OSError:
         pass
     budget = 4096
-    for top, _, names in os.walk(d):
+    for top, dirs, names in os.walk(d):
+        for name in dirs:  # one the code made unreadable (chmod 0) is opened before the walk enters
+            path = os.path.join(top, name)
+            try:
+                if not os.path.islink(path):
+                    os.chmod(path, 0o700)
+            except OSError:
+                pass
         for name in names[:budget]:
             try:
                 full = full or 0 < fsize <= os.lstat(os.path.join(top, name)).st_size
@@ -231,8 +239,8 @@ disk = disk or code == 128 + signal.SIGXFSZ
 sys.stdout.flush()
 sys.stderr.flush()
 oom, pids = after[0] > before[0], after[1] > before[1]
-report = f"\x1eagentgym:{msg['nonce']}:{oom:d}:{pids:d}:{disk:d}:{after[0]:d}:{after[1]:d}\x1e"
+report = (
+    f"\x1eagentgym:{msg['nonce']}:{oom:d}:{pids:d}:{disk:d}:{clean:d}:{after[0]:d}:{after[1]:d}\x1e"
+)
 os.write(2, report.encode())
-if not clean:
-    os.kill(os.getpid(), signal.SIGKILL)
 os._exit(code)
