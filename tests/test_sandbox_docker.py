@@ -318,6 +318,39 @@ def test_what_the_code_leaves_in_tmp_never_reaches_the_next_run(
     assert _containers(box) == []
 
 
+def test_a_port_left_in_time_wait_never_reaches_the_next_run() -> None:
+    """Sockets outlive their processes: a TCP connection the code closed first holds its port in
+    TIME_WAIT for 60 s. The container is not reused, so the next run can bind that port and sees
+    no socket of the earlier run in /proc/net/tcp."""
+    left = (
+        "import socket\n"
+        "server = socket.socket()\n"
+        "server.bind(('127.0.0.1', 8000))\n"
+        "server.listen()\n"
+        "client = socket.create_connection(('127.0.0.1', 8000))\n"
+        "accepted, _ = server.accept()\n"
+        "accepted.close()\n"  # the server's end closes first: it waits in TIME_WAIT
+        "client.close()\n"
+        "server.close()\n"
+        "print(len(open('/proc/net/tcp').read().splitlines()) > 1)\n"
+    )
+    after = (
+        "import socket\n"
+        "print(open('/proc/net/tcp').read().splitlines()[1:])\n"
+        "socket.socket().bind(('127.0.0.1', 8000))\n"
+        "print('bound')\n"
+    )
+    box = _docker_or_fail(pool_size=1)
+    try:
+        first = box.run(left, timeout_s=20)
+        assert (first.stdout, first.exit_code) == ("True\n", 0), first
+        second = box.run(after, timeout_s=20)
+        assert (second.stdout, second.exit_code) == ("[]\nbound\n", 0), second
+    finally:
+        box.close()
+    assert _containers(box) == []
+
+
 def test_orphans_of_dead_processes_are_reaped() -> None:
     box = _docker_or_fail()
     try:

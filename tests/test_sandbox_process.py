@@ -12,6 +12,7 @@ import errno
 import glob
 import os
 import socket
+import struct
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -30,16 +31,18 @@ FAKE_SECRET = "agentgym-fake-secret-7f3a9c"
 SYSCALL_NUMBERS = {
     "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250}
     | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
-    | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311},
+    | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}
+    | {"prlimit64": 302},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}
     | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
-    | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271},
+    | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}
+    | {"prlimit64": 261},
 }
 
 #: Calls each refused system call with plausible arguments and prints "<name> <result> <errno>",
-#: then shows that ordinary calls and a child process still work.
+#: then shows that ordinary calls, the code's own limits and a child process still work.
 SYSCALL_PROBE = f"""
-import ctypes, os, platform, subprocess
+import ctypes, os, platform, resource, subprocess
 numbers = {SYSCALL_NUMBERS!r}[platform.machine()]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -58,12 +61,16 @@ args = {{
                          ctypes.c_long(0), ctypes.c_long(0)),
     "process_vm_writev": (ctypes.c_long(os.getppid()), None, ctypes.c_long(0), None,
                           ctypes.c_long(0), ctypes.c_long(0)),
+    # read the parent's file-size limit (RLIMIT_FSIZE = 1) into a struct rlimit64
+    "prlimit64": (ctypes.c_long(os.getppid()), ctypes.c_long(1), None, params),
 }}
 for name, nr in numbers.items():
     ctypes.set_errno(0)
     result = libc.syscall(ctypes.c_long(nr), *args[name])
     print(name, result, ctypes.get_errno())
 print("getpid", "ok" if os.getpid() > 0 else "no")
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+print("own limits", resource.prlimit(0, resource.RLIMIT_CORE), resource.getrlimit(resource.RLIMIT_CORE))
 print("child", subprocess.run(["true"]).returncode)
 """
 
@@ -218,6 +225,7 @@ class SecuritySuite:
         assert result.stdout.splitlines() == [
             *(f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]),
             "getpid ok",
+            "own limits (0, 0) (0, 0)",
             "child 0",
         ], result
 
@@ -372,14 +380,59 @@ def test_unisolated_runs_refuse_keyrings_and_io_uring_too() -> None:
     assert result.stdout.splitlines()[: len(SYSCALL_NUMBERS["x86_64"])] == [
         f"{name} -1 {errno.EPERM}" for name in SYSCALL_NUMBERS["x86_64"]
     ], result
-    assert result.stdout.splitlines()[len(SYSCALL_NUMBERS["x86_64"]) :] == ["getpid ok", "child 0"]
+    assert result.stdout.splitlines()[len(SYSCALL_NUMBERS["x86_64"]) :] == [
+        "getpid ok",
+        "own limits (0, 0) (0, 0)",
+        "child 0",
+    ]
+
+
+def _run_bpf(program: bytes, arch: int, nr: int, arg0: int) -> int:
+    """An independent reading of classic BPF (linux/filter.h) for the three instructions the filter
+    uses, over ``struct seccomp_data`` packed little-endian: the filter's verdict."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    ops = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
+            (acc,) = struct.unpack_from("<I", data, k)
+        elif code in (0x15, 0x35):  # BPF_JMP | BPF_JEQ / BPF_JGE, | BPF_K
+            pc += jt if (acc == k if code == 0x15 else acc >= k) else jf
+        elif code == 0x06:  # BPF_RET | BPF_K
+            return k
+        else:
+            raise AssertionError(f"unexpected BPF op {code:#x}")
+        pc += 1
 
 
 def test_the_seccomp_filter_is_well_formed() -> None:
+    """Verdicts worked out from the syscall tables (x86_64 unistd_64.h, aarch64 unistd.h) and
+    seccomp.h's return values: ALLOW 0x7fff0000, ERRNO|EPERM 0x50001, KILL_PROCESS 0x80000000."""
     from sandboxes.code import seccomp
 
-    for machine in ("x86_64", "aarch64"):
+    allow, eperm, kill = 0x7FFF0000, 0x50000 | errno.EPERM, 0x80000000
+    x86, arm = 0xC000003E, 0xC00000B7
+    cases = {
+        # (arch, nr, arg0): verdict
+        (x86, 39, 0): allow,  # getpid
+        (x86, 101, 1): eperm,  # ptrace
+        (x86, 302, 0): allow,  # prlimit64 on itself
+        (x86, 302, 17): eperm,  # prlimit64 on another process
+        (x86, 302, 1 << 32): allow,  # pid_t is 32 bits: this is pid 0 to the kernel
+        (x86, 0x40000000 | 39, 0): eperm,  # the x32 ABI
+        (0x40000003, 20, 0): kill,  # AUDIT_ARCH_I386 (int 0x80)
+        (arm, 172, 0): allow,  # getpid
+        (arm, 117, 1): eperm,  # ptrace
+        (arm, 261, 0): allow,  # prlimit64 on itself
+        (arm, 261, 17): eperm,
+        (arm, 302, 17): allow,  # x86_64's prlimit64 number is another call here
+        (arm, 219, 0): eperm,  # keyctl
+    }
+    for (arch, nr, arg0), verdict in cases.items():
+        machine = "x86_64" if arch in (x86, 0x40000003) else "aarch64"
         program = seccomp.filter_bytes(machine)
         assert len(program) % 8 == 0 and len(program) // 8 < 4096
+        assert _run_bpf(program, arch, nr, arg0) == verdict, (machine, nr, arg0)
     with pytest.raises(RuntimeError, match="no seccomp filter for the s390x architecture"):
         seccomp.filter_bytes("s390x")

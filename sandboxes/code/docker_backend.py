@@ -9,8 +9,9 @@ Every container is created from the sandbox image (:mod:`sandboxes.code.image`) 
 * ``--init`` (docker-init as PID 1: it reaps orphans and forwards signals; Python as PID 1 would
   ignore SIGTERM), ``--cap-drop ALL``, ``--security-opt no-new-privileges``;
 * Docker's default seccomp profile, and on top of it, installed by each run's bootstrap before the
-  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings, io_uring and ptrace
-  refused: Docker's profile refuses the first, not always the others); the bootstrap also makes
+  code starts, the filter of :mod:`sandboxes.code.seccomp` (key rings, io_uring, ptrace and
+  ``prlimit64`` on another process refused: Docker's profile refuses the first, not always the
+  others); the bootstrap also makes
   itself undumpable, so the code (same user) cannot read its memory, which holds the report's
   nonce, or write its /proc files;
 * the idle process (the keeper: ``cat`` reading its standard input) running as user ``keeper``
@@ -29,8 +30,9 @@ length-prefixed JSON message on its standard input, writes them to ``/work``, ru
 every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left), empties ``/work``,
 ``/tmp`` and ``/dev/shm``, and removes the IPC state of the run: System V shared memory segments,
 semaphore sets and message queues (``/proc/sysvipc``, ``IPC_RMID``; the container has its own IPC
-namespace) and POSIX message queues (``/dev/mqueue``). So the next run in the same container
-starts clean. Its last bytes on stderr are a report (a per-run nonce, then whether the
+namespace) and POSIX message queues (``/dev/mqueue``); a socket left in the network namespace
+(``/proc/net``: TCP's TIME_WAIT holds a port for 60 s after its process died) counts as not
+clean. So the next run in the same container starts clean. Its last bytes on stderr are a report (a per-run nonce, then whether the
 container's OOM-kill and refused-fork counters rose, whether a writable mount filled and whether
 the clean-up removed everything), which the host strips from ``stderr`` and turns into
 ``ExecResult.limit``; a container whose clean-up left anything is discarded, and the run keeps

@@ -18,8 +18,8 @@ One run is one isolation unit:
   no core dumps. When the caller is root, the child first drops to user ``nobody`` (uid/gid
   65534, no supplementary groups) so that no root file is writable.
 * **A seccomp filter** (:mod:`sandboxes.code.seccomp`): the kernel key ring calls (one user's key
-  rings would be a channel between runs), io_uring, ``ptrace`` and ``process_vm_readv/writev``
-  are refused with ``EPERM``; bwrap loads it
+  rings would be a channel between runs), io_uring, ``ptrace``, ``process_vm_readv/writev`` and
+  ``prlimit64`` on another process are refused with ``EPERM``; bwrap loads it
   (``--seccomp``), else it is installed before ``exec`` (``PR_SET_NO_NEW_PRIVS`` first).
 * **Nothing outlives its owner**: the sandbox gets the parent-death signal
   (:func:`sandboxes.limits.die_with_parent`: SIGKILL when the owner dies; bwrap's

@@ -9,7 +9,11 @@ Refused with ``EPERM``:
   no Python program needs, and whose operations bypass the filters of the calls they stand for;
 * ``ptrace``, ``process_vm_readv`` and ``process_vm_writev``: the code runs as the same user as
   the program that started it (the docker bootstrap), so it could read that program's memory
-  (the report's nonce) and stop it before its clean-up, forging a clean report.
+  (the report's nonce) and stop it before its clean-up, forging a clean report;
+* ``prlimit64`` on any process but the caller itself (a first argument other than 0): it could
+  change that program's limits (the docker bootstrap's file-size limit decides the "disk"
+  label; a file-descriptor limit of 3 breaks its clean-up). ``setrlimit``/``getrlimit``, and
+  ``prlimit64(0, ...)`` which glibc's versions of them call, are allowed.
 
 A process of another ABI than this machine's (32-bit x86 through ``int 0x80``, x32) is killed:
 its system call numbers differ, so the filter could not tell what it asked for.
@@ -51,13 +55,15 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
         0xC000003E,  # AUDIT_ARCH_X86_64
         {"add_key": 248, "request_key": 249, "keyctl": 250}
         | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
-        | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311},
+        | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}
+        | {"prlimit64": 302},
     ),
     "aarch64": (
         0xC00000B7,  # AUDIT_ARCH_AARCH64
         {"add_key": 217, "request_key": 218, "keyctl": 219}
         | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
-        | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271},
+        | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}
+        | {"prlimit64": 261},
     ),
 }
 _X32_BIT = 0x40000000  # x86_64: system call numbers of the x32 ABI carry this bit
@@ -70,7 +76,9 @@ _RET_K = 0x06 | 0x00  # BPF_RET | BPF_K
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000  # | errno in the low 16 bits
 _RET_KILL_PROCESS = 0x80000000
-_NR_OFFSET, _ARCH_OFFSET = 0, 4  # struct seccomp_data { int nr; __u32 arch; ... }
+# struct seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]; }: the low
+# 32 bits of args[0] (little-endian on both machines), all of a pid_t
+_NR_OFFSET, _ARCH_OFFSET, _ARG0_OFFSET = 0, 4, 16
 
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -96,8 +104,9 @@ def filter_bytes(machine: str | None = None) -> bytes:
     arch, numbers = _ARCHES[machine]
     denied = [numbers[name] for name in DENIED]
     # Layout: [0] load arch, [1] arch test, [2] load nr, [3] x32 test (x86_64), then one test
-    # per refused number, then the three returns: allow, refuse (EPERM), kill.
-    checks = len(denied) + (1 if machine == "x86_64" else 0)
+    # per refused number, then prlimit64's: its number, load args[0], test 0; then the three
+    # returns: allow, refuse (EPERM), kill.
+    checks = len(denied) + (1 if machine == "x86_64" else 0) + 3
     allow = 3 + checks  # index of the "allow" return
     refuse, kill = allow + 1, allow + 2
     prog = [_op(_LD_W_ABS, _ARCH_OFFSET)]
@@ -107,6 +116,9 @@ def filter_bytes(machine: str | None = None) -> bytes:
         prog.append(_op(_JGE_K, _X32_BIT, jt=refuse - len(prog) - 1, jf=0))
     for nr in denied:
         prog.append(_op(_JEQ_K, nr, jt=refuse - len(prog) - 1, jf=0))
+    prog.append(_op(_JEQ_K, numbers["prlimit64"], jt=0, jf=allow - len(prog) - 1))
+    prog.append(_op(_LD_W_ABS, _ARG0_OFFSET))
+    prog.append(_op(_JEQ_K, 0, jt=allow - len(prog) - 1, jf=refuse - len(prog) - 1))
     prog += [
         _op(_RET_K, _RET_ALLOW),
         _op(_RET_K, _RET_ERRNO | errno.EPERM),

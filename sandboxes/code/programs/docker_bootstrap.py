@@ -5,7 +5,8 @@ container, as the sandbox user (uid 1000), under the image's own Python: so it i
 It reads ``<length>\n<json>`` (the files, base64 stdin and a nonce) from its standard input,
 writes the files into /work, runs ``python3 -I main.py`` with the output going straight to the
 exec's streams, then kills every other process of its user, empties /work, /tmp and /dev/shm
-and removes the run's IPC state, so that the next run in the container starts clean. Its last
+removes the run's IPC state and checks that no socket is left (/proc/net), so that the next run
+in the container starts clean. Its last
 bytes on stderr are the report the host strips (``_REPORT`` there): the nonce, whether the
 container's OOM-kill and refused-fork counts rose, whether a writable mount filled, whether the
 clean-up removed everything (else the host discards the container) and the two counts. Its exit
@@ -80,6 +81,9 @@ def counters():
 
 
 before = counters()
+# read before the code runs: the code runs as this user (though seccomp refuses it prlimit64 on
+# this process, the limit that decides the "disk" label is never read back from it)
+fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
 disk = False
 try:
     for name, data in msg["files"].items():
@@ -133,7 +137,10 @@ def others():
         try:
             with open(f"/proc/{pid}/status") as f:
                 fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except OSError:
+        except FileNotFoundError:  # gone
+            continue
+        except OSError:  # unreadable: counted as alive (then the container is not reused)
+            found.append(pid)
             continue
         zombie = fields["State"].strip().startswith("Z") and fields["Threads"].strip() == "1"
         if int(fields["Uid"].split()[0]) == uid and not zombie:
@@ -151,9 +158,6 @@ for _ in range(200):
         clean = True
         break
     time.sleep(0.01)
-
-
-fsize = __import__("resource").getrlimit(__import__("resource").RLIMIT_FSIZE)[0]
 
 
 def empty(d):
@@ -193,6 +197,18 @@ def empty(d):
             removed = False
     return full, removed
 
+
+# Sockets outlive their processes in the container's network namespace (TCP's TIME_WAIT holds a
+# port for 60 s, and /proc/net shows the run's ports and peers): with any left, it is not reused.
+for name in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
+    try:
+        with open("/proc/net/" + name) as f:
+            if len(f.read().splitlines()) > 1:  # a header line, then one line a socket
+                clean = False
+    except FileNotFoundError:  # no IPv6 in this kernel
+        pass
+    except OSError:
+        clean = False
 
 for d in ("/work", "/tmp", "/dev/shm"):
     try:
