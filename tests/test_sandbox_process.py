@@ -32,11 +32,11 @@ SYSCALL_NUMBERS = {
     "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250}
     | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
     | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}
-    | {"prlimit64": 302},
+    | {"pidfd_getfd": 438, "prlimit64": 302},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}
     | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
     | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}
-    | {"prlimit64": 261},
+    | {"pidfd_getfd": 438, "prlimit64": 261},
 }
 
 #: Calls each refused system call with plausible arguments and prints "<name> <result> <errno>",
@@ -61,6 +61,8 @@ args = {{
                          ctypes.c_long(0), ctypes.c_long(0)),
     "process_vm_writev": (ctypes.c_long(os.getppid()), None, ctypes.c_long(0), None,
                           ctypes.c_long(0), ctypes.c_long(0)),
+    # copy the parent's standard input from a pidfd of it (pidfd_open is allowed)
+    "pidfd_getfd": (ctypes.c_long(os.pidfd_open(os.getppid())), ctypes.c_long(0), ctypes.c_long(0)),
     # read the parent's file-size limit (RLIMIT_FSIZE = 1) into a struct rlimit64
     "prlimit64": (ctypes.c_long(os.getppid()), ctypes.c_long(1), None, params),
 }}
@@ -322,6 +324,33 @@ class TestProcessSandbox(SecuritySuite):
         with pytest.raises(RuntimeError, match="closed"):
             box.run("pass")
 
+    def test_the_exit_status_is_never_the_reports(
+        self, isolation: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The code runs as its launcher's user: had it written a report of its own first (a
+        64-byte "0 0", as a launcher forced to do so here), the run still exits with the code's
+        own status."""
+        monkeypatch.setattr(
+            pb,
+            "_SH_LAUNCHER",
+            pb._SH_LAUNCHER.replace(
+                "rep=$1; fsize=$2; py=$3\n",
+                "rep=$1; fsize=$2; py=$3\nprintf '%-64s' '0 0' >&\"$rep\"\n",
+            ),
+        )
+        marker = (
+            "pin, rep, py, watched = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]\n"
+        )
+        monkeypatch.setattr(
+            pb,
+            "_LAUNCHER",
+            pb._LAUNCHER.replace(marker, marker + "os.write(rep, b'0 0'.ljust(64))\n"),
+        )
+        assert "printf" in pb._SH_LAUNCHER and "ljust(64)" in pb._LAUNCHER  # both forge
+        with make_sandbox("process", isolation=isolation) as box:
+            result = box.run("import sys\nprint('ran')\nsys.exit(3)\n", timeout_s=30)
+        assert (result.stdout, result.exit_code, result.limit) == ("ran\n", 3, None), result
+
 
 def test_refuses_without_isolation_and_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pb, "_probe_cache", {"bwrap": False, "unshare": False})
@@ -406,6 +435,37 @@ def _run_bpf(program: bytes, arch: int, nr: int, arg0: int) -> int:
         pc += 1
 
 
+def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unisolated and without a control group (a non-root owner's case), a double-forked setsid
+    process escapes the kill and keeps the run's stdout open: ``run`` still returns (it had
+    waited until that process ended), while the process is alive. The test kills it."""
+    monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, "none, for this test"))
+    code = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(120)\n"
+        "        os._exit(0)\n"
+        "    os.write(w, str(pid).encode())\n"
+        "    os._exit(0)\n"
+        "os.close(w)\n"
+        "print(os.read(r, 32).decode())\n"
+    )
+    with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
+        result = box.run(code, timeout_s=30)
+    escaped = psutil.Process(int(result.stdout))
+    try:
+        assert escaped.is_running() and escaped.status() != psutil.STATUS_ZOMBIE
+        assert result.exit_code == 0 and not result.timed_out, result
+    finally:
+        escaped.kill()
+
+
 def test_the_seccomp_filter_is_well_formed() -> None:
     """Verdicts worked out from the syscall tables (x86_64 unistd_64.h, aarch64 unistd.h) and
     seccomp.h's return values: ALLOW 0x7fff0000, ERRNO|EPERM 0x50001, KILL_PROCESS 0x80000000."""
@@ -428,6 +488,9 @@ def test_the_seccomp_filter_is_well_formed() -> None:
         (arm, 261, 17): eperm,
         (arm, 302, 17): allow,  # x86_64's prlimit64 number is another call here
         (arm, 219, 0): eperm,  # keyctl
+        (x86, 438, 3): eperm,  # pidfd_getfd
+        (arm, 438, 3): eperm,
+        (x86, 434, 1): allow,  # pidfd_open
     }
     for (arch, nr, arg0), verdict in cases.items():
         machine = "x86_64" if arch in (x86, 0x40000003) else "aarch64"

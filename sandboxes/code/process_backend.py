@@ -575,14 +575,17 @@ class ProcessSandbox(CodeSandbox):
             thread.join(timeout=max(0.0, wait_until - time.monotonic()))
         for thread in writers:
             thread.join(timeout=0.2)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
+        for stream, reader in zip((proc.stdout, proc.stderr), readers, strict=True):
+            # A reader still blocked in read() holds the stream's lock: closing it would wait for
+            # as long as a process that escaped the kill (unisolated, no cgroup) holds the pipe.
+            # That reader ends, and its stream is collected, when the pipe's last writer goes.
+            if stream is not None and not reader.is_alive():
                 stream.close()
         report = _read_report(report_r)
+        # The exit status is the launcher's (bwrap and unshare pass it on), never the report's:
+        # the code runs as the launcher's user and could write a report of its own first.
         code = proc.returncode
         exit_code = 128 - code if code < 0 else code
-        if report is not None and not (timed_out or flooded.is_set()):
-            exit_code = report[0]
         stderr = err.text()
         hit: set[str] = set()
         oom = False
@@ -707,7 +710,8 @@ def _feed_fd(fd: int, data: bytes, *, close: bool = True) -> None:
 
 
 def _read_report(fd: int) -> tuple[int, bool] | None:
-    """The launcher's ``(exit status, file system full)``; ``None`` when it did not report."""
+    """The launcher's ``(exit status, file system full)``; ``None`` when it did not report. Only
+    the second is used: it labels the run ("disk"), nothing else."""
     try:
         os.set_blocking(fd, False)
         raw = os.read(fd, 64)

@@ -7,9 +7,10 @@ Refused with ``EPERM``:
   owner's user mapped to root), so a key ring would be a channel from one run to the next;
 * ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register``: a large kernel surface that
   no Python program needs, and whose operations bypass the filters of the calls they stand for;
-* ``ptrace``, ``process_vm_readv`` and ``process_vm_writev``: the code runs as the same user as
-  the program that started it (the docker bootstrap), so it could read that program's memory
-  (the report's nonce) and stop it before its clean-up, forging a clean report;
+* ``ptrace``, ``process_vm_readv``, ``process_vm_writev`` and ``pidfd_getfd``: the code runs as
+  the same user as the program that started it (the docker bootstrap, the process back ends'
+  launchers), so it could read that program's memory (the report's nonce), stop it before its
+  clean-up, or copy its report pipe, forging a report;
 * ``prlimit64`` on any process but the caller itself (a first argument other than 0): it could
   change that program's limits (the docker bootstrap's file-size limit decides the "disk"
   label; a file-descriptor limit of 3 breaks its clean-up). ``setrlimit``/``getrlimit``, and
@@ -47,6 +48,7 @@ DENIED = (
     "ptrace",
     "process_vm_readv",
     "process_vm_writev",
+    "pidfd_getfd",
 )
 
 # The audit architecture (linux/audit.h) and the numbers of the refused calls, per machine.
@@ -56,14 +58,14 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
         {"add_key": 248, "request_key": 249, "keyctl": 250}
         | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
         | {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}
-        | {"prlimit64": 302},
+        | {"pidfd_getfd": 438, "prlimit64": 302},
     ),
     "aarch64": (
         0xC00000B7,  # AUDIT_ARCH_AARCH64
         {"add_key": 217, "request_key": 218, "keyctl": 219}
         | {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
         | {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}
-        | {"prlimit64": 261},
+        | {"pidfd_getfd": 438, "prlimit64": 261},
     ),
 }
 _X32_BIT = 0x40000000  # x86_64: system call numbers of the x32 ABI carry this bit

@@ -6,7 +6,9 @@
 # a second Python; dash cannot name a file descriptor above 9). It runs `python3 -I main.py`,
 # then reports "<exit status> <1 if /work, /tmp or /dev/shm is full>" on the report pipe, and
 # after a failed run (exit status not 0) also 1 if a file reached RLIMIT_FSIZE (Python ignores
-# SIGXFSZ: it sees EFBIG).
+# SIGXFSZ: it sees EFBIG). The host takes only that flag from the report (bash cannot make itself
+# undumpable: when the owner is not root, the code could open the pipe through /proc and forge
+# it), the exit status from bwrap, which passes this script's on.
 rep=$1; fsize=$2; py=$3
 exec {err}>&2
 # bash's own stderr is /dev/null around the run: no "Killed" notice in the code's stderr.

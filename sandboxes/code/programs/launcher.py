@@ -7,15 +7,21 @@ runs under the system Python with no site packages: stdlib only. It reads the fi
 payload pipe (``<u32 name length><u32 size><name><content>``...) and writes them, runs
 ``python3 -I main.py`` as its child, then writes ``<exit status> <1 if a watched file system is
 full, or a file reached RLIMIT_FSIZE>`` on the report pipe (Python ignores SIGXFSZ: it sees
-EFBIG). Both pipes are closed in the child. Its exit ends the sandbox (the PID namespace's
+EFBIG); the host takes only that flag from it, the exit status from the process itself. Both
+pipes are closed in the child. Its exit ends the sandbox (the PID namespace's
 processes die with it).
 """
 
+import ctypes
 import os
 import resource
 import struct
 import sys
 
+# Undumpable (PR_SET_DUMPABLE 0): the code runs as this process's user, and could otherwise open
+# its report pipe through /proc/<pid>/fd or its memory through /proc/<pid>/mem. The code's own
+# exec makes the code dumpable again, as usual.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 pin, rep, py, watched = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 os.set_inheritable(pin, False)
 os.set_inheritable(rep, False)
