@@ -32,12 +32,13 @@ every other process of uid 1000 (``kill(-1, SIGKILL)`` until none is left), empt
 semaphore sets and message queues (``/proc/sysvipc``, ``IPC_RMID``; the container has its own IPC
 namespace) and POSIX message queues (``/dev/mqueue``); a socket left in the network namespace
 (``/proc/net``: TCP's TIME_WAIT holds a port for 60 s after its process died) counts as not
-clean. So the next run in the same container starts clean. Its last bytes on stderr are a report (a per-run nonce, then whether the
-container's OOM-kill and refused-fork counters rose, whether a writable mount filled and whether
-the clean-up removed everything), which the host strips from ``stderr`` and turns into
-``ExecResult.limit``; a container whose clean-up left anything is discarded, and the run keeps
-the code's own exit status. A run that ends without its report
-(the bootstrap did not finish its clean-up) is never reused: its container is discarded.
+clean. So the next run in the same container starts clean. Its last bytes on stderr are a
+report (a per-run nonce, then whether the container's OOM-kill and refused-fork counters rose,
+whether a writable mount filled and whether the clean-up removed everything), which the host
+strips from ``stderr`` and turns into ``ExecResult.limit``; a container whose clean-up left
+anything is discarded, and the run keeps the code's own exit status. A run that ends without
+its report (the bootstrap did not finish its clean-up) is never reused: its container is
+discarded.
 
 The host enforces the timeout: at ``timeout_s`` (or once the output passes ``output_kill_mb``)
 it stops reading, closes the exec's connection and returns the result at once; the container is

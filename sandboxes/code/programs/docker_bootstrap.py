@@ -4,13 +4,12 @@
 container, as the sandbox user (uid 1000), under the image's own Python: so it is stdlib-only.
 It reads ``<length>\n<json>`` (the files, base64 stdin and a nonce) from its standard input,
 writes the files into /work, runs ``python3 -I main.py`` with the output going straight to the
-exec's streams, then kills every other process of its user, empties /work, /tmp and /dev/shm
+exec's streams, then kills every other process of its user, empties /work, /tmp and /dev/shm,
 removes the run's IPC state and checks that no socket is left (/proc/net), so that the next run
-in the container starts clean. Its last
-bytes on stderr are the report the host strips (``_REPORT`` there): the nonce, whether the
-container's OOM-kill and refused-fork counts rose, whether a writable mount filled, whether the
-clean-up removed everything (else the host discards the container) and the two counts. Its exit
-status is the code's own.
+in the container starts clean. Its last bytes on stderr are the report the host strips
+(``_REPORT`` there): the nonce, whether the container's OOM-kill and refused-fork counts rose,
+whether a writable mount filled, whether the clean-up removed everything (else the host discards
+the container) and the two counts. Its exit status is the code's own.
 
 Never run it outside a container: it kills every process of its user (``kill(-1, SIGKILL)``).
 """

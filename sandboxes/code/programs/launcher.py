@@ -8,8 +8,8 @@ payload pipe (``<u32 name length><u32 size><name><content>``...) and writes them
 ``python3 -I main.py`` as its child, then writes ``<exit status> <1 if a watched file system is
 full, or a file reached RLIMIT_FSIZE>`` on the report pipe (Python ignores SIGXFSZ: it sees
 EFBIG); the host takes only that flag from it, the exit status from the process itself. Both
-pipes are closed in the child. Its exit ends the sandbox (the PID namespace's
-processes die with it).
+pipes are closed in the child. Its exit ends the sandbox (the PID namespace's processes die
+with it).
 """
 
 import ctypes
