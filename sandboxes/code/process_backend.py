@@ -600,7 +600,7 @@ class ProcessSandbox(CodeSandbox):
         if report is None and stderr.startswith("bwrap: Can't write data to file"):
             stderr = "sandbox: the files do not fit in /work: " + stderr
             hit.add("disk")
-        if (report is not None and report[1]) or exit_code == 128 + signal.SIGXFSZ:
+        if report or exit_code == 128 + signal.SIGXFSZ:
             hit.add("disk")
         if flooded.is_set() or out.truncated or err.truncated:
             hit.add("output")
@@ -709,9 +709,9 @@ def _feed_fd(fd: int, data: bytes, *, close: bool = True) -> None:
             os.close(fd)
 
 
-def _read_report(fd: int) -> tuple[int, bool] | None:
-    """The launcher's ``(exit status, file system full)``; ``None`` when it did not report. Only
-    the second is used: it labels the run ("disk"), nothing else."""
+def _read_report(fd: int) -> bool | None:
+    """Whether the launcher's report (``<exit status> <file system full>``) says full; ``None``
+    when it did not report. The exit status in it is never used (the process's own is)."""
     try:
         os.set_blocking(fd, False)
         raw = os.read(fd, 64)
@@ -722,7 +722,7 @@ def _read_report(fd: int) -> tuple[int, bool] | None:
     parts = raw.split()
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         return None
-    return int(parts[0]), parts[1] == b"1"
+    return parts[1] == b"1"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
