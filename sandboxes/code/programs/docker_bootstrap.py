@@ -199,7 +199,7 @@ def empty(d):
 
 # Sockets outlive their processes in the container's network namespace (TCP's TIME_WAIT holds a
 # port for 60 s, and /proc/net shows the run's ports and peers): with any left, it is not reused.
-for name in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
+for name in ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6", "icmp", "icmp6"):
     try:
         with open("/proc/net/" + name) as f:
             if len(f.read().splitlines()) > 1:  # a header line, then one line a socket
