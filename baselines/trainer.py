@@ -419,6 +419,7 @@ class Trainer:
                 seed=config.train.seed,
                 max_batch_tokens=rc.generation_batch_tokens,
                 kv_cache_bytes=int(rc.kv_cache_gib * 2**30),
+                prefill_chunk_tokens=rc.prefill_chunk_tokens,
                 gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
                 tensor_parallel_size=rc.vllm_tensor_parallel_size,
             )

@@ -1,10 +1,12 @@
 """The HF engine's decoding loop, side by side: transformers' ``DynamicCache`` (a ``torch.cat`` of
 every layer's keys and values at each step, the engine before) against the in-place reserved
-buffer (:func:`baselines.engines._decoding_cache`).
+buffer (:func:`baselines.engines._decoding_cache`), both prefilling each prompt whole, and the
+reserved buffer with chunked prefill (``--prefill-chunk`` tokens a forward, the engine's default).
 
 Usage::
 
     python benchmarks/bench_decoding.py [--rows 16] [--prompt 600] [--new 64] [--threads 1]
+        [--prefill-chunk 2048]
 
 Each variant runs in its own child process (so peak RSS is its own: ``ru_maxrss``) on the
 embedded SmolLM2 under bf16 autocast where the CPU has it: ``--rows`` prompts of ``--prompt``
@@ -26,8 +28,10 @@ from decode_workload import add_workload_options, load_workload
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from baselines.engines import PREFILL_CHUNK_TOKENS  # noqa: E402
 
-def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
+
+def child(variant: str, rows: int, prompt: int, new: int, threads: int, chunk: int) -> None:
     """One variant in this process: print its seconds, tokens, peak RSS and sampled ids as JSON."""
     import resource
     import time
@@ -52,7 +56,9 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     with autocast("cpu", amp):
-        out = generate_cached(model, tok, prompts, sampling)
+        out = generate_cached(
+            model, tok, prompts, sampling, prefill_chunk_tokens=chunk if variant == "chunked" else 0
+        )
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = {
@@ -68,13 +74,20 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_workload_options(parser, rows=16, prompt=600, new=64)
-    parser.add_argument("--child", choices=["concatenating", "reserved"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=PREFILL_CHUNK_TOKENS,
+        help="tokens per prefill forward of the chunked variant (default: the engine's)",
+    )
+    variants = ("concatenating", "reserved", "chunked")
+    parser.add_argument("--child", choices=variants, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.rows, args.prompt, args.new, args.threads)
+        child(args.child, args.rows, args.prompt, args.new, args.threads, args.prefill_chunk)
         return
     results = {}
-    for variant in ("concatenating", "reserved"):
+    for variant in variants:
         cmd = [sys.executable, __file__, "--child", variant, "--rows", str(args.rows)]
         cmd += [
             "--prompt",
@@ -83,11 +96,14 @@ def main() -> None:
             str(args.new),
             "--threads",
             str(args.threads),
+            "--prefill-chunk",
+            str(args.prefill_chunk),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
     print(
-        f"{args.rows} rows x {args.prompt} prompt tokens, {args.new} new, {args.threads} thread(s)"
+        f"{args.rows} rows x {args.prompt} prompt tokens, {args.new} new, {args.threads} thread(s); "
+        f"chunked: {args.prefill_chunk} tokens a prefill forward"
     )
     print(f"{'variant':<14} {'seconds':>8} {'tokens/s':>9} {'peak GB':>8} {'rise GB':>8}")
     for variant, r in results.items():
@@ -95,8 +111,9 @@ def main() -> None:
             f"{variant:<14} {r['seconds']:>8.1f} {r['tokens'] / r['seconds']:>9.1f} "
             f"{r['peak_gb']:>8.2f} {r['rise_gb']:>8.2f}"
         )
-    same = results["concatenating"]["ids"] == results["reserved"]["ids"]
-    print(f"same sampled ids: {same}")
+    for variant in variants[1:]:
+        same = results["concatenating"]["ids"] == results[variant]["ids"]
+        print(f"same sampled ids as concatenating, {variant}: {same}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Usage::
     python benchmarks/bench_memory.py --config baselines/configs/sokoban_cpu.yaml train.steps=2
     python benchmarks/bench_memory.py --config baselines/configs/sokoban.yaml train.steps=2 \
         model.path=embedded
+    python benchmarks/bench_memory.py --optimizer-state-first --stop-after-rollout \
+        --config baselines/configs/webshop.yaml train.steps=1
 
 Runs :class:`baselines.trainer.Trainer` in this process (output in a temporary folder that is
 removed) while a sampling thread reads the process's resident set (``/proc/self/statm``) every
@@ -13,6 +15,16 @@ the pre-update scoring pass, the update, the memory release after it) is timed a
 RSS; the baseline is the RSS after the model, its optimizer and its copies are built. Also
 printed: the size of the HF engine's cross-turn key/value store at its largest. Figures are
 printed, never asserted; the aim (issue 22) is every shipped multi-turn config within 8 GB.
+Phases are named by step (``s0``, ``s1``, ...).
+
+Step 1's generation holds AdamW's state (two float32 moments per weight, allocated by step 0's
+update; with PPO's critic model, for both models), which step 0's does not. With
+``--optimizer-state-first`` every optimizer of the trainer takes one step at learning rate 0 on
+zero gradients before step 0 (AdamW's update and its weight decay are then exactly zero: the
+weights do not move, the state is allocated), so step 0's rollout holds what step 1's would,
+without waiting a whole step; ``--stop-after-rollout`` then ends the run after the first rollout
+(the figures printed are those of the rollout and what came before). The optimizers' step count
+starts at 1, not 0, for the steps that follow (a bias-correction difference: a benchmark only).
 """
 
 from __future__ import annotations
@@ -75,10 +87,42 @@ class PhaseSampler:
         self._thread.join()
 
 
+def allocate_optimizer_state(optimizers) -> None:
+    """One step of each optimizer (None skipped) at learning rate 0 on zero gradients: its state
+    is allocated and the weights stay bit-for-bit as they were (AdamW: ``p *= 1 - lr * wd`` and
+    ``p -= lr * ...`` with lr 0)."""
+    import torch
+
+    for opt in optimizers:
+        if opt is None:
+            continue
+        lrs = [group["lr"] for group in opt.param_groups]
+        for group in opt.param_groups:
+            group["lr"] = 0.0
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)
+        before = [p.detach().clone() for g in opt.param_groups for p in g["params"][:1]]
+        opt.step()
+        after = [p.detach() for g in opt.param_groups for p in g["params"][:1]]
+        assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+        for group, lr in zip(opt.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("overrides", nargs="*")
+    parser.add_argument(
+        "--optimizer-state-first",
+        action="store_true",
+        help="allocate the optimizers' state before step 0 (one step at lr 0, zero gradients)",
+    )
+    parser.add_argument(
+        "--stop-after-rollout", action="store_true", help="end the run after the first rollout"
+    )
     args = parser.parse_args()
 
     from baselines import engines, trainer
@@ -106,13 +150,29 @@ def main() -> int:
     wrap(trainer.Trainer, "_update", "update")
     wrap(trainer, "release_memory", "release_memory")
     original_generate = engines.generate_cached
+    step_now = [0]
+    original_rollout = trainer.Trainer._rollout
 
-    def generate_cached(model, tokenizer, prompt_ids, sampling, store=None, generators=None):
-        previous = sampler.enter(f"decode (batch of {len(prompt_ids)})")
+    class RolloutDone(Exception):
+        pass
+
+    def rollout(self, step, *a, **k):
+        step_now[0] = step
+        previous = sampler.enter(f"s{step} rollout (other)")
         try:
-            return original_generate(
-                model, tokenizer, prompt_ids, sampling, store, generators=generators
-            )
+            out = original_rollout(self, step, *a, **k)
+        finally:
+            sampler.enter(previous)
+        if args.stop_after_rollout:
+            raise RolloutDone
+        return out
+
+    trainer.Trainer._rollout = rollout
+
+    def generate_cached(model, tokenizer, prompt_ids, sampling, store=None, **kwargs):
+        previous = sampler.enter(f"s{step_now[0]} decode (batch of {len(prompt_ids)})")
+        try:
+            return original_generate(model, tokenizer, prompt_ids, sampling, store, **kwargs)
         finally:
             if store is not None:
                 size = sum(
@@ -129,14 +189,22 @@ def main() -> int:
     try:
         sampler.enter("model load")
         t = trainer.Trainer(config, progress=False)
+        if args.optimizer_state_first:
+            allocate_optimizer_state([t.optimizer, t.critic_optimizer])
         sampler.enter("steps (other)")
         baseline = rss_bytes() / 1e9
-        t.run()
+        try:
+            t.run()
+        except RolloutDone:  # run() closed the engine on its way out
+            pass
     finally:
         sampler.stop()
         shutil.rmtree(out, ignore_errors=True)
     print(f"config {args.config} {' '.join(args.overrides)}; load {os.getloadavg()[0]:.1f}")
-    print(f"RSS after the model, optimizer and copies are built: {baseline:.2f} GB")
+    state = "with" if args.optimizer_state_first else "before"
+    print(
+        f"RSS after the model, optimizer and copies are built ({state} its state): {baseline:.2f} GB"
+    )
     print(f"cross-turn key/value store at its largest: {store_peak[0]:.2f} GB")
     print(f"{'phase':<34} {'peak RSS GB':>11} {'seconds':>9} {'times':>6}")
     for phase, (peak, seconds, times) in sampler.rows.items():

@@ -271,7 +271,8 @@ def test_kv_cache_is_stored_in_the_autocast_dtype(tiny) -> None:
         first = engine.generate(prompts, sampling)
         assert {k.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
         assert {v.dtype for _, kv in engine.cache.entries for k, v in kv} == {torch.bfloat16}
-        assert engine.cache.cache_dtypes[0] == torch.float32  # the model's own keys
+        # the decoding cache's, which holds float32 keys in the autocast dtype too
+        assert engine.cache.cache_dtypes == (torch.bfloat16, torch.bfloat16)
         follow = [p + g.sampled_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
         second = engine.generate(follow, sampling)
         assert engine.cache.hits == 2
@@ -378,6 +379,99 @@ def test_decoding_in_token_bounded_batches_gives_the_same_greedy_episodes(tiny) 
     rule = HFEngine(model, tokenizer, max_batch_tokens=30)
     assert rule.chunks([[0] * 10, [0] * 12], 5) == [[0], [1]]
     assert rule.chunks([[0] * 3, [0] * 4, [0] * 20], 5) == [[0, 1], [2]]
+
+
+def test_chunked_prefill_gives_the_episodes_of_a_whole_prefill(tiny) -> None:
+    """Sokoban episodes (3 rows of unequal prompts: left padding, cached prefixes from turn 2 on)
+    with the prompts prefilled one column a forward (``prefill_chunk_tokens=1``) and 7 tokens a
+    forward (2 columns over 3 rows, 3 over 2) sample what a whole prefill samples, T = 0.7 with one seeded
+    generator per row: the same prompt and sampled ids, log-probs to float rounding; every turn's
+    log-probs equal the whole sequence scored afresh and unpadded (``_by_hand``). A forward hook
+    counts the columns of each prefill forward, so the chunking is seen to happen."""
+    from baselines.episodes import episode_generators
+
+    model, tokenizer = tiny
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    shapes: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 7: []}
+    runs = {}
+    for chunk, seen in shapes.items():
+
+        def hook(_module, args, kwargs, seen=seen):
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            if ids.shape[1] > 1:  # a prefill forward (decoding feeds one column)
+                seen.append(tuple(ids.shape))
+
+        handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            engine = HFEngine(model, tokenizer, prefill_chunk_tokens=chunk)
+            generators = episode_generators(11, 0, 3, range(3), 1)
+            runs[chunk] = collect_rollouts(
+                model, tokenizer, ENV, [0, 1, 2], 1, sampling, engine=engine, generators=generators
+            )
+            assert engine.cache.hits > 0  # later turns reused their prefixes
+        finally:
+            handle.remove()
+    assert shapes[1] == [] and max(cols for _, cols in shapes[0]) > 7
+    assert shapes[7] and all(cols <= max(1, 7 // rows) for rows, cols in shapes[7])
+    assert (3, 2) in shapes[7] and len(shapes[7]) > len(shapes[0])
+    for chunk in (1, 7):
+        for a, b in zip(runs[0], runs[chunk], strict=True):
+            assert len(a.turns) == len(b.turns) > 1
+            for ta, tb in zip(a.turns, b.turns, strict=True):
+                assert ta.sample.prompt_ids == tb.sample.prompt_ids
+                assert ta.sample.sampled_ids == tb.sample.sampled_ids
+                assert tb.sample.logprobs == pytest.approx(ta.sample.logprobs, abs=1e-5)
+                assert tb.sample.logprobs == pytest.approx(
+                    _by_hand(model, tb.sample.prompt_ids, tb.sample.sampled_ids, 0.7), abs=1e-5
+                )
+    with pytest.raises(ValueError, match="prefill_chunk_tokens must be >= 0"):
+        from baselines.engines import generate_cached
+
+        generate_cached(model, tokenizer, [[1, 2]], sampling, prefill_chunk_tokens=-1)
+    with pytest.raises(ValueError, match="rollout.prefill_chunk_tokens: must be >= 0"):
+        load_config(None, ["rollout.prefill_chunk_tokens=-1"])
+
+
+def test_the_decoding_cache_holds_the_autocast_dtype_and_loses_nothing(tiny, monkeypatch) -> None:
+    """Under bf16 autocast the decoding batch's reserved buffers hold the keys (float32 after the
+    rotary embedding) in bf16, and the replies (T = 0.7, one seeded generator per row) are
+    exactly those decoded with float32 buffers: attention casts the keys to bf16 either way."""
+    from baselines import engines
+
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer, seeds=(7, 8))
+    sampling = SamplingSettings(max_new_tokens=6, temperature=0.7, stop_strings=())
+    real = engines._decoding_cache
+    made = []
+
+    def run(keep_float32: bool):
+        def cache_for(m, capacity):
+            cache = real(m, capacity)
+            if keep_float32:
+                for layer in cache.layers:
+                    layer.low = None
+            made.append(cache)
+            return cache
+
+        monkeypatch.setattr(engines, "_decoding_cache", cache_for)
+        generators = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return engines.generate_cached(model, tokenizer, prompts, sampling, None, generators)
+
+    low, full = run(False), run(True)
+    assert [c.layers[0].keys.dtype for c in made] == [torch.bfloat16, torch.float32]
+    assert [g.sampled_ids for g in low] == [g.sampled_ids for g in full]
+    assert [g.logprobs for g in low] == [g.logprobs for g in full]
+    with torch.no_grad():
+        outside = real(model, 8)  # no autocast: float32 stays float32
+    assert outside.layers[0].low is None
+
+
+def test_the_config_default_of_chunked_prefill_is_the_engines() -> None:
+    from baselines.config import RolloutConfig
+    from baselines.engines import PREFILL_CHUNK_TOKENS
+
+    assert RolloutConfig().prefill_chunk_tokens == PREFILL_CHUNK_TOKENS == 2048
 
 
 def test_reserved_cache_layer_equals_concatenation_and_grows_past_its_capacity(tiny) -> None:
