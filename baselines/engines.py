@@ -694,21 +694,22 @@ def generate_cached(
     kwargs[cache_kw] = cache
     if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = 1
+    # Moved to the device once; each chunk's forward takes views of them.
+    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
     columns = max(1, prefill_chunk_tokens // batch) if prefill_chunk_tokens else width
     for start in range(0, width, columns):
         end = min(width, start + columns)
         out = model(
-            input_ids=ids[:, past + start : past + end].to(device),
-            attention_mask=mask[:, : past + end].to(device),
-            position_ids=positions[:, start:end].to(device),
+            input_ids=ids[:, past + start : past + end],
+            attention_mask=mask[:, : past + end],
+            position_ids=positions[:, start:end],
             use_cache=True,
             **kwargs,
         )
         cache = getattr(out, "cache", None) or out.past_key_values
         kwargs[cache_kw] = cache
     logits = out.logits[:, -1, :]
-    mask = mask.to(device)
-    last = positions[:, -1].clone().to(device)
+    last = positions[:, -1].clone()
     t = logit_temperature(sampling.temperature)
     tokens: list[list[int]] = [[] for _ in range(batch)]
     lps: list[list[float]] = [[] for _ in range(batch)]
