@@ -17,7 +17,7 @@ Agent specs (:func:`make_agent`):
 * ``oracle``: the environment's own ``oracle_answer()`` (privileged: it reads the state). An env
   without an oracle records an error for each episode.
 * ``hf:PATH``: a local transformers causal LM (``PATH`` a checkpoint folder or ``embedded``, the
-  SmolLM2-135M-Instruct that :func:`baselines.policy.embedded_model_path` converts), played through
+  SmolLM2-135M-Instruct that :func:`baselines.llm.policy.embedded_model_path` converts), played through
   the trainer's own generation path and token-level prompts (:class:`baselines.hf_agent.HFAgent`);
   greedy by default. Needs torch and transformers (``pip install 'agentgym[train]'``). The class
   lives in ``baselines`` (the LLM layer) and is found through the string entry point

@@ -34,8 +34,8 @@ __all__ = ["main", "build_parser", "parse_kwargs", "resolve_env_id", "CLIError"]
 
 #: What ``agentgym eval --threads`` (and ``--agent hf:...``) calls to set torch's CPU thread count,
 #: as a string entry point imported at run time: torch threads belong to the LLM layer
-#: (:mod:`baselines.threads`), and ``agentgym`` imports neither torch nor ``baselines``.
-TORCH_THREADS_ENTRY_POINT = "baselines.threads:set_torch_threads"
+#: (:mod:`baselines.llm.threads`), and ``agentgym`` imports neither torch nor ``baselines``.
+TORCH_THREADS_ENTRY_POINT = "baselines.llm.threads:set_torch_threads"
 
 
 class CLIError(Exception):

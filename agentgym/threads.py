@@ -2,7 +2,7 @@
 
 ``OMP_WAIT_POLICY=PASSIVE`` makes a waiting OpenMP thread sleep at once instead of spinning, which
 is many times faster when other processes share the cores (the measurements, and the thread count
-that goes with them, are in :mod:`baselines.threads`). OpenMP reads the variable once, when torch
+that goes with them, are in :mod:`baselines.llm.threads`). OpenMP reads the variable once, when torch
 loads it, so it must be set before the first ``import torch`` of the process.
 
 It lives in ``agentgym``, not beside the rest of the LLM layer in ``baselines``, because
@@ -10,7 +10,7 @@ It lives in ``agentgym``, not beside the rest of the LLM layer in ``baselines``,
 code is in ``baselines``, or a Python agent of the user's), and ``agentgym`` imports neither
 torch nor ``baselines``. :func:`set_omp_wait_policy` only sets an environment variable:
 ``baselines/__init__.py`` calls it (every ``baselines`` entry point, the ``hf:`` agent) and
-:mod:`baselines.threads` re-exports it.
+:mod:`baselines.llm.threads` re-exports it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reference agents and the LLM layer of agentgym (RAGEN-2 baselines).
 
-The LLM layer: model loading (:mod:`baselines.policy`), torch threads (:mod:`baselines.threads`),
+The LLM layer: model loading (:mod:`baselines.llm.policy`), torch threads (:mod:`baselines.llm.threads`),
 engines, the ``hf:`` agent of ``agentgym eval`` (:mod:`baselines.hf_agent`), the trainer, SFT and
 the TRL integration (:mod:`baselines.integrations.trl`). This package uses ``agentgym``;
 ``agentgym`` never imports it (it finds the ``hf:`` agent through a string entry point,

@@ -26,8 +26,8 @@ from typing import Any, TypeVar, get_type_hints
 
 import yaml
 
-from baselines.diagnostics import DetectorSettings
-from baselines.filtering import FilterConfig
+from baselines.collapse import DetectorSettings
+from baselines.rl.filtering import FilterConfig
 
 __all__ = [
     "ModelConfig",
@@ -56,7 +56,7 @@ class ModelConfig:
             autocast where the device has native bf16: CUDA from Ampere on, CPUs with AVX-512 BF16
             or AMX; float32 elsewhere), ``"float32"`` (no autocast) or ``"bfloat16"`` (autocast
             even where bf16 is emulated). Parameters and AdamW state are float32 in every case
-            (:func:`baselines.scoring.resolve_autocast`): pure-bf16 weights lose updates below
+            (:func:`baselines.llm.scoring.resolve_autocast`): pure-bf16 weights lose updates below
             bf16's spacing (lr 1e-6 moved 0.39 % of them in one step, float32 99.9 %).
         device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"`` or ``"cuda"``.
         lora_rank: 0 trains every weight; > 0 trains LoRA adapters of this rank (peft).
@@ -218,7 +218,7 @@ class AlgorithmConfig:
             group removed, GRPO's steps have no reward spread (and, without an entropy or KL
             term, no update), so ``train.max_steps_without_signal`` and
             ``train.max_steps_without_update`` stop the run unless they are 0.
-        critic: PPO's value estimator (:mod:`baselines.critic`). ``"head"``: a linear value
+        critic: PPO's value estimator (:mod:`baselines.llm.critic`). ``"head"``: a linear value
             head on the policy's last hidden state, in the policy's AdamW; the value loss (times
             ``value_coef``) trains the shared trunk too. ``"model"``: RAGEN-2's separate critic
             (``config/base.yaml:76-87``), a second copy of ``model.path`` with a zero-initialised
@@ -238,14 +238,14 @@ class AlgorithmConfig:
         micro_batch_size: most sequences per forward/backward (0: no limit beyond
             ``micro_batch_tokens``); gradients accumulate over the mini-batch.
         micro_batch_tokens: padded tokens per forward/backward (rows x longest row): rows are
-            packed longest first within this budget (:func:`baselines.minibatches.pack_by_tokens`;
+            packed longest first within this budget (:func:`baselines.rl.minibatches.pack_by_tokens`;
             a longer row runs alone, under gradient checkpointing:
-            :func:`baselines.scoring.checkpointed_if`), so peak memory follows the budget, not
+            :func:`baselines.llm.scoring.checkpointed_if`), so peak memory follows the budget, not
             the batch or its longest row.
         ppo_epochs: passes over each batch.
         ppo_mini_batch_size: sequences per optimizer step; 0 takes the whole (filtered) batch
             in one step. With a size, each pass splits the batch into mini-batches
-            (:func:`baselines.minibatches.minibatch_indices`), one AdamW step each, so the PPO
+            (:func:`baselines.rl.minibatches.minibatch_indices`), one AdamW step each, so the PPO
             ratio moves off 1 and clipping can act, and filtering cuts the number of updates.
             RAGEN: 32 of 128 sequences (``config/base.yaml:14,31``); the shipped 8 x 8 configs
             take 16 (the same 4 steps per full batch).
@@ -320,7 +320,7 @@ class DiagnosticsConfig(DetectorSettings):
     The keys ``window``, ``significance``, ``near_fraction``, ``dependent_fraction``,
     ``entropy_tol``, ``min_pairs``, ``min_prompts``, ``min_valid_rate`` and ``drop_z`` set the
     collapse states (``collapse/state_*``); their meanings and defaults are those of
-    :class:`baselines.diagnostics.DetectorSettings`, their error rates are measured in
+    :class:`baselines.collapse.DetectorSettings`, their error rates are measured in
     ``tests/test_collapse_detector.py`` (docs/ragen2.md).
 
     Attributes:
@@ -369,7 +369,7 @@ class TrainSettings:
         save_every: checkpoint every this many steps, and at the end; 0: at the end only.
         threads: torch CPU threads (per rank when launched as several processes); 0 picks half
             the CPUs this process may use, at least 1
-            (:func:`baselines.threads.resolve_threads`: torch's default of one thread per core
+            (:func:`baselines.llm.threads.resolve_threads`: torch's default of one thread per core
             made a decode step 40x slower when another process held a core).
         keep_checkpoints: checkpoints kept in all: ``checkpoint/`` (the newest) plus
             ``keep_checkpoints - 1`` older ones as ``checkpoint-<step>/``. A SmolLM2-135M

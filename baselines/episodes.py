@@ -57,36 +57,14 @@ import torch
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.chat import ChatEpisode
 from agentgym.lockstep import END_EPISODE, Action, LiveEpisode, LocalEnvs, Step, play_lockstep
-from baselines.chat_template import render_chat_template
 from baselines.checkpoint import open_new_file
-from baselines.diagnostics import THINK_CLOSE
-from baselines.engines import Generation, HFEngine, RolloutEngine, SamplingSettings
-
-__all__ = [
-    "THINK_PREFIX",
-    "TokenContext",
-    "TrainingRow",
-    "Sample",
-    "EpisodeRecord",
-    "collect_rollouts",
-    "episode_seed",
-    "episode_generators",
-    "TRAIN_STREAM",
-    "VALIDATION_STREAM",
-    "render_prompt",
-    "think_prefix_for",
-    "extract_reasoning",
-    "reasoning_ids",
-    "reasoning_span",
-    "Z_STATUSES",
-    "episode_json",
-    "write_rollouts",
-]
-
-THINK_PREFIX = "<think>"
+from baselines.llm.engines import HFEngine, RolloutEngine, SamplingSettings
+from baselines.llm.prompts import TokenContext, TrainingRow, think_prefix_for
 
 #: :func:`episode_seed` streams: training rollouts and validation episodes never share a seed.
 TRAIN_STREAM = 0
+
+
 VALIDATION_STREAM = 1
 
 
@@ -150,144 +128,6 @@ def episode_generators(
     return out
 
 
-def think_prefix_for(sampling: SamplingSettings, action_format: str) -> str:
-    """``"<think>"`` when ``sampling.think_prefix`` is set and the format is ``think_answer``."""
-    return THINK_PREFIX if sampling.think_prefix and action_format == "think_answer" else ""
-
-
-def _template_name(tokenizer: Any) -> str:
-    return f"{type(tokenizer).__name__}({getattr(tokenizer, 'name_or_path', '') or 'unnamed'})"
-
-
-def render_prompt(tokenizer: Any, messages: list[dict[str, str]], prefix: str | bool) -> str:
-    """The generation prompt as text: the chat template with the assistant header, plus
-    ``prefix`` (``True`` means ``"<think>"``, ``False`` nothing).
-
-    The one prompt renderer of training, SFT and ``hf:`` evaluation (RAGEN appends ``<think>`` the
-    same way, ``ragen/llm_agent/ctx_manager.py:653-657,719-723``). The template renders in a worker
-    under CPU, memory and wall-time limits (:func:`baselines.chat_template.render_chat_template`),
-    byte-identical to ``apply_chat_template(..., tokenize=False)``.
-
-    Raises:
-        ValueError: the tokenizer has no chat template.
-        baselines.chat_template.ChatTemplateLimitError: the template ran past a limit.
-    """
-    if prefix is True:
-        prefix = THINK_PREFIX
-    elif prefix is False:
-        prefix = ""
-    if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(
-            f"the tokenizer {_template_name(tokenizer)} has no chat template; set "
-            "tokenizer.chat_template (a Jinja template) before rollouts"
-        )
-    text = render_chat_template(tokenizer, messages, add_generation_prompt=True)
-    return text + prefix
-
-
-@dataclass
-class TrainingRow:
-    """One training sequence of an episode (exactly what the policy was given and sampled).
-
-    Attributes:
-        input_ids: token ids (length L).
-        loss_mask: 1 on sampled ids (the end token included when sampled), else 0 (length L).
-        logprobs: the engine's sampling log-prob on sampled ids, 0.0 elsewhere (length L).
-        turns: indices of the episode's turns sampled in this row, in order.
-        turn_ends: per entry of ``turns``, the position of that turn's last sampled id (-1 when
-            the turn sampled nothing).
-    """
-
-    input_ids: list[int] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    turns: list[int] = field(default_factory=list)
-    turn_ends: list[int] = field(default_factory=list)
-
-
-class TokenContext:
-    """The running token context of one episode (see the module docstring for the scheme).
-
-    Args:
-        tokenizer: the policy's tokenizer, with a chat template.
-        prefix: text that ends every generation prompt (``"<think>"`` or ``""``).
-
-    Example:
-        >>> ctx = TokenContext(tokenizer, "<think>")  # doctest: +SKIP
-        >>> ids = ctx.prompt(chat.messages())          # give these to the engine
-        >>> ctx.add(generation)                        # then record what it sampled
-    """
-
-    def __init__(self, tokenizer: Any, prefix: str = THINK_PREFIX):
-        self.tokenizer, self.prefix = tokenizer, prefix
-        self.rows: list[TrainingRow] = []
-        self.row = TrainingRow()
-        self.text: str | None = None
-        self.turn = 0
-
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _close_row(self) -> None:
-        row = self.row
-        if any(row.loss_mask):
-            last = max(i for i, m in enumerate(row.loss_mask) if m)  # trailing prompt: no loss
-            del row.input_ids[last + 1 :], row.loss_mask[last + 1 :], row.logprobs[last + 1 :]
-            self.rows.append(row)
-        self.row = TrainingRow()
-
-    def prompt(self, messages: list[dict[str, str]]) -> list[int]:
-        """The ids to give the engine for the turn that answers ``messages``' last message.
-
-        Raises:
-            ValueError: no chat template, or one that adds nothing for
-                ``add_generation_prompt=True`` (the reply would not be marked as the assistant's).
-        """
-        full = render_prompt(self.tokenizer, messages, self.prefix)
-        if self.text is None:
-            bare = render_chat_template(self.tokenizer, messages)
-            if bare + self.prefix == full:
-                raise ValueError(
-                    f"the chat template of {_template_name(self.tokenizer)} renders no "
-                    "generation prompt (add_generation_prompt=True adds nothing), so a reply "
-                    "would not be marked as the assistant's; use a template with one"
-                )
-        if self.text is not None and full.startswith(self.text):
-            new = self._encode(full[len(self.text) :])
-        else:
-            self._close_row()  # first turn, or the template rewrote an earlier turn
-            new = self._encode(full)
-        row = self.row
-        row.input_ids += new
-        row.loss_mask += [0] * len(new)
-        row.logprobs += [0.0] * len(new)
-        self.text = full
-        return list(row.input_ids)
-
-    def add(self, generation: Generation) -> int:
-        """Append the ids the policy sampled for the current turn; returns this turn's row index."""
-        ids = list(generation.sampled_ids)
-        lps = list(generation.logprobs) or [0.0] * len(ids)
-        if len(lps) != len(ids):
-            raise ValueError(f"{len(ids)} sampled ids but {len(lps)} log-probs")
-        row = self.row
-        row.input_ids += ids
-        row.loss_mask += [1] * len(ids)
-        row.logprobs += lps
-        row.turns.append(self.turn)
-        row.turn_ends.append(len(row.input_ids) - 1 if ids else -1)
-        self.turn += 1
-        assert self.text is not None, "call prompt() before add()"
-        self.text += self.tokenizer.decode(ids, skip_special_tokens=False)
-        return len(self.rows)
-
-    def finish(self) -> list[TrainingRow]:
-        """Close the context; returns every row that holds sampled ids."""
-        self._close_row()
-        self.text = None
-        return self.rows
-
-
 @dataclass(frozen=True)
 class Sample:
     """What the policy was given and sampled on one turn: the payload that
@@ -297,7 +137,7 @@ class Sample:
     Attributes:
         prompt_ids: the int token ids the engine was given (the whole context, length P).
         sampled_ids: the int token ids it sampled, the end token included when sampled (length
-            T): :attr:`baselines.engines.Generation.sampled_ids`, the ids the trainer learns from.
+            T): :attr:`baselines.llm.engines.Generation.sampled_ids`, the ids the trainer learns from.
         logprobs: the sampling log-prob of each sampled id (float, natural log; length T; 0.0
             each when the engine gives none).
         ended_with_eos: the policy sampled an end token.
@@ -351,98 +191,6 @@ class EpisodeRecord:
         return float(np.mean([t.info.get("action_is_valid", False) for t in self.turns]))
 
 
-def extract_reasoning(response: str) -> str:
-    """The text inside ``<think>...</think>`` of a reply (up to the end if unclosed), else ``""``."""
-    start = response.find("<think>")
-    if start < 0:
-        return ""
-    start += len("<think>")
-    end = response.find("</think>", start)
-    return response[start:] if end < 0 else response[start:end]
-
-
-#: What :func:`reasoning_span` says of a turn's reasoning z.
-Z_STATUSES = ("valid", "no_think", "unclosed", "empty", "special")
-
-
-def reasoning_span(tokenizer: Any, turn: Step[Sample]) -> tuple[list[int], str]:
-    """The sampled ids of a turn's reasoning z, and what became of it: one rule for z.
-
-    z is the span the policy sampled between ``<think>`` (which must open the reply: the prompt
-    ends with it, or the reply starts with it) and the first ``</think>``, without either tag, as
-    RAGEN-2 takes it (``ragen/llm_agent/ctx_manager.py:660-669``). The ids are exactly the sampled
-    ones, never a re-tokenisation and never spliced: the longest prefix of the sampled ids (end
-    token dropped) whose text ends before ``</think>`` starts, less leading/trailing ids that
-    decode to white space only. A token that holds both the last characters of z and the start of
-    ``</think>`` (e.g. ``"done</"``) is left out, as it is part of the closing tag.
-
-    Statuses (:data:`Z_STATUSES`; the ids are ``[]`` unless ``"valid"``): ``"no_think"`` the
-    reply does not open with ``<think>``; ``"unclosed"`` no sampled ``</think>``; ``"empty"``
-    only white space inside; ``"special"`` the span holds a special-token id (e.g. an end of turn
-    sampled inside the block): the MI scorer would otherwise teacher-force a sequence the policy
-    never produced (RAGEN removes special tokens from the text and scores the rest; docs/ragen2.md,
-    Z), so such a z is dropped and counted.
-
-    Args:
-        tokenizer: the policy's tokenizer.
-        turn: a played turn (``action`` starts with ``<think>`` when the prompt ended with it).
-
-    Returns:
-        ``(ids, status)``: int token ids (``[]`` unless valid) and one of :data:`Z_STATUSES`.
-    """
-    if not turn.action.startswith(THINK_PREFIX):
-        return [], "no_think"
-    if THINK_CLOSE not in turn.action[len(THINK_PREFIX) :]:
-        return [], "unclosed"
-    sample = turn.sample
-    assert sample is not None, "a rollout turn carries its Sample"
-    ids = list(sample.sampled_ids[:-1] if sample.ended_with_eos else sample.sampled_ids)
-    close = None
-    for k in range(1, len(ids) + 1):
-        text = tokenizer.decode(ids[:k], skip_special_tokens=False)
-        if THINK_CLOSE in text:
-            close, cut = k, text.index(THINK_CLOSE)
-            break
-    if close is None:  # the <think> prefix came from the prompt and z closed in it: not sampled
-        return [], "unclosed"
-    end = close
-    while end > 0 and len(tokenizer.decode(ids[:end], skip_special_tokens=False)) > cut:
-        end -= 1
-    begin = 0
-    if tokenizer.decode(ids, skip_special_tokens=False).startswith(THINK_PREFIX):
-        # The reply sampled <think> itself (the prompt did not end with it): z starts after the
-        # ids that spell the tag (a token holding its end and z's start belongs to the tag).
-        begin = 1
-        while len(tokenizer.decode(ids[:begin], skip_special_tokens=False)) < len(THINK_PREFIX):
-            begin += 1
-    z = ids[begin:end]
-    special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-    if any(i in special_ids for i in z):
-        return [], "special"
-
-    def blank(i: int) -> bool:
-        return not tokenizer.decode([i], skip_special_tokens=False).strip()
-
-    while z and blank(z[0]):
-        z.pop(0)
-    while z and blank(z[-1]):
-        z.pop()
-    return (z, "valid") if z else ([], "empty")
-
-
-def reasoning_ids(tokenizer: Any, turn: Step[Sample]) -> list[int]:
-    """The sampled ids of a turn's reasoning z (:func:`reasoning_span`), ``[]`` when it has none.
-
-    Args:
-        tokenizer: the policy's tokenizer.
-        turn: a played turn.
-
-    Returns:
-        int token ids, possibly ``[]``.
-    """
-    return reasoning_span(tokenizer, turn)[0]
-
-
 def collect_rollouts(
     model: Any,
     tokenizer: Any,
@@ -475,8 +223,8 @@ def collect_rollouts(
         timings: if given, receives ``timing/generation_s`` (engine), ``timing/env_s``
             (environment resets and steps) and ``timing/prompt_s`` (rendering and tokenising
             the new part of each prompt), in seconds.
-        engine: a :class:`baselines.engines.RolloutEngine`; ``None`` uses
-            :class:`baselines.engines.HFEngine` on ``model``.
+        engine: a :class:`baselines.llm.engines.RolloutEngine`; ``None`` uses
+            :class:`baselines.llm.engines.HFEngine` on ``model``.
         generators: one ``torch.Generator`` per episode (:func:`episode_generators`), used by
             every turn of that episode; ``None``: the engine's default (torch's global generator).
         first_group: the batch index of ``seeds[0]``'s group (``EpisodeRecord.group`` is
@@ -541,9 +289,7 @@ def collect_rollouts(
             pool, [seeds[i // group_size] for i in range(count)], policy, timings=clock
         )
     finally:
-        release = getattr(getattr(engine, "cache", None), "clear", None)
-        if release is not None:  # the HF engine's keys/values of this batch: not needed again
-            release()
+        engine.release()  # e.g. the HF engine's keys/values of this batch: not needed again
         if own_envs:
             for env in envs:
                 env.close()

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--episodes must be >= 1")
     from agentgym.cli import CLIError, resolve_env_id
     from agentgym.eval import EvalError, evaluate
-    from baselines.threads import set_torch_threads
+    from baselines.llm.threads import set_torch_threads
 
     defaults = run_defaults(args.checkpoint)
     env_id = args.env or defaults.get("env") or "agentgym/Bandit-v0"

@@ -25,7 +25,7 @@ __all__ = ["HFAgent"]
 class HFAgent(Agent):
     """A local transformers causal LM, played exactly as the trainer plays it.
 
-    Generation and prompt building are the trainer's own: :class:`baselines.engines.HFEngine`
+    Generation and prompt building are the trainer's own: :class:`baselines.llm.engines.HFEngine`
     generates, and one
     :class:`baselines.episodes.TokenContext` per episode builds each turn's prompt as token ids
     (the chat template's text tokenised once, earlier replies kept as the ids sampled, the
@@ -36,7 +36,7 @@ class HFAgent(Agent):
 
     Args:
         path: a local checkpoint folder, ``"embedded"`` (SmolLM2-135M-Instruct) or ``"tiny"`` (the
-            trainer's random-init word-level test policy, :func:`baselines.policy.load_policy`).
+            trainer's random-init word-level test policy, :func:`baselines.llm.policy.load_policy`).
         max_new_tokens: tokens generated per turn.
         temperature: 0 for greedy decoding (default), else sampling with ``top_p``.
         top_p: nucleus mass when sampling.
@@ -78,15 +78,15 @@ class HFAgent(Agent):
         try:
             import torch
 
-            from baselines.engines import HFEngine, SamplingSettings
-            from baselines.policy import EMBEDDED_MODEL_NAME, load_policy, resolve_model_path
+            from baselines.llm.engines import HFEngine, SamplingSettings
+            from baselines.llm.policy import EMBEDDED_MODEL_NAME, load_policy, resolve_model_path
         except ModuleNotFoundError as err:
             raise ModuleNotFoundError(
                 f"the hf: agent needs torch and transformers ({err}); "
                 "pip install torch==2.13.0 'agentgym[train]'"
             ) from err
 
-        # "tiny": the trainer's random-init test policy (baselines.policy), no files.
+        # "tiny": the trainer's random-init test policy (baselines.llm.policy), no files.
         folder = Path("tiny") if path == "tiny" else resolve_model_path(path)
         source = path if path in ("embedded", "tiny") else str(folder)
         self.model, self.tokenizer = load_policy(source, device=device, dtype=dtype, seed=seed)
@@ -136,7 +136,7 @@ class HFAgent(Agent):
         }
 
     def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
-        from baselines.episodes import TokenContext, think_prefix_for
+        from baselines.llm.prompts import TokenContext, think_prefix_for
 
         out: list[str | AgentError] = [AgentError("not generated")] * len(requests)
         prefixes, prompts, fits = [], [], []

@@ -300,8 +300,8 @@ class StepProgress:
 class ProgressEngine:
     """A rollout engine that reports each ``generate`` call to a :class:`StepProgress`.
 
-    Every other attribute (``name``, ``provides_logprobs``, ``sync_weights``, ``close``) is the
-    wrapped engine's.
+    Every other attribute (``name``, ``provides_logprobs``, ``samples_from_copy``,
+    ``sync_weights``, ``release``, ``close``) is the wrapped engine's.
     """
 
     def __init__(self, engine: Any, progress: StepProgress):

@@ -24,14 +24,14 @@ shuffling, gradient clipping), short enough to read top to bottom (:func:`train_
 
 Memory follows the tokens, not the vocabulary (DESIGN.md, "Training fits the machine"):
 
-- log-probs come from :func:`baselines.scoring.score_targets`: the trunk runs once and the LM head
+- log-probs come from :func:`baselines.llm.scoring.score_targets`: the trunk runs once and the LM head
   only at target positions, in checkpointed chunks; no ``[B, L, V]`` logits tensor exists;
 - a step's examples are sorted by length and packed greedily into micro-batches of at most
   ``sft.micro_batch_tokens`` padded tokens (rows x longest row; a longer row goes alone), with
   gradient accumulation: each micro-batch's summed loss is divided by the target tokens of the
   whole step, so the step's gradient is the one-big-batch gradient (:func:`accumulate_gradients`);
 - parameters and AdamW state are float32; the forward runs under bf16 autocast where
-  ``model.dtype`` asks for it (:func:`baselines.scoring.resolve_autocast`: ``"auto"`` = bf16 where
+  ``model.dtype`` asks for it (:func:`baselines.llm.scoring.resolve_autocast`: ``"auto"`` = bf16 where
   the hardware computes it natively, ``"float32"`` = none, ``"bfloat16"`` = bf16).
 
 Outputs in ``sft.out_dir`` (the crash-safe layout of :mod:`baselines.checkpoint`):
@@ -90,10 +90,10 @@ from baselines.config import (
     keys_help,
     load_sections,
 )
-from baselines.engines import Generation, SamplingSettings, _cut
-from baselines.episodes import THINK_PREFIX, TokenContext
-from baselines.minibatches import pack_by_tokens
-from baselines.scoring import (
+from baselines.llm.engines import Generation, SamplingSettings
+from baselines.llm.engines.base import _cut
+from baselines.llm.prompts import THINK_PREFIX, TokenContext
+from baselines.llm.scoring import (
     autocast,
     checkpointed_if,
     describe_precision,
@@ -101,7 +101,8 @@ from baselines.scoring import (
     score_targets,
     set_checkpointing,
 )
-from baselines.threads import set_torch_threads
+from baselines.llm.threads import set_torch_threads
+from baselines.rl.minibatches import pack_by_tokens
 
 __all__ = [
     "SFTSettings",
@@ -133,9 +134,9 @@ class SFTSettings:
         batch_size: examples per optimizer step (the last step of an epoch may have fewer).
         micro_batch_tokens: padded tokens per forward/backward pass (rows x longest row of the
             micro-batch): bounds activation memory. A step's examples are packed into as few
-            micro-batches as fit (:func:`baselines.minibatches.pack_by_tokens`, as the RL
+            micro-batches as fit (:func:`baselines.rl.minibatches.pack_by_tokens`, as the RL
             trainer packs); an example longer than this goes alone, under gradient
-            checkpointing (:func:`baselines.scoring.checkpointed_if`). The step's gradient does
+            checkpointing (:func:`baselines.llm.scoring.checkpointed_if`). The step's gradient does
             not depend on it (gradient accumulation).
         max_length: examples with more tokens (prompt + target) are dropped, and counted.
         think_prefix: prompts end with ``<think>`` and targets start after it (must match the RL
@@ -144,7 +145,7 @@ class SFTSettings:
         grad_clip: max global gradient norm.
         seed: seed of the example order and of the ``tiny`` model's init.
         threads: torch CPU threads (0: half the usable CPUs, at least one, as the trainer;
-            :mod:`baselines.threads`).
+            :mod:`baselines.llm.threads`).
         save_every: write ``checkpoint/`` (weights, tokenizer, optimizer state, data position)
             every this many optimizer steps, so that ``--resume`` loses at most that many;
             0: only at the end. The end of the run always saves.
@@ -262,7 +263,7 @@ def build_examples(
     is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token
     (so the model also learns to end its turn where no stop string cuts it). The context of the
     later turns holds the reply as the engine returns it: cut right after a stop string such as
-    ``</answer>`` (without the end token; :func:`baselines.engines._cut`), as ids, and in the chat
+    ``</answer>`` (without the end token; :func:`baselines.llm.engines._cut`), as ids, and in the chat
     as their decoding, exactly as a sampled reply enters it.
 
     Args:
@@ -270,7 +271,7 @@ def build_examples(
         messages: ``[{"role", "content"}, ...]`` from :meth:`agentgym.chat.ChatEpisode.messages`.
         end_of_turn_id: the token that ends a reply (the model's generation EOS).
         think_prefix: the prompt ends with ``<think>``; each reply must then start with it.
-        stop_strings: the rollout's stop strings (:class:`baselines.engines.SamplingSettings`).
+        stop_strings: the rollout's stop strings (:class:`baselines.llm.engines.SamplingSettings`).
 
     Returns:
         the examples, in turn order: ``input_ids`` = prompt ids + target ids, ``labels`` -100 on
@@ -327,7 +328,7 @@ def collate(examples: list[SFTExample], pad_id: int) -> dict[str, torch.Tensor]:
 def target_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """Summed negative log-likelihood of the labelled tokens of a collated batch.
 
-    Log-probs come from :func:`baselines.scoring.score_targets` at the labelled positions only
+    Log-probs come from :func:`baselines.llm.scoring.score_targets` at the labelled positions only
     (temperature 1): no ``[B, L, V]`` logits tensor is made. The target of a labelled position is
     its ``input_ids`` token (as :func:`build_examples` makes them: ``labels`` equal ``input_ids``
     wherever they are not -100).
@@ -356,7 +357,7 @@ def accumulate_gradients(
     """Backpropagate one optimizer step's loss, micro-batch by micro-batch, into ``.grad``.
 
     The step's loss is ``sum of -log p over every target token / T``, with ``T`` the target tokens
-    of all ``examples``. Each micro-batch (:func:`baselines.minibatches.pack_by_tokens`, as the RL trainer packs) backpropagates its summed
+    of all ``examples``. Each micro-batch (:func:`baselines.rl.minibatches.pack_by_tokens`, as the RL trainer packs) backpropagates its summed
     NLL divided by ``T``, so the accumulated gradient is the gradient of the step's token-mean
     loss whatever ``micro_batch_tokens`` is (to float rounding). The caller zeroes the gradients
     before and steps the optimizer after.
@@ -367,7 +368,7 @@ def accumulate_gradients(
         pad_id: the padding token id (masked out by the attention mask).
         micro_batch_tokens: padded tokens per forward/backward pass, >= 1.
         autocast_dtype: forward under ``torch.autocast`` with this dtype (None: plain float32);
-            see :func:`baselines.scoring.resolve_autocast`.
+            see :func:`baselines.llm.scoring.resolve_autocast`.
 
     Returns:
         ``(loss, target tokens, micro-batches)``: the step's token-mean loss in nats per token.
@@ -491,7 +492,7 @@ def train_sft(
     """
     from tqdm import tqdm
 
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
 
     config.validate()
     sc, mc = config.sft, config.model

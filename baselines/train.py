@@ -67,7 +67,7 @@ def peak_rss_text() -> str:
 
 
 def _train(trainer: Any, config: TrainConfig) -> int:
-    from baselines.scoring import describe_precision
+    from baselines.llm.scoring import describe_precision
     from baselines.tracking import complete_metrics
 
     main = trainer.ranks.is_main

@@ -9,20 +9,20 @@ One step, top to bottom (:meth:`Trainer.step`):
    ``(train.seed, s, g, n)``, so a step is reproducible on its own, a resumed run repeats nothing,
    and an episode's ids do not depend on its decoding batch or on the number of ranks.
 2. **MI diagnostics** (every ``diagnostics.every`` steps) on (prompt, reasoning) pairs of the batch
-   *before* filtering: the matrix ``log p(z_m | x_j)`` (:func:`baselines.diagnostics.score_matrix`,
+   *before* filtering: the matrix ``log p(z_m | x_j)`` (:func:`baselines.collapse.score_matrix`,
    which reuses each prompt's key/value cache) and its MI, retrieval and entropy estimates. z is
    RAGEN-2's (the sampled ids between ``<think>`` and the first sampled ``</think>``; empty or
    unclosed ones dropped and counted in ``valid_thinking_rate``); the collapse flag reads the
    whole sample's per-token conditional entropy estimate.
-3. **SNR-Aware Filtering** (:func:`baselines.filtering.snr_filter`): RAGEN's selection rule on a
+3. **SNR-Aware Filtering** (:func:`baselines.rl.filtering.snr_filter`): RAGEN's selection rule on a
    per-group score (reward std by default; per-episode lengths or token entropies ``[G, N]`` for
    those metrics). GRPO / Dr.GRPO make no update when every kept group has equal rewards and
    there is no entropy or KL term (the gradient would be exactly 0).
-4. **Advantages**, on one padded batch (:func:`baselines.batch.build_batch`). GRPO / Dr.GRPO: one
+4. **Advantages**, on one padded batch (:func:`baselines.rl.batch.build_batch`). GRPO / Dr.GRPO: one
    advantage per episode from its group's rewards, given to every policy token of the episode
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
    and GAE runs over the episode's policy tokens with the critic's values (``algorithm.critic``:
-   a value head on the policy's trunk, or RAGEN's separate critic model; :mod:`baselines.critic`).
+   a value head on the policy's trunk, or RAGEN's separate critic model; :mod:`baselines.llm.critic`).
 5. **Update** (:meth:`Trainer._update`, one page). Clipped surrogate with separate low/high
    bounds, token mean over each mini-batch, entropy bonus, optional KL to the frozen reference
    (k1/k3, k3 bounded as verl bounds it), value loss (PPO; with ``algorithm.critic: model`` the
@@ -34,7 +34,7 @@ One step, top to bottom (:meth:`Trainer.step`):
    accumulation gives the gradient of one big batch.
 
 Memory and precision: every pass reads the LM head only at the positions its loss or the MI
-scorer uses (:mod:`baselines.scoring`; never a ``[batch, tokens, vocab]`` tensor). Weights and
+scorer uses (:mod:`baselines.llm.scoring`; never a ``[batch, tokens, vocab]`` tensor). Weights and
 AdamW state are float32; rollouts, scoring and the update run under bf16 autocast where the
 device has native bf16 (``model.dtype: auto``).
 
@@ -87,12 +87,6 @@ import torch
 import yaml
 
 from agentgym import provenance
-from baselines.batch import (
-    RolloutBatch,
-    build_batch,
-    gae_token_advantages,
-    grpo_token_advantages,
-)
 from baselines.checkpoint import (
     append_metrics_line,
     begin_resume,
@@ -102,11 +96,9 @@ from baselines.checkpoint import (
     truncate_metrics_after,
     write_text_durable,
 )
+from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
 from baselines.config import TrainConfig, config_to_dict
-from baselines.critic import CriticModel, ValueHead, load_trainable, save_trainable
-from baselines.diagnostics import ZScoreTracker, episode_mi_diagnostics
 from baselines.distributed import Ranks, world_size_from_environment
-from baselines.engines import SamplingSettings, logit_temperature
 from baselines.episodes import (
     TRAIN_STREAM,
     VALIDATION_STREAM,
@@ -115,18 +107,26 @@ from baselines.episodes import (
     episode_generators,
     write_rollouts,
 )
-from baselines.filtering import snr_filter
-from baselines.losses import kl_penalty, masked_mean, policy_loss, value_loss
-from baselines.minibatches import minibatch_indices, pack_by_tokens
-from baselines.policy import load_policy
-from baselines.scoring import (
+from baselines.llm.critic import CriticModel, ValueHead, load_trainable, save_trainable
+from baselines.llm.engines import SamplingSettings, logit_temperature
+from baselines.llm.policy import load_policy
+from baselines.llm.scoring import (
     autocast,
     checkpointed_if,
     resolve_autocast,
     score_targets,
     set_checkpointing,
 )
-from baselines.threads import set_torch_threads
+from baselines.llm.threads import set_torch_threads
+from baselines.rl.batch import (
+    RolloutBatch,
+    build_batch,
+    gae_token_advantages,
+    grpo_token_advantages,
+)
+from baselines.rl.filtering import snr_filter
+from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
+from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
 
 __all__ = ["Trainer", "signal_removed_groups", "vocabulary_texts"]
 
@@ -259,7 +259,7 @@ class Trainer:
         resume: continue from ``out_dir/checkpoint`` (the step after the last saved one; metrics
             lines of later steps, written after the checkpoint, are dropped).
         progress: show a progress bar.
-        engine: a running :class:`baselines.engines.RolloutEngine` to use instead of starting
+        engine: a running :class:`baselines.llm.engines.RolloutEngine` to use instead of starting
             the one ``rollout.engine`` names (its weights are synced to the policy at once; the
             caller closes it).
 
@@ -343,7 +343,7 @@ class Trainer:
         if resume and mc.path == "tiny":
             source = str(self.checkpoint_dir)
         # Float32 master weights and AdamW state whatever model.dtype says; model.dtype picks the
-        # autocast of the forward/backward passes (baselines.scoring.resolve_autocast).
+        # autocast of the forward/backward passes (baselines.llm.scoring.resolve_autocast).
         self.model, self.tokenizer = load_policy(
             source,
             device=self.ranks.device or mc.device,
@@ -407,7 +407,7 @@ class Trainer:
         )
         # The rollout engine (started once per run) and, with rollout.ray_workers, the Ray
         # actors that own the environments.
-        from baselines.engines import make_engine
+        from baselines.llm.engines import make_engine
 
         self.owns_engine = engine is None
         if engine is None:
@@ -467,7 +467,7 @@ class Trainer:
         )
 
     def _build_critic(self, body: torch.nn.Module) -> None:
-        """``algorithm.critic=model``: :class:`baselines.critic.CriticModel` on ``body`` (a copy
+        """``algorithm.critic=model``: :class:`baselines.llm.critic.CriticModel` on ``body`` (a copy
         of the checkpoint the policy was loaded from; its own LoRA adapter with
         ``model.lora_rank``) and its own AdamW, like verl's critic worker
         (``ragen/workers/fsdp_workers.py:181-404``: own module and ``optim.AdamW``, the
@@ -487,7 +487,7 @@ class Trainer:
 
     def _amp(self):
         """The autocast of every forward pass (rollouts, scoring, update): ``model.dtype``
-        resolved on this device (:func:`baselines.scoring.resolve_autocast`); the weights stay
+        resolved on this device (:func:`baselines.llm.scoring.resolve_autocast`); the weights stay
         float32."""
         return autocast(self.device, self.autocast_dtype)
 
@@ -546,7 +546,7 @@ class Trainer:
 
     def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
         """MI diagnostics on the batch's (prompt ids, reasoning ids) pairs, at the sampling
-        temperature: :func:`baselines.diagnostics.episode_mi_diagnostics` (the TRL integration
+        temperature: :func:`baselines.collapse.episode_mi_diagnostics` (the TRL integration
         runs the same function)."""
         return episode_mi_diagnostics(
             self.model,
@@ -604,7 +604,7 @@ class Trainer:
         targets under the sampling distribution (logits / ``rollout.temperature``), ``entropy``
         of that distribution (if asked) and ``values`` of the value head on ``model``'s trunk
         (PPO with ``algorithm.critic=head``, if asked).
-        No ``[B, T, V]`` logits tensor is made (:func:`baselines.scoring.score_targets`).
+        No ``[B, T, V]`` logits tensor is made (:func:`baselines.llm.scoring.score_targets`).
         """
         with self._amp():
             out = score_targets(
@@ -739,7 +739,7 @@ class Trainer:
         micro-batch losses by ``tokens / (the mini-batch's sampled tokens over all ranks)``, and
         the accumulated gradients are SUM-reduced (:meth:`Ranks.sum_gradients`) before
         ``clip_grad_norm_`` and the AdamW step: the sum is the one-process gradient, so every
-        rank takes the same step. Not DDP: :func:`baselines.scoring.score_targets` runs the
+        rank takes the same step. Not DDP: :func:`baselines.llm.scoring.score_targets` runs the
         model's body and reads the LM head at the loss positions itself, bypassing a DDP
         wrapper's ``forward`` (whose hooks arm the reducer), and accumulation over micro-batches
         would need ``no_sync`` anyway; one explicit all-reduce per optimizer step is what DDP
@@ -936,7 +936,7 @@ class Trainer:
             metrics["actor/tokens_trained"] = 0.0
             metrics["actor/skipped"] = 1.0
         updated = not metrics.get("actor/skipped")
-        if updated and self.engine.name != "hf":  # the engine samples from a copy: update it
+        if updated and self.engine.samples_from_copy:
             timings["timing/weight_sync_s"] = self.engine.sync_weights(self.model)
         timings["timing/step_s"] = time.perf_counter() - t_start
         gen_tokens = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)

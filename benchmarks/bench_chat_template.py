@@ -3,7 +3,7 @@
 For the embedded model's tokenizer (SmolLM2-135M-Instruct) and chats of 1, 5, 10 and 20 turns of
 Sokoban-sized messages, times ``--rounds`` renders each way, alternating, so that both see the
 same machine load: ``tokenizer.apply_chat_template(..., tokenize=False)`` in this process and
-:func:`baselines.chat_template.render_chat_template` (the same text from a worker under CPU,
+:func:`baselines.llm.chat_template.render_chat_template` (the same text from a worker under CPU,
 memory and wall limits). Prints the median per render and the overhead, plus the first render's
 wait for a worker to start (once per process), and one turn of the trainer's prompt path
 (:meth:`baselines.episodes.TokenContext.prompt`: render + tokenise the new part).
@@ -23,9 +23,9 @@ import time
 
 from transformers import AutoTokenizer
 
-from baselines.chat_template import close_template_workers, render_chat_template
-from baselines.episodes import TokenContext
-from baselines.policy import embedded_model_path
+from baselines.llm.chat_template import close_template_workers, render_chat_template
+from baselines.llm.policy import embedded_model_path
+from baselines.llm.prompts import TokenContext
 
 #: One user message of a Sokoban episode (about 300 characters), and a reply.
 USER = (

@@ -1,6 +1,6 @@
 """The HF engine's decoding loop, side by side: transformers' ``DynamicCache`` (a ``torch.cat`` of
 every layer's keys and values at each step, the engine before) against the in-place reserved
-buffer (:func:`baselines.engines._decoding_cache`), both prefilling each prompt whole, and the
+buffer (:func:`baselines.llm.engines._decoding_cache`), both prefilling each prompt whole, and the
 reserved buffer with chunked prefill (``--prefill-chunk`` tokens a forward, the engine's default).
 
 Usage::
@@ -28,7 +28,7 @@ from decode_workload import add_workload_options, load_workload
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from baselines.engines import PREFILL_CHUNK_TOKENS  # noqa: E402
+from baselines.llm.engines import PREFILL_CHUNK_TOKENS  # noqa: E402
 
 
 def child(variant: str, rows: int, prompt: int, new: int, threads: int, chunk: int) -> None:
@@ -41,9 +41,9 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int, chunk: i
     set_omp_wait_policy()
     import torch
 
-    from baselines import engines
-    from baselines.engines import SamplingSettings, generate_cached
-    from baselines.scoring import autocast, resolve_autocast
+    from baselines.llm import engines
+    from baselines.llm.engines import SamplingSettings, generate_cached
+    from baselines.llm.scoring import autocast, resolve_autocast
 
     torch.set_num_threads(threads)
     if variant == "concatenating":

@@ -125,8 +125,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from baselines import engines, trainer
     from baselines.config import load_config
+    from baselines.llm import engines, trainer
 
     sampler = PhaseSampler()
     out = Path(tempfile.mkdtemp(prefix="bench-memory-"))

@@ -58,8 +58,8 @@ def _prompts(tokenizer, count: int) -> list[list[int]]:
 def bench_engines(args: argparse.Namespace) -> None:
     import torch
 
-    from baselines.engines import HFEngine, SamplingSettings
-    from baselines.policy import load_policy
+    from baselines.llm.engines import HFEngine, SamplingSettings
+    from baselines.llm.policy import load_policy
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -68,7 +68,7 @@ def bench_engines(args: argparse.Namespace) -> None:
     engines = [("hf", HFEngine(model, tokenizer))]
     vllm_engine = None
     if not args.no_vllm:
-        from baselines.engines import VLLMEngine
+        from baselines.llm.engines import VLLMEngine
 
         t0 = time.perf_counter()
         vllm_engine = VLLMEngine(model, tokenizer, max_model_len=2048)
@@ -103,9 +103,9 @@ def bench_loop(args: argparse.Namespace) -> None:
     """The trainer's episode loop against the raw engine on the same batch and seed."""
     import torch
 
-    from baselines.engines import HFEngine, SamplingSettings
     from baselines.episodes import collect_rollouts
-    from baselines.policy import load_policy
+    from baselines.llm.engines import HFEngine, SamplingSettings
+    from baselines.llm.policy import load_policy
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -142,9 +142,9 @@ def bench_turns(args: argparse.Namespace) -> None:
     """Whole multi-turn episodes: full prefill each turn against keys/values kept across turns."""
     import torch
 
-    from baselines.engines import HFEngine, SamplingSettings
     from baselines.episodes import collect_rollouts
-    from baselines.policy import load_policy
+    from baselines.llm.engines import HFEngine, SamplingSettings
+    from baselines.llm.policy import load_policy
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """What per-episode generators cost the HF engine: one batched ``torch.multinomial`` on torch's
 global generator (the engine before) against one draw per row from its own generator
-(:func:`baselines.engines.sample_rows`, what the trainer uses so an episode's ids do not depend
+(:func:`baselines.llm.engines.sample_rows`, what the trainer uses so an episode's ids do not depend
 on its batch).
 
 Usage::
@@ -10,7 +10,7 @@ Usage::
 
 Prints (1) the sampling step alone: softmax of ``[rows, vocab]`` float32 logits and the draws,
 median of ``--repeats`` after 3 warm-ups, both ways; (2) unless ``--no-decode``, a whole decode
-with :func:`baselines.engines.generate_cached` on the embedded SmolLM2 (vocabulary 49,152),
+with :func:`baselines.llm.engines.generate_cached` on the embedded SmolLM2 (vocabulary 49,152),
 ``--rows`` prompts of ``--prompt`` random ids, ``--new`` tokens at temperature 1 without stop,
 global generator vs per-row generators (each the median of 3), and the per-row overhead as a
 share of the decode. Never run by tests.
@@ -33,7 +33,7 @@ import torch  # noqa: E402
 from decode_workload import add_workload_options, load_workload  # noqa: E402
 from timing import median_seconds  # noqa: E402
 
-from baselines.engines import SamplingSettings, generate_cached, sample_rows  # noqa: E402
+from baselines.llm.engines import SamplingSettings, generate_cached, sample_rows  # noqa: E402
 
 
 def main() -> None:
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"  overhead per decoding step:         {(per_row - batched) * 1e3:8.2f} ms")
     if args.no_decode:
         return
-    from baselines.scoring import autocast, resolve_autocast
+    from baselines.llm.scoring import autocast, resolve_autocast
 
     model, tok, prompts = load_workload(args.rows, args.prompt)
     sampling = SamplingSettings(max_new_tokens=args.new, temperature=1.0, stop_strings=())

@@ -20,7 +20,7 @@ Neighbours: ``idle`` (nothing of ours beside the run) or ``busy`` (one ``while T
 process beside it, as when another job holds a core). Per cell it prints the seconds to generate
 ``--new-tokens`` tokens for a batch of 4 (``model.generate``, KV cache, greedy, a fixed count) and
 the seconds of one update (forward + backward of ``--update-rows`` x ``--update-tokens`` tokens,
-log-probs at the last 64 positions by ``baselines.scoring.score_targets``, bf16 autocast where the
+log-probs at the last 64 positions by ``baselines.llm.scoring.score_targets``, bf16 autocast where the
 CPU has it, one AdamW step), each the median and range of ``--repeat`` runs in the cell's process
 after a warm-up, and the busy/idle ratio per policy and thread count. A cell whose process runs
 past ``--timeout`` seconds is killed; its missing runs print as ``>T`` and count as the timeout in
@@ -80,8 +80,8 @@ def cell_child(threads: int, new_tokens: int, rows: int, tokens: int, repeat: in
     import torch
 
     warnings.simplefilter("ignore")
-    from baselines.policy import load_policy
-    from baselines.scoring import autocast, resolve_autocast, score_targets
+    from baselines.llm.policy import load_policy
+    from baselines.llm.scoring import autocast, resolve_autocast, score_targets
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -22,7 +22,7 @@ captured main-job batch::
 1. Capture (once; reused when ``--batch`` exists): the README's main job
    (``baselines/configs/quick.yaml``: Bandit, 4 groups x 4, 48 new tokens, temperature 0.7) rolled
    out once with the trainer's own rollout (``Trainer._rollout(0)``, ``train.seed`` 0), all 16
-   episodes built into one :class:`~baselines.batch.RolloutBatch` (no filter), saved with
+   episodes built into one :class:`~baselines.rl.batch.RolloutBatch` (no filter), saved with
    ``torch.save`` as its tensors plus the ``[P, N]`` group rewards, so every configuration sees
    exactly the same tokens.
 2. Per thread count, per configuration, one subprocess (threads are set before torch does work,
@@ -78,9 +78,9 @@ if not _CHILD:
     # isort: split
     import torch
 
+    from baselines.collapse import score_matrix, score_matrix_naive
+    from baselines.collapse.reasoning import reasoning_ids
     from baselines.config import load_config
-    from baselines.diagnostics import score_matrix, score_matrix_naive
-    from baselines.episodes import reasoning_ids
     from baselines.trainer import Trainer
 
 
@@ -191,8 +191,8 @@ def capture_child(a: dict) -> None:
 
     import torch
 
-    from baselines.batch import build_batch
     from baselines.config import load_config
+    from baselines.rl.batch import build_batch
     from baselines.trainer import Trainer
 
     cfg = load_config(
@@ -241,8 +241,8 @@ def update_child(a: dict) -> None:
 
     import torch
 
-    from baselines.batch import RolloutBatch, grpo_token_advantages
     from baselines.config import load_config
+    from baselines.rl.batch import RolloutBatch, grpo_token_advantages
     from baselines.trainer import Trainer
 
     cfg = load_config(
@@ -547,7 +547,7 @@ def main() -> None:
             raise SystemExit("--cuda-shape needs a CUDA GPU")
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        from baselines.policy import embedded_model_path
+        from baselines.llm.policy import embedded_model_path
 
         source = embedded_model_path()
         folder = Path(tempfile.mkdtemp(prefix="smollm2-shape-"))

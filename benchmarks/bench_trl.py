@@ -57,9 +57,9 @@ def trl_child(a: dict) -> None:
     from trl import GRPOTrainer
 
     from baselines.config import DiagnosticsConfig
-    from baselines.filtering import FilterConfig
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
+    from baselines.rl.filtering import FilterConfig
     from tests.helpers import cpu_grpo_config
 
     torch.manual_seed(0)

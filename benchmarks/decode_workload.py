@@ -22,7 +22,7 @@ def load_workload(rows: int, prompt: int) -> tuple[Any, Any, list[list[int]]]:
     prompts of ``prompt`` token ids drawn uniformly from [100, 40000) by a generator seeded 0."""
     import torch
 
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
 
     model, tok = load_policy("embedded", device="cpu", dtype="float32")
     model.eval()

@@ -15,7 +15,7 @@ import baselines  # noqa: F401  (before torch: sets OMP_WAIT_POLICY, agentgym.th
 import torch
 import transformers
 
-from baselines.diagnostics import score_matrix, score_matrix_naive
+from baselines.collapse import score_matrix, score_matrix_naive
 
 
 def best_time(fn, repeats: int) -> float:

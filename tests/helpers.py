@@ -44,7 +44,7 @@ def first_prompt_ids(tokenizer: Any, env_ids_seeds: Iterable[tuple[str, Iterable
     import gymnasium
 
     import agentgym  # noqa: F401  (registers the ids)
-    from baselines.episodes import render_prompt
+    from baselines.llm.prompts import render_prompt
 
     out = []
     for env_id, seeds in env_ids_seeds:

@@ -1,11 +1,11 @@
-"""Tests of baselines.advantages against values worked out by hand (in the comments)."""
+"""Tests of baselines.rl.advantages against values worked out by hand (in the comments)."""
 
 import math
 
 import pytest
 import torch
 
-from baselines.advantages import gae, grpo_advantages, whiten
+from baselines.rl.advantages import gae, grpo_advantages, whiten
 
 # Hand table: three groups of N = 4 episode rewards.
 REWARDS = torch.tensor(

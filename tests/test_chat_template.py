@@ -1,4 +1,4 @@
-"""Chat templates rendered in a worker under limits (baselines/chat_template.py).
+"""Chat templates rendered in a worker under limits (baselines/llm/chat_template.py).
 
 The renders equal ``apply_chat_template(..., tokenize=False)`` byte for byte; a template that loops
 for hours or asks for gigabytes stops with a clear error within its limit, through the trainer's
@@ -17,15 +17,15 @@ import psutil
 import pytest
 from transformers import AutoTokenizer
 
-from baselines import chat_template
-from baselines.chat_template import (
+from baselines.llm import chat_template
+from baselines.llm.chat_template import (
     TEMPLATE_CPU_S,
     ChatTemplateLimitError,
     close_template_workers,
     render_chat_template,
 )
-from baselines.episodes import TokenContext, render_prompt
-from baselines.policy import build_tiny_policy, embedded_model_path
+from baselines.llm.policy import build_tiny_policy, embedded_model_path
+from baselines.llm.prompts import TokenContext, render_prompt
 
 #: Slack over a limit for a loaded machine, seconds.
 SLACK_S = 60.0

@@ -17,7 +17,7 @@ import math
 import pytest
 import torch
 
-from baselines.diagnostics import STATES, ZScoreTracker, mi_metrics
+from baselines.collapse import STATES, ZScoreTracker, mi_metrics
 
 K, PER = 8, 4  # 32 pairs, ceiling log 8 = 2.08 nats
 PERMUTATIONS = 99  # smallest p-value 0.01: the default significance is reachable

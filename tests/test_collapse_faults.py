@@ -9,13 +9,7 @@ import math
 import pytest
 import torch
 
-from baselines.diagnostics import (
-    ZScoreTracker,
-    mi_metrics,
-    mi_pairs,
-    reasoning_text,
-    retrieval_chance,
-)
+from baselines.collapse import ZScoreTracker, mi_metrics, mi_pairs, reasoning_text, retrieval_chance
 
 # ---------------------------------------------------------------- Z: the span RAGEN scores
 

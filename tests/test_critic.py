@@ -1,4 +1,4 @@
-"""PPO's separate critic model (``algorithm.critic: model``, baselines/critic.py) on the tiny model:
+"""PPO's separate critic model (``algorithm.critic: model``, baselines/llm/critic.py) on the tiny model:
 the policy's update is the policy loss's alone, the critic learns, and a resume is exact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of the MI diagnostics (baselines.diagnostics) against closed-form ground truth."""
+"""Tests of the MI diagnostics (baselines.collapse) against closed-form ground truth."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers
 
-from baselines.diagnostics import ZScoreTracker, mi_metrics, score_matrix, score_matrix_naive
+from baselines.collapse import ZScoreTracker, mi_metrics, score_matrix, score_matrix_naive
 
 
 def balanced_index(num_prompts: int, per_prompt: int) -> torch.Tensor:

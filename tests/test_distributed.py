@@ -22,7 +22,6 @@ import pytest
 import torch
 
 from baselines.distributed import Ranks, block, world_size_from_environment
-from baselines.engines import HFEngine, SamplingSettings, sample_rows
 from baselines.episodes import (
     TRAIN_STREAM,
     VALIDATION_STREAM,
@@ -30,6 +29,7 @@ from baselines.episodes import (
     episode_generators,
     episode_seed,
 )
+from baselines.llm.engines import HFEngine, SamplingSettings, sample_rows
 from sandboxes.limits import run_command
 from tests.helpers import ROOT
 
@@ -212,7 +212,7 @@ def test_sample_rows_draws_each_row_from_its_own_generator() -> None:
 
 @pytest.fixture(scope="module")
 def tiny():
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
     from baselines.trainer import vocabulary_texts
 
     texts = vocabulary_texts("agentgym/FrozenLake-v0", {}, range(32))

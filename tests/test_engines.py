@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from baselines.config import load_config
-from baselines.engines import (
+from baselines.episodes import collect_rollouts
+from baselines.llm.engines import (
     Generation,
     HFEngine,
     PrefixCache,
     RolloutEngine,
     SamplingSettings,
     VLLMEngine,
-    _top_p_filter,
     end_token_ids,
     generate,
     logprob_diff,
@@ -23,8 +23,8 @@ from baselines.engines import (
     recompute_logprobs,
     vllm_available,
 )
-from baselines.episodes import collect_rollouts
-from baselines.policy import load_policy
+from baselines.llm.engines.hf import _top_p_filter
+from baselines.llm.policy import load_policy
 from baselines.trainer import vocabulary_texts
 from tests.helpers import first_prompt_ids
 
@@ -425,7 +425,7 @@ def test_chunked_prefill_gives_the_episodes_of_a_whole_prefill(tiny) -> None:
                     _by_hand(model, tb.sample.prompt_ids, tb.sample.sampled_ids, 0.7), abs=1e-5
                 )
     with pytest.raises(ValueError, match="prefill_chunk_tokens must be >= 0"):
-        from baselines.engines import generate_cached
+        from baselines.llm.engines import generate_cached
 
         generate_cached(model, tokenizer, [[1, 2]], sampling, prefill_chunk_tokens=-1)
     with pytest.raises(ValueError, match="rollout.prefill_chunk_tokens: must be >= 0"):
@@ -436,7 +436,7 @@ def test_the_decoding_cache_holds_the_autocast_dtype_and_loses_nothing(tiny, mon
     """Under bf16 autocast the decoding batch's reserved buffers hold the keys (float32 after the
     rotary embedding) in bf16, and the replies (T = 0.7, one seeded generator per row) are
     exactly those decoded with float32 buffers: attention casts the keys to bf16 either way."""
-    from baselines import engines
+    from baselines.llm import engines
 
     model, tokenizer = tiny
     prompts = _prompts(tokenizer, seeds=(7, 8))
@@ -469,7 +469,7 @@ def test_the_decoding_cache_holds_the_autocast_dtype_and_loses_nothing(tiny, mon
 
 def test_the_config_default_of_chunked_prefill_is_the_engines() -> None:
     from baselines.config import RolloutConfig
-    from baselines.engines import PREFILL_CHUNK_TOKENS
+    from baselines.llm.engines import PREFILL_CHUNK_TOKENS
 
     assert RolloutConfig().prefill_chunk_tokens == PREFILL_CHUNK_TOKENS == 2048
 
@@ -477,7 +477,7 @@ def test_the_config_default_of_chunked_prefill_is_the_engines() -> None:
 def test_reserved_cache_layer_equals_concatenation_and_grows_past_its_capacity(tiny) -> None:
     """The decoding cache's in-place layer: chunks of 3, 1 and 2 positions (capacity 4, so the
     last write doubles the buffer) read back as torch.cat of the chunks, as DynamicLayer's."""
-    from baselines.engines import _decoding_cache
+    from baselines.llm.engines.hf import _decoding_cache
 
     model, _ = tiny
     cache = _decoding_cache(model, 4)

@@ -4,7 +4,7 @@ Real tokenizers throughout: SmolLM2's (the embedded model's), a copy of it with 
 our own that drops earlier reasoning, and a copy whose end-of-sequence token is ``<|endoftext|>``
 while its template ends turns with ``<|im_end|>``. Where the test needs replies a model *could*
 sample but BPE would never produce (a word split in two), :class:`ScriptedEngine` (a real
-:class:`~baselines.engines.RolloutEngine` that replays fixed id lists) supplies them.
+:class:`~baselines.llm.engines.RolloutEngine` that replays fixed id lists) supplies them.
 """
 
 from __future__ import annotations
@@ -18,19 +18,13 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from agentgym.lockstep import Step
-from baselines.batch import build_batch, gae_token_advantages, grpo_token_advantages
+from baselines.collapse.reasoning import reasoning_ids
 from baselines.config import load_config
-from baselines.engines import Generation, RolloutEngine, SamplingSettings, end_token_ids
-from baselines.episodes import (
-    THINK_PREFIX,
-    EpisodeRecord,
-    Sample,
-    TokenContext,
-    TrainingRow,
-    collect_rollouts,
-    reasoning_ids,
-)
-from baselines.policy import embedded_model_path, load_policy
+from baselines.episodes import EpisodeRecord, Sample, collect_rollouts
+from baselines.llm.engines import Generation, RolloutEngine, SamplingSettings, end_token_ids
+from baselines.llm.policy import embedded_model_path, load_policy
+from baselines.llm.prompts import THINK_PREFIX, TokenContext, TrainingRow
+from baselines.rl.batch import build_batch, gae_token_advantages, grpo_token_advantages
 from baselines.show_rollouts import format_episode, load_step
 from baselines.show_rollouts import main as show_main
 from baselines.trainer import Trainer
@@ -50,6 +44,7 @@ class ScriptedEngine:
 
     name = "script"
     provides_logprobs = True
+    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer, replies: list[list[int]], ends: set[int]):
         self.tokenizer, self.replies, self.ends = tokenizer, replies, ends
@@ -65,6 +60,9 @@ class ScriptedEngine:
 
     def sync_weights(self, model):
         return 0.0
+
+    def release(self):
+        pass
 
     def close(self):
         pass
@@ -170,7 +168,7 @@ def test_a_reply_that_starts_with_close_think_right_after_the_prefix(smol_tokeni
         turn.sample.prompt_ids[-1],
         reply[0],
     ]
-    # The MI scorer's z (RAGEN-2's rule, baselines.diagnostics.reasoning_text): the think block
+    # The MI scorer's z (RAGEN-2's rule, baselines.collapse.reasoning_text): the think block
     # is empty, so there is no z to score (the pair is dropped and counted as invalid thinking).
     assert reasoning_ids(tok, turn) == []
 
@@ -194,7 +192,7 @@ def test_reasoning_ids_are_the_sampled_ids_of_z_without_the_closing_tag(smol_tok
 def test_a_z_holding_a_special_id_is_dropped_never_spliced(smol_tokenizer):
     """An end-of-turn id sampled inside the think block: before, it was cut out of z and the
     scorer teacher-forced a sequence the policy never produced; now z is dropped and counted."""
-    from baselines.episodes import reasoning_span
+    from baselines.collapse.reasoning import reasoning_span
 
     tok = smol_tokenizer
     left = tok(" arm A", add_special_tokens=False)["input_ids"]

@@ -624,7 +624,7 @@ def test_hf_agent_is_resolved_through_a_lazy_string_entry_point(tmp_path: Path) 
 
 
 def test_embedded_path_resolves_from_the_cache(tmp_path: Path, monkeypatch: Any) -> None:
-    from baselines import policy as models
+    from baselines.llm import policy as models
 
     folder = tmp_path / models.EMBEDDED_MODEL_NAME
     folder.mkdir()
@@ -636,7 +636,7 @@ def test_embedded_path_resolves_from_the_cache(tmp_path: Path, monkeypatch: Any)
 
 
 def test_hf_agent_plays_a_tiny_local_checkpoint_batched(tmp_path: Path) -> None:
-    from baselines.policy import build_tiny_policy
+    from baselines.llm.policy import build_tiny_policy
 
     env = gym.make("agentgym/Bandit-v0")
     texts = []

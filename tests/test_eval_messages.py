@@ -15,7 +15,7 @@ import pytest
 
 from agentgym.agents import AgentRequest, make_agent, request_json
 from agentgym.cli import main
-from baselines.threads import resolve_threads, usable_cpus
+from baselines.llm.threads import resolve_threads, usable_cpus
 
 
 def _eval(tmp_path: Path, agent: str, *extra: str) -> list[str]:

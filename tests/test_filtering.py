@@ -1,4 +1,4 @@
-"""Tests of SNR-Aware Filtering (baselines.filtering) against RAGEN's selection rule, by hand.
+"""Tests of SNR-Aware Filtering (baselines.rl.filtering) against RAGEN's selection rule, by hand.
 
 The rule is RAGEN's ``_select_top_groups`` (mll-lab-nu/RAGEN ragen/trainer/rollout_filter.py:68-185):
 zero-score groups leave the candidates first unless include_zero; top_p with p >= 1 keeps every
@@ -27,7 +27,7 @@ import math
 import pytest
 import torch
 
-from baselines.filtering import FilterConfig, group_scores, snr_filter
+from baselines.rl.filtering import FilterConfig, group_scores, snr_filter
 
 REWARDS = torch.tensor(
     [

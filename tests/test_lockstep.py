@@ -133,8 +133,8 @@ def test_eval_and_the_trainer_both_play_in_this_loop(
 ) -> None:
     """One loop: ``agentgym eval`` and ``collect_rollouts`` reach :func:`play_lockstep`."""
     import baselines.episodes as episodes
-    from baselines.engines import SamplingSettings
-    from baselines.policy import load_policy
+    from baselines.llm.engines import SamplingSettings
+    from baselines.llm.policy import load_policy
 
     seen: list[int] = []
     real = lockstep.play_lockstep

@@ -1,18 +1,12 @@
-"""Tests of baselines.losses against values worked out by hand (in the comments)."""
+"""Tests of baselines.rl.losses against values worked out by hand (in the comments)."""
 
 import math
 
 import pytest
 import torch
 
-from baselines.losses import (
-    entropy_from_logits,
-    kl_penalty,
-    logprobs_from_logits,
-    masked_mean,
-    policy_loss,
-    value_loss,
-)
+from baselines.llm.scoring import entropy_from_logits, logprobs_from_logits
+from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
 
 
 def test_policy_loss_asymmetric_clip_hand_values():

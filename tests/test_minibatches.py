@@ -1,9 +1,9 @@
-"""Tests of baselines.minibatches (RAGEN's several PPO mini-batch steps per rollout batch)."""
+"""Tests of baselines.rl.minibatches (RAGEN's several PPO mini-batch steps per rollout batch)."""
 
 import pytest
 import torch
 
-from baselines.minibatches import minibatch_indices, pack_by_tokens
+from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
 
 
 def test_ragen_default_four_steps():

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from baselines.policy import load_policy
-from baselines.scoring import autocast, resolve_autocast, score_targets
+from baselines.llm.policy import load_policy
+from baselines.llm.scoring import autocast, resolve_autocast, score_targets
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -18,9 +18,9 @@ import ray  # noqa: E402  (the `ray` extra is part of `dev`: CI always has it)
 import torch
 
 from baselines.config import load_config
-from baselines.engines import HFEngine, SamplingSettings
 from baselines.episodes import collect_rollouts
-from baselines.policy import load_policy
+from baselines.llm.engines import HFEngine, SamplingSettings
+from baselines.llm.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
 from baselines.trainer import Trainer, vocabulary_texts
 from sandboxes.web.browser import PROFILE_PREFIX

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from baselines.config import load_config
-from baselines.policy import load_policy
+from baselines.llm.policy import load_policy
 from baselines.trainer import Trainer
 from tests.test_trainer import BANDIT_RAW, SMALL_STEP
 

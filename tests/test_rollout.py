@@ -7,9 +7,10 @@ import gymnasium
 import pytest
 import torch
 
-from baselines.engines import SamplingSettings
-from baselines.episodes import collect_rollouts, extract_reasoning
-from baselines.policy import load_policy
+from baselines.collapse.reasoning import extract_reasoning
+from baselines.episodes import collect_rollouts
+from baselines.llm.engines import SamplingSettings
+from baselines.llm.policy import load_policy
 from baselines.trainer import vocabulary_texts
 
 

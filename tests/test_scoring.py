@@ -1,9 +1,9 @@
-"""baselines.scoring: log-probs and entropy at scored positions only, equal to the full-logits path.
+"""baselines.llm.scoring: log-probs and entropy at scored positions only, equal to the full-logits path.
 
 The independent implementation compared against is the plain one every trainer used before:
 ``log_softmax(model(...).logits / T)`` at every position, gathered at the targets, with the
-entropy of the same full tensor (:func:`baselines.losses.logprobs_from_logits`,
-:func:`baselines.losses.entropy_from_logits`). Values and gradients must agree in float32.
+entropy of the same full tensor (:func:`baselines.rl.losses.logprobs_from_logits`,
+:func:`baselines.rl.losses.entropy_from_logits`). Values and gradients must agree in float32.
 """
 
 from __future__ import annotations
@@ -13,9 +13,15 @@ import math
 import pytest
 import torch
 
-from baselines.losses import entropy_from_logits, logprobs_from_logits
-from baselines.policy import load_policy
-from baselines.scoring import autocast, head_logprobs, resolve_autocast, score_targets
+from baselines.llm.policy import load_policy
+from baselines.llm.scoring import (
+    autocast,
+    entropy_from_logits,
+    head_logprobs,
+    logprobs_from_logits,
+    resolve_autocast,
+    score_targets,
+)
 
 
 def _batch(vocab: int, seed: int = 0):
@@ -121,7 +127,7 @@ def test_autocast_resolution():
 def test_an_oversized_micro_batch_is_checkpointed_with_the_same_gradients():
     """checkpointed_if (a row over the token budget): the same loss and gradients in float32 as
     without checkpointing; the decoder layers checkpoint only inside the context."""
-    from baselines.scoring import checkpointed_if
+    from baselines.llm.scoring import checkpointed_if
 
     model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b c d e f g"] * 2)
     model.train()

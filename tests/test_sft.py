@@ -18,11 +18,12 @@ import torch
 from agentgym.cli import main as agentgym_main
 from agentgym.sft import NOISE_SEED_SALT, SFT_SEED_START, oracle_episodes
 from baselines.checkpoint import SymlinkInRunFolder
+from baselines.collapse import mi_metrics, mi_pairs, score_matrix
 from baselines.config import load_config
-from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
-from baselines.engines import SamplingSettings
-from baselines.episodes import collect_rollouts, render_prompt
-from baselines.policy import build_tiny_policy, load_policy
+from baselines.episodes import collect_rollouts
+from baselines.llm.engines import SamplingSettings
+from baselines.llm.policy import build_tiny_policy, load_policy
+from baselines.llm.prompts import render_prompt
 from baselines.sft import (
     IGNORE,
     SFTExample,
@@ -310,14 +311,15 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
 class _OracleReplay:
     """A rollout engine that 'samples' the oracle's replies (teacher forcing), returning them as
     the transformers engine would: the reply's ids, cut after a stop string or ended by the end
-    token (:func:`baselines.engines._cut`)."""
+    token (:func:`baselines.llm.engines._cut`)."""
 
     def __init__(self, tokenizer, replies, eot):
         self.tokenizer, self.replies, self.eot = tokenizer, list(replies), eot
         self.prompts: list[list[int]] = []
 
     def generate(self, prompt_ids, sampling):
-        from baselines.engines import Generation, _cut
+        from baselines.llm.engines import Generation
+        from baselines.llm.engines.base import _cut
 
         (prompt,) = prompt_ids
         self.prompts.append(list(prompt))
@@ -360,7 +362,7 @@ def test_sft_prompts_match_the_episode_loop_with_smollm2s_tokenizer():
     merges across the prompt/reply boundary) on a three-turn Sokoban chat."""
     from transformers import AutoTokenizer
 
-    from baselines.policy import embedded_model_path
+    from baselines.llm.policy import embedded_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     eot = tokenizer.convert_tokens_to_ids("<|im_end|>")

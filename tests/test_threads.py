@@ -55,8 +55,8 @@ def test_entry_points_set_passive_before_torch() -> None:
     # baselines.train imports torch: the package's __init__ runs first and sets the policy.
     got = _child("import baselines.train")
     assert got["policy"] == "PASSIVE" and got["torch"] and got["warnings"] == []
-    # baselines.threads (agentgym eval --threads, the hf: agent) sets it where it loads torch.
-    got = _child("from baselines.threads import set_torch_threads; set_torch_threads(1)")
+    # baselines.llm.threads (agentgym eval --threads, the hf: agent) sets it where it loads torch.
+    got = _child("from baselines.llm.threads import set_torch_threads; set_torch_threads(1)")
     assert got["policy"] == "PASSIVE" and got["torch"] and got["warnings"] == []
 
 

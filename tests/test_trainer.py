@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from baselines.batch import build_batch
 from baselines.config import load_config
+from baselines.rl.batch import build_batch
 from baselines.trainer import Trainer
 from tests.helpers import assert_records_this_code
 
@@ -319,9 +319,10 @@ class _ThinkEngine:
 
     name = "script"
     provides_logprobs = False
+    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer, text: str):
-        from baselines.engines import Generation
+        from baselines.llm.engines import Generation
 
         self.ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         self.generation = Generation(list(self.ids), tokenizer.decode(self.ids), [], False)
@@ -331,6 +332,9 @@ class _ThinkEngine:
 
     def sync_weights(self, model):
         return 0.0
+
+    def release(self):
+        pass
 
     def close(self):
         pass
@@ -349,7 +353,7 @@ def test_diagnostics_score_the_think_block_and_the_mi_bound_is_the_prompt_entrop
         "diagnostics.max_pairs=16",
         "diagnostics.permutations=8",
     )
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
     from baselines.trainer import vocabulary_texts
 
     texts = vocabulary_texts(config.rollout.env_id, config.rollout.env_kwargs, range(32))

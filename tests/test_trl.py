@@ -18,14 +18,14 @@ import pytest
 import torch
 
 from baselines.config import DiagnosticsConfig, load_config
-from baselines.filtering import FilterConfig, snr_filter
 from baselines.integrations.trl import (
     AgentgymGRPOTrainer,
     AgentgymRollout,
     episode_return,
     episode_sequence,
 )
-from baselines.policy import load_policy
+from baselines.llm.policy import load_policy
+from baselines.rl.filtering import FilterConfig, snr_filter
 from baselines.tracking import METRIC_NAMES
 from baselines.trainer import Trainer, vocabulary_texts
 from tests.helpers import ROOT, cpu_grpo_config
@@ -445,12 +445,13 @@ class _LengthEngine:
 
     name = "lengths"
     provides_logprobs = True
+    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
 
     def generate(self, prompt_ids, sampling):
-        from baselines.engines import Generation
+        from baselines.llm.engines import Generation
 
         word = self.tokenizer.convert_tokens_to_ids("1")
         out = []
@@ -461,6 +462,9 @@ class _LengthEngine:
 
     def sync_weights(self, model):
         return 0.0
+
+    def release(self):
+        pass
 
     def close(self):
         pass

@@ -17,14 +17,14 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def policy():
     """(model, tokenizer): SmolLM2-135M-Instruct, float32 on CPU."""
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
 
     return load_policy("embedded", device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")
 def engine(policy):
-    from baselines.engines import VLLMEngine
+    from baselines.llm.engines import VLLMEngine
 
     model, tokenizer = policy
     eng = VLLMEngine(model, tokenizer, max_model_len=2048)

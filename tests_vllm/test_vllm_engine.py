@@ -12,13 +12,13 @@ import torch
 
 import agentgym  # noqa: F401
 from baselines.config import load_config
-from baselines.engines import HFEngine, SamplingSettings, recompute_logprobs
+from baselines.llm.engines import HFEngine, SamplingSettings, recompute_logprobs
 from baselines.trainer import Trainer
 from tests.helpers import first_prompt_ids
 
 # Sampled-token log-probs, vLLM (float32 CPU kernels) vs the trainer's float32 forward pass:
 # observed max |diff| 3e-5 nats on these prompts before an update and 9e-6 after a large one (0.27
-# before the tied output head was rebuilt after a reload, see baselines/vllm_worker.py); 2e-3
+# before the tied output head was rebuilt after a reload, see baselines/llm/engines/vllm_worker.py); 2e-3
 # leaves room for other kernels and machines.
 LOGPROB_TOL = 2e-3
 RESTORE_TOL = 1e-4

@@ -5,8 +5,8 @@ Two pieces, both on the agentgym trainer's own data path (DESIGN.md, "The baseli
 * :class:`AgentgymRollout`, a TRL ``rollout_func``. It plays each batch through
   :func:`baselines.episodes.collect_rollouts`, the episode loop of the agentgym trainer and of
   ``agentgym eval`` (one lock-step loop, one prompt renderer, :class:`~baselines.episodes.TokenContext`,
-  and a :class:`~baselines.engines.RolloutEngine`): the same prompts, the same end-of-turn ids
-  (:func:`baselines.engines.end_token_ids`, so an eos that is not the turn end never runs a reply
+  and a :class:`~baselines.llm.engines.RolloutEngine`): the same prompts, the same end-of-turn ids
+  (:func:`baselines.llm.engines.end_token_ids`, so an eos that is not the turn end never runs a reply
   into a fake user turn) and the same stop strings. **Token in, token out**: TRL gets, per
   episode, exactly the episode's training row(s): ``completion_ids`` holds the sampled ids
   (``env_mask`` 1) and the ids the episode loop appended for the environment (``env_mask`` 0),
@@ -14,10 +14,10 @@ Two pieces, both on the agentgym trainer's own data path (DESIGN.md, "The baseli
   ``temperature``; 0.0 on environment ids, which are masked out).
 * :class:`AgentgymGRPOTrainer`, a ``GRPOTrainer`` subclass that adds RAGEN-2's tools with the
   agentgym trainer's code and metric names (:data:`baselines.tracking.METRIC_NAMES`): the
-  SNR-Aware Filter (:func:`baselines.filtering.snr_filter` with a
-  :class:`~baselines.filtering.FilterConfig`: ``filter/*``), the MI diagnostics
-  (:func:`baselines.diagnostics.episode_mi_diagnostics`) and the collapse tracker
-  (:class:`~baselines.diagnostics.ZScoreTracker`: ``collapse/*``), plus ``rollout/*`` and
+  SNR-Aware Filter (:func:`baselines.rl.filtering.snr_filter` with a
+  :class:`~baselines.rl.filtering.FilterConfig`: ``filter/*``), the MI diagnostics
+  (:func:`baselines.collapse.episode_mi_diagnostics`) and the collapse tracker
+  (:class:`~baselines.collapse.ZScoreTracker`: ``collapse/*``), plus ``rollout/*`` and
   ``timing/*``. They go into TRL's own metrics (``self._metrics``), so ``report_to`` logs them.
   It also trains templates that rewrite earlier turns exactly (below).
 
@@ -55,7 +55,7 @@ leaves them out of the batch.
 **vLLM.** With ``GRPOConfig(use_vllm=True)`` (colocate or server mode) the rollout generates
 through TRL's own vLLM (:class:`TRLVLLMEngine`: TRL syncs the weights before each rollout), turn by
 turn through the same episode loop, and each reply is cut at the engine's end ids and stop
-strings as :class:`~baselines.engines.VLLMEngine` cuts it. vLLM is not installed where this was
+strings as :class:`~baselines.llm.engines.VLLMEngine` cuts it. vLLM is not installed where this was
 written: that path is untested here. In server mode every process must call the server the same
 number of times (a collective): give every rank the same number of turns (fixed ``max_turns``,
 episodes that run to it) or use colocate mode.
@@ -64,7 +64,7 @@ Example (the README's "With Hugging Face TRL" holds the full CPU version, which 
 
     from trl import GRPOConfig
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
 
     model, tokenizer = load_policy("embedded", device="cpu", dtype="float32")
     rollout = AgentgymRollout("Bandit-v0", tokenizer, max_new_tokens=48)
@@ -97,24 +97,19 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym.chat import ChatEpisode
+from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
 from baselines.config import DiagnosticsConfig
-from baselines.diagnostics import ZScoreTracker, episode_mi_diagnostics
-from baselines.engines import (
+from baselines.episodes import TRAIN_STREAM, EpisodeRecord, collect_rollouts, episode_generators
+from baselines.llm.engines import (
     Generation,
     HFEngine,
     RolloutEngine,
     SamplingSettings,
-    _cut,
     end_token_ids,
     logit_temperature,
 )
-from baselines.episodes import (
-    TRAIN_STREAM,
-    EpisodeRecord,
-    collect_rollouts,
-    episode_generators,
-)
-from baselines.filtering import FilterConfig, snr_filter
+from baselines.llm.engines.base import _cut
+from baselines.rl.filtering import FilterConfig, snr_filter
 from baselines.trainer import Trainer
 
 __all__ = [
@@ -225,12 +220,12 @@ class RolloutBatch:
 
 
 class TRLVLLMEngine:
-    """A :class:`~baselines.engines.RolloutEngine` on TRL's own vLLM (``use_vllm=True``).
+    """A :class:`~baselines.llm.engines.RolloutEngine` on TRL's own vLLM (``use_vllm=True``).
 
     Each turn's prompts go to ``trainer.vllm_generation.generate`` as token ids (one generation
     each, TRL's sampling settings and weights, ``max_completion_length`` set to the turn's
     ``max_new_tokens`` for the call); every reply is cut at the first end id or stop string as
-    :class:`~baselines.engines.VLLMEngine` cuts it. Untested here (no vLLM in this venv).
+    :class:`~baselines.llm.engines.VLLMEngine` cuts it. Untested here (no vLLM in this venv).
 
     Args:
         trainer: a ``GRPOTrainer`` built with ``use_vllm=True``.
@@ -239,6 +234,7 @@ class TRLVLLMEngine:
 
     name = "trl-vllm"
     provides_logprobs = True
+    samples_from_copy = False  # TRL syncs its vLLM itself before calling rollout_func
 
     def __init__(self, trainer: Any, tokenizer: Any):
         self.trainer, self.tokenizer = trainer, tokenizer
@@ -268,6 +264,9 @@ class TRLVLLMEngine:
 
     def sync_weights(self, model: Any) -> float:
         return 0.0  # TRL syncs its vLLM before calling rollout_func
+
+    def release(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -318,8 +317,8 @@ class AgentgymRollout:
         stop_strings: a reply stops once its text ends with one of these.
         generation_batch_tokens: bound of one decoding batch of the transformers engine
             (``rollout.generation_batch_tokens``; 0: every prompt in one batch).
-        engine: a :class:`~baselines.engines.RolloutEngine` to generate with instead of the
-            trainer's model (``None``: :class:`~baselines.engines.HFEngine` on the trainer's
+        engine: a :class:`~baselines.llm.engines.RolloutEngine` to generate with instead of the
+            trainer's model (``None``: :class:`~baselines.llm.engines.HFEngine` on the trainer's
             model, or :class:`TRLVLLMEngine` under ``use_vllm``).
         sampling_seed: the seed of the episodes' own sampling generators, as the agentgym
             trainer's ``train.seed`` (``None``: the TRL trainer's ``args.seed``). Each episode

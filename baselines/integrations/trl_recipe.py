@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from trl import GRPOConfig
 
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
     from baselines.trainer import vocabulary_texts
 
     env_kwargs = json.loads(args.env_kwargs)

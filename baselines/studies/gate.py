@@ -8,8 +8,8 @@ success sat at its floor; nothing stopped them and they were counted. The gate m
 environment's warm start, before any RL run of that environment starts:
 
 1. **input dependence**: the MI of the *oracle's* reasoning under the warm-started model, scored
-   as the trainer's diagnostics score sampled reasoning (:func:`baselines.diagnostics.mi_pairs`,
-   :func:`~baselines.diagnostics.score_matrix`, :func:`~baselines.diagnostics.mi_metrics`), on
+   as the trainer's diagnostics score sampled reasoning (:func:`baselines.collapse.mi_pairs`,
+   :func:`~baselines.collapse.score_matrix`, :func:`~baselines.collapse.mi_metrics`), on
    ``oracle_episodes`` oracle chats from :data:`GATE_SEED` (apart from the SFT data, the RL seeds
    and the validation seeds), against its ceiling ``mi_upper_bound`` (the entropy of the prompt
    mixture). It must reach :data:`MI_FRACTION` of the ceiling;
@@ -46,6 +46,13 @@ from typing import Any
 import yaml
 
 from agentgym.fileio import write_text_atomic
+from baselines.studies.spec import (
+    MI_FRACTION,
+    SUCCESS_CEILING,
+    SUCCESS_FLOOR,
+    gate_settings,
+    load_study,
+)
 
 __all__ = [
     "GATE_SEED",
@@ -62,12 +69,6 @@ __all__ = [
 #: First reset seed of the oracle chats the gate scores (SFT data starts at 2,000,000, the
 #: study's validation seeds at 10,000,000, its training seeds below 10,000,000 / 2).
 GATE_SEED = 3_000_000
-#: Least share of the MI ceiling the oracle's reasoning must keep under the warm start.
-MI_FRACTION = 0.5
-#: Success must be above this (off the floor) ...
-SUCCESS_FLOOR = 0.05
-#: ... and below this (off the ceiling).
-SUCCESS_CEILING = 0.95
 
 
 def gate_reasons(
@@ -121,7 +122,7 @@ def oracle_mi(
     seeds: range,
     think_prefix: bool = True,
 ) -> dict[str, float]:
-    """:func:`baselines.diagnostics.mi_metrics` of the oracle's first-turn reasoning under
+    """:func:`baselines.collapse.mi_metrics` of the oracle's first-turn reasoning under
     ``model``: each oracle chat's generation prompt (the trainer's rendering) against the text of
     its first ``<think>`` block, every reasoning scored under every distinct prompt.
 
@@ -135,8 +136,8 @@ def oracle_mi(
     import torch
 
     from agentgym.sft import oracle_episodes
-    from baselines.diagnostics import mi_metrics, mi_pairs, score_matrix
-    from baselines.episodes import render_prompt
+    from baselines.collapse import mi_metrics, mi_pairs, score_matrix
+    from baselines.llm.prompts import render_prompt
 
     records = list(oracle_episodes(env_id, seeds, env_kwargs))
     prompts = [render_prompt(tokenizer, r["messages"][:2], think_prefix) for r in records]
@@ -187,7 +188,7 @@ def warm_start_gate(
     """
     from agentgym.eval import evaluate
     from baselines.config import load_config
-    from baselines.policy import load_policy
+    from baselines.llm.policy import load_policy
 
     rc = load_config(None, [*common, f"rollout.env_id={env_id}"]).rollout
     if rc.val_episodes < 1:
@@ -227,53 +228,6 @@ def warm_start_gate(
         "val_episodes": rc.val_episodes,
         "oracle_episodes": oracle_episodes,
     }
-
-
-def gate_settings(
-    spec: dict[str, Any] | None, given: dict[str, Any]
-) -> tuple[list[str], int, dict[str, float]]:
-    """The gate's settings for a warm start: each of ``oracle_episodes``, ``mi_fraction``,
-    ``success_floor`` and ``success_ceiling`` from ``given`` (the command's parsed flags; None:
-    not given), else from the study spec's ``gate`` section, else the default (32 and this
-    module's constants); the trainer overrides are the spec's ``common`` followed by
-    ``given["overrides"]`` (the later wins). The study (:func:`baselines.studies.ragen2._gate`)
-    and the command both read a spec through it.
-
-    Args:
-        spec: a loaded study spec (:func:`baselines.studies.ragen2.load_study`), or None.
-        given: settings that win over the spec's; missing or None keys do not.
-
-    Returns:
-        ``(overrides, oracle_episodes, thresholds)``, thresholds as :func:`gate_reasons`' keywords.
-
-    Raises:
-        ValueError: the spec's gate section names a key the gate does not know.
-
-    Example:
-        >>> gate_settings(None, {"mi_fraction": 0.4, "overrides": ["rollout.val_episodes=8"]})
-        (['rollout.val_episodes=8'], 32, {'mi_fraction': 0.4, 'success_floor': 0.05, \
-'success_ceiling': 0.95})
-    """
-    defaults = {
-        "oracle_episodes": 32,
-        "mi_fraction": MI_FRACTION,
-        "success_floor": SUCCESS_FLOOR,
-        "success_ceiling": SUCCESS_CEILING,
-    }
-    section = dict((spec or {}).get("gate") or {})
-    unknown = sorted(set(section) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"the gate section's keys {unknown} are unknown; it may set {', '.join(defaults)}"
-        )
-    common = [str(x) for x in (spec or {}).get("common") or []]
-    chosen = {
-        key: given[key] if given.get(key) is not None else section.get(key, default)
-        for key, default in defaults.items()
-    }
-    oracle = int(chosen.pop("oracle_episodes"))
-    thresholds = {key: float(value) for key, value in chosen.items()}
-    return [*common, *(given.get("overrides") or [])], oracle, thresholds
 
 
 #: The study's validation seeds (``rollout.val_seed`` of every study run).
@@ -322,8 +276,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     try:
         if args.spec is not None:
-            from baselines.studies.ragen2 import load_study  # ragen2 imports this module
-
             spec = load_study(args.spec)
         else:
             spec = None

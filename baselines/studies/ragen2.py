@@ -72,7 +72,8 @@ import agentgym
 from agentgym import provenance
 from agentgym.fileio import write_text_atomic
 from baselines.studies import stats as st
-from baselines.studies.gate import gate_settings, warm_start_gate
+from baselines.studies.gate import warm_start_gate
+from baselines.studies.spec import SPEC, gate_settings, load_study
 from baselines.studies.stats import paired_t, spearman
 
 __all__ = [
@@ -87,9 +88,6 @@ __all__ = [
     "main",
 ]
 
-SPEC = Path(__file__).with_name("ragen2.yaml")
-
-CLAIMS = ("collapse", "filtering", "correlation")
 
 #: The code a study run's numbers depend on, relative to the checkout (with its env's own modules:
 #: :func:`result_code`): the RL trainer and its algorithm, the SFT warm start and its data, the
@@ -98,64 +96,30 @@ CLAIMS = ("collapse", "filtering", "correlation")
 #: these is stale.
 RESULT_CODE = (
     "baselines/trainer.py",
-    "baselines/critic.py",  # PPO's values (the head or the critic model)
+    "baselines/llm/critic.py",  # PPO's values (the head or the critic model)
     "baselines/checkpoint.py",  # loading the warm start and resuming a run
     "baselines/progress.py",  # the reward-variance early stop
-    "baselines/chat_template.py",  # the prompt ids every reply is sampled after
+    "baselines/llm/chat_template.py",  # the prompt ids every reply is sampled after
     "baselines/studies/gate.py",  # which runs start at all
-    "baselines/advantages.py",
-    "baselines/batch.py",
-    "baselines/losses.py",
-    "baselines/minibatches.py",
-    "baselines/filtering.py",
+    "baselines/rl/advantages.py",
+    "baselines/rl/batch.py",
+    "baselines/rl/losses.py",
+    "baselines/rl/minibatches.py",
+    "baselines/rl/filtering.py",
     "baselines/config.py",
     "baselines/sft.py",
     "agentgym/sft.py",
-    "baselines/engines.py",
+    "baselines/llm/engines/",
     "baselines/episodes.py",
-    "baselines/policy.py",
-    "baselines/scoring.py",
-    "baselines/diagnostics.py",
+    "baselines/llm/policy.py",
+    "baselines/llm/scoring.py",
+    "baselines/collapse/",
     "agentgym/chat.py",
     "agentgym/parsing.py",
     "agentgym/text_env.py",
     "agentgym/lockstep.py",
     "agentgym/envs/__init__.py",  # the registrations: each id's fixed and default arguments
 )
-
-
-def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
-    """The study spec; with ``quick`` its ``quick`` section replaces the keys it names.
-
-    A spec may hold any of the three claims (at least one; e.g. a confirmation run of (a) with
-    another model holds only ``collapse``).
-
-    Raises:
-        ValueError: not a mapping, no claim, an unknown claim, a claim without envs, seeds or
-            arms, or a gate section with a key the gate does not know
-            (:func:`~baselines.studies.gate.gate_settings`).
-    """
-    spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(spec, dict):
-        raise ValueError(
-            f"{path}: a study spec is a mapping with claims (got {type(spec).__name__})"
-        )
-    quick_part = spec.pop("quick", {}) or {}
-    if quick:
-        spec.update(quick_part)
-    claims = spec.get("claims") or {}
-    unknown = sorted(set(claims) - set(CLAIMS))
-    if unknown or not claims:
-        raise ValueError(f"{path}: claims must be some of {', '.join(CLAIMS)} (got {unknown})")
-    for claim, body in claims.items():
-        # Every claim, (c) included, is decided on runs of its own arms.
-        if not body or not body.get("seeds") or not body.get("envs") or not body.get("arms"):
-            raise ValueError(f"{path}: claims.{claim} needs envs, seeds and arms")
-    try:
-        gate_settings(spec, {})
-    except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
-    return spec
 
 
 # ------------------------------------------------------------------------------ running

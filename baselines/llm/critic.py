@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from baselines.scoring import hidden_states
+from baselines.llm.scoring import hidden_states
 
 __all__ = ["ValueHead", "CriticModel", "save_trainable", "load_trainable"]
 
@@ -54,7 +54,7 @@ class CriticModel(torch.nn.Module):
 
     ``forward(input_ids [B, T], attention_mask [B, T])`` returns float32 ``[B, T-1]``: column t
     is the value at position t, the one that predicts ``input_ids[:, t + 1]`` (the columns of a
-    loss mask, as :func:`baselines.scoring.score_targets` reads them).
+    loss mask, as :func:`baselines.llm.scoring.score_targets` reads them).
     """
 
     def __init__(self, model: torch.nn.Module, hidden_size: int):

@@ -1,4 +1,4 @@
-"""The vLLM worker extension behind :meth:`baselines.engines.VLLMEngine.sync_weights`.
+"""The vLLM worker extension behind :meth:`baselines.llm.engines.VLLMEngine.sync_weights`.
 
 vLLM mixes this class into its worker (``LLM(worker_extension_cls=...)``) so that
 ``llm.collective_rpc("agentgym_reload_weights", ...)`` runs :meth:`agentgym_reload_weights` in the

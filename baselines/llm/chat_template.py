@@ -65,7 +65,7 @@ TEMPLATE_MAX_CHARS = 2**24
 #: Most worker processes rendering at once in one process (renders take milliseconds).
 MAX_WORKERS = 2
 
-_INITIALIZER = "baselines.chat_template:_start_worker"
+_INITIALIZER = "baselines.llm.chat_template:_start_worker"
 _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
@@ -159,7 +159,7 @@ def render_chat_template(
     fix = (
         "A chat template needs milliseconds: fix or replace the checkpoint's template "
         "(tokenizer.chat_template), or raise the limit (render_chat_template's cpu_s, memory_mb, "
-        "wall_s, max_chars; the defaults are baselines.chat_template.TEMPLATE_*)"
+        "wall_s, max_chars; the defaults are baselines.llm.chat_template.TEMPLATE_*)"
     )
     try:
         status, value = _workers().call(

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from baselines.advantages import gae, grpo_advantages, whiten
+from baselines.rl.advantages import gae, grpo_advantages, whiten
 
 __all__ = ["RolloutBatch", "build_batch", "grpo_token_advantages", "gae_token_advantages"]
 
@@ -157,7 +157,7 @@ def gae_token_advantages(
     """PPO: GAE over each episode's sampled tokens (all its rows, in order), then whitened.
 
     The GAE time steps of an episode are its sampled tokens across its rows; the rows are joined
-    (real positions only) before :func:`baselines.advantages.gae` and split back after, so an
+    (real positions only) before :func:`baselines.rl.advantages.gae` and split back after, so an
     episode trained in several rows gets the same advantages as in one.
 
     Args:
@@ -170,7 +170,7 @@ def gae_token_advantages(
 
     Returns:
         ``(advantages, returns)``, float32 ``[R, T-1]``; advantages whitened over all sampled
-        tokens of the batch (:func:`baselines.advantages.whiten`).
+        tokens of the batch (:func:`baselines.rl.advantages.whiten`).
     """
     adv = torch.zeros_like(batch.loss_mask)
     ret = torch.zeros_like(batch.loss_mask)

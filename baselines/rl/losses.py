@@ -23,8 +23,6 @@ __all__ = [
     "policy_loss",
     "value_loss",
     "kl_penalty",
-    "entropy_from_logits",
-    "logprobs_from_logits",
 ]
 
 
@@ -146,7 +144,7 @@ def value_loss(
     Args:
         values: float ``[B, T]``: the value head now (with gradient).
         old_values: float ``[B, T]``: the value head at rollout time.
-        returns: float ``[B, T]``: targets, e.g. from :func:`baselines.advantages.gae`.
+        returns: float ``[B, T]``: targets, e.g. from :func:`baselines.rl.advantages.gae`.
         mask: bool or 0/1 ``[B, T]``.
         clip: half-width of the trust region around ``old_values``, > 0.
 
@@ -240,60 +238,3 @@ def kl_penalty(
     if clamp is not None:
         kl = kl.clamp(-clamp, clamp)
     return kl
-
-
-def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Entropy of the categorical distribution softmax(logits) over the last dimension.
-
-    ``H = logsumexp(z) - sum_v softmax(z)_v * z_v``, which never takes the log of a probability
-    (stable for very peaked or very flat distributions); ``-inf`` logits (masked tokens) are
-    allowed. Computed in at least float32.
-
-    Args:
-        logits: float ``[..., V]``.
-
-    Returns:
-        float ``[...]`` in nats; ``log V`` for uniform logits.
-    """
-    z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    probs = torch.softmax(z, dim=-1)
-    # A -inf logit (a masked-out token) has probability 0; zero it so 0 * -inf gives no NaN.
-    z_finite = torch.where(torch.isneginf(z), torch.zeros_like(z), z)
-    return torch.logsumexp(z, dim=-1) - (probs * z_finite).sum(dim=-1)
-
-
-def logprobs_from_logits(logits: Tensor, tokens: Tensor, chunk_size: int = 1024) -> Tensor:
-    """Log-probability of ``tokens`` under softmax(logits): ``log_softmax(logits)[..., token]``.
-
-    Computed as ``logits[token] - logsumexp(logits)`` in row chunks, so the full ``[..., V]``
-    log-softmax (and, for bf16/fp16 input, its float32 copy) is never materialised at once:
-    peak extra memory is about ``chunk_size * V`` floats. Gradients flow through ``logits``.
-    Align logits and tokens before calling (for a causal LM: ``logits[:, :-1]``, ``ids[:, 1:]``).
-
-    Args:
-        logits: float ``[..., V]``.
-        tokens: integer ``[...]`` (the leading shape of ``logits``), values in [0, V).
-        chunk_size: rows processed at once.
-
-    Returns:
-        float32 (or float64 for float64 input) tensor shaped like ``tokens``.
-
-    Raises:
-        ValueError: leading shapes differ.
-    """
-    if logits.shape[:-1] != tokens.shape:
-        raise ValueError(
-            f"tokens must have the leading shape of logits {tuple(logits.shape[:-1])}; "
-            f"got {tuple(tokens.shape)}"
-        )
-    flat_logits = logits.reshape(-1, logits.shape[-1])
-    flat_tokens = tokens.reshape(-1, 1).long()
-    out_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    pieces = []
-    for start in range(0, flat_logits.shape[0], chunk_size):
-        rows = flat_logits[start : start + chunk_size].to(out_dtype)
-        picked = rows.gather(-1, flat_tokens[start : start + chunk_size]).squeeze(-1)
-        pieces.append(picked - torch.logsumexp(rows, dim=-1))
-    if not pieces:
-        return torch.zeros(tokens.shape, dtype=out_dtype, device=logits.device)
-    return torch.cat(pieces).reshape(tokens.shape)

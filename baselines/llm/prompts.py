@@ -1,0 +1,190 @@
+"""The episode loop and its records: token ids in, token ids out.
+
+:func:`collect_rollouts` plays every episode the trainer learns from and validates on, in the one
+lock-step loop of the project (:func:`agentgym.lockstep.play_lockstep`, which ``agentgym eval``
+plays in too); the ``hf:`` agent of ``agentgym eval`` builds its prompts with the same
+:class:`TokenContext` and engine, so a checkpoint is scored on exactly the prompts it was trained
+on.
+
+**One record per turn.** The policy returns each reply as an :class:`agentgym.lockstep.Action`
+whose ``sample`` is a :class:`Sample` (prompt ids, sampled ids, log-probs, end token, training
+row); the loop keeps it on the turn's :class:`agentgym.lockstep.Step` beside the action text,
+reward and ``info``, and :attr:`EpisodeRecord.turns` is those steps. The trainer, advantages,
+diagnostics, the rollout dump, the samples writer and the TRL integration all read that record.
+
+**Token-in-token-out** (the scheme of docs/engines.md). Each episode keeps a running token
+context. On turn 1 the chat template's generation prompt (plus ``<think>`` in the
+``think_answer`` format) is tokenised once. After the policy replies, its sampled ids (the end
+token included when it sampled one) are appended *as ids*, never re-tokenised from text, and the
+rendered text is extended by their decoding. On the next turn the template renders the whole chat
+again; when that text starts with the text the context already stands for, only the new part
+(the template's end of the assistant turn, the next user message and the next generation header)
+is tokenised and appended. The engine is given exactly these ids, and the training row is these
+same ids: the trainer learns from the very ids that were sampled, in the very context they were
+sampled in, whatever BPE would merge on a re-tokenisation (``'Cast','ing'`` stays two tokens, a
+``</think>`` right after the ``<think>`` prefix stays its own token).
+
+**Templates that rewrite earlier turns** (e.g. ones that drop the reasoning of earlier assistant
+turns): the new rendering does not start with the context's text, so the row so far is closed and
+a new row starts from the freshly tokenised prompt. Each row is exact (what the policy was given
+that turn, then what it sampled); every sampled token is trained in exactly one row. An episode is
+one row under a prefix-preserving template (ChatML, SmolLM2) and one row per changed prefix
+otherwise. A chat template that renders no generation prompt cannot be used and raises
+:class:`ValueError` naming the template.
+
+**Per-episode randomness.** Given ``generators`` (:func:`episode_generators`), every episode
+samples from its own ``torch.Generator``, seeded by :func:`episode_seed` from (``train.seed``,
+stream, step, group, member) and carried across its turns, so its token ids do not depend on the
+other episodes of its decoding batch, on how batches are split or on which rank plays it.
+
+Source: the token-in-token-out multi-turn rollouts of verl (``agent_loop``) and RAGEN, and
+TRL's GRPO trainer (training on the completion ids the generator returned).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from baselines.llm.chat_template import render_chat_template
+from baselines.llm.engines import Generation, SamplingSettings
+
+THINK_PREFIX = "<think>"
+
+
+def think_prefix_for(sampling: SamplingSettings, action_format: str) -> str:
+    """``"<think>"`` when ``sampling.think_prefix`` is set and the format is ``think_answer``."""
+    return THINK_PREFIX if sampling.think_prefix and action_format == "think_answer" else ""
+
+
+def _template_name(tokenizer: Any) -> str:
+    return f"{type(tokenizer).__name__}({getattr(tokenizer, 'name_or_path', '') or 'unnamed'})"
+
+
+def render_prompt(tokenizer: Any, messages: list[dict[str, str]], prefix: str | bool) -> str:
+    """The generation prompt as text: the chat template with the assistant header, plus
+    ``prefix`` (``True`` means ``"<think>"``, ``False`` nothing).
+
+    The one prompt renderer of training, SFT and ``hf:`` evaluation (RAGEN appends ``<think>`` the
+    same way, ``ragen/llm_agent/ctx_manager.py:653-657,719-723``). The template renders in a worker
+    under CPU, memory and wall-time limits (:func:`baselines.llm.chat_template.render_chat_template`),
+    byte-identical to ``apply_chat_template(..., tokenize=False)``.
+
+    Raises:
+        ValueError: the tokenizer has no chat template.
+        baselines.llm.chat_template.ChatTemplateLimitError: the template ran past a limit.
+    """
+    if prefix is True:
+        prefix = THINK_PREFIX
+    elif prefix is False:
+        prefix = ""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"the tokenizer {_template_name(tokenizer)} has no chat template; set "
+            "tokenizer.chat_template (a Jinja template) before rollouts"
+        )
+    text = render_chat_template(tokenizer, messages, add_generation_prompt=True)
+    return text + prefix
+
+
+@dataclass
+class TrainingRow:
+    """One training sequence of an episode (exactly what the policy was given and sampled).
+
+    Attributes:
+        input_ids: token ids (length L).
+        loss_mask: 1 on sampled ids (the end token included when sampled), else 0 (length L).
+        logprobs: the engine's sampling log-prob on sampled ids, 0.0 elsewhere (length L).
+        turns: indices of the episode's turns sampled in this row, in order.
+        turn_ends: per entry of ``turns``, the position of that turn's last sampled id (-1 when
+            the turn sampled nothing).
+    """
+
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    turn_ends: list[int] = field(default_factory=list)
+
+
+class TokenContext:
+    """The running token context of one episode (see the module docstring for the scheme).
+
+    Args:
+        tokenizer: the policy's tokenizer, with a chat template.
+        prefix: text that ends every generation prompt (``"<think>"`` or ``""``).
+
+    Example:
+        >>> ctx = TokenContext(tokenizer, "<think>")  # doctest: +SKIP
+        >>> ids = ctx.prompt(chat.messages())          # give these to the engine
+        >>> ctx.add(generation)                        # then record what it sampled
+    """
+
+    def __init__(self, tokenizer: Any, prefix: str = THINK_PREFIX):
+        self.tokenizer, self.prefix = tokenizer, prefix
+        self.rows: list[TrainingRow] = []
+        self.row = TrainingRow()
+        self.text: str | None = None
+        self.turn = 0
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _close_row(self) -> None:
+        row = self.row
+        if any(row.loss_mask):
+            last = max(i for i, m in enumerate(row.loss_mask) if m)  # trailing prompt: no loss
+            del row.input_ids[last + 1 :], row.loss_mask[last + 1 :], row.logprobs[last + 1 :]
+            self.rows.append(row)
+        self.row = TrainingRow()
+
+    def prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids to give the engine for the turn that answers ``messages``' last message.
+
+        Raises:
+            ValueError: no chat template, or one that adds nothing for
+                ``add_generation_prompt=True`` (the reply would not be marked as the assistant's).
+        """
+        full = render_prompt(self.tokenizer, messages, self.prefix)
+        if self.text is None:
+            bare = render_chat_template(self.tokenizer, messages)
+            if bare + self.prefix == full:
+                raise ValueError(
+                    f"the chat template of {_template_name(self.tokenizer)} renders no "
+                    "generation prompt (add_generation_prompt=True adds nothing), so a reply "
+                    "would not be marked as the assistant's; use a template with one"
+                )
+        if self.text is not None and full.startswith(self.text):
+            new = self._encode(full[len(self.text) :])
+        else:
+            self._close_row()  # first turn, or the template rewrote an earlier turn
+            new = self._encode(full)
+        row = self.row
+        row.input_ids += new
+        row.loss_mask += [0] * len(new)
+        row.logprobs += [0.0] * len(new)
+        self.text = full
+        return list(row.input_ids)
+
+    def add(self, generation: Generation) -> int:
+        """Append the ids the policy sampled for the current turn; returns this turn's row index."""
+        ids = list(generation.sampled_ids)
+        lps = list(generation.logprobs) or [0.0] * len(ids)
+        if len(lps) != len(ids):
+            raise ValueError(f"{len(ids)} sampled ids but {len(lps)} log-probs")
+        row = self.row
+        row.input_ids += ids
+        row.loss_mask += [1] * len(ids)
+        row.logprobs += lps
+        row.turns.append(self.turn)
+        row.turn_ends.append(len(row.input_ids) - 1 if ids else -1)
+        self.turn += 1
+        assert self.text is not None, "call prompt() before add()"
+        self.text += self.tokenizer.decode(ids, skip_special_tokens=False)
+        return len(self.rows)
+
+    def finish(self) -> list[TrainingRow]:
+        """Close the context; returns every row that holds sampled ids."""
+        self._close_row()
+        self.text = None
+        return self.rows
