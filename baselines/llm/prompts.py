@@ -1,44 +1,10 @@
-"""The episode loop and its records: token ids in, token ids out.
+"""Prompts and tokens: the one prompt policy of training, SFT and ``hf:`` evaluation.
 
-:func:`collect_rollouts` plays every episode the trainer learns from and validates on, in the one
-lock-step loop of the project (:func:`agentgym.lockstep.play_lockstep`, which ``agentgym eval``
-plays in too); the ``hf:`` agent of ``agentgym eval`` builds its prompts with the same
-:class:`TokenContext` and engine, so a checkpoint is scored on exactly the prompts it was trained
-on.
-
-**One record per turn.** The policy returns each reply as an :class:`agentgym.lockstep.Action`
-whose ``sample`` is a :class:`Sample` (prompt ids, sampled ids, log-probs, end token, training
-row); the loop keeps it on the turn's :class:`agentgym.lockstep.Step` beside the action text,
-reward and ``info``, and :attr:`EpisodeRecord.turns` is those steps. The trainer, advantages,
-diagnostics, the rollout dump, the samples writer and the TRL integration all read that record.
-
-**Token-in-token-out** (the scheme of docs/engines.md). Each episode keeps a running token
-context. On turn 1 the chat template's generation prompt (plus ``<think>`` in the
-``think_answer`` format) is tokenised once. After the policy replies, its sampled ids (the end
-token included when it sampled one) are appended *as ids*, never re-tokenised from text, and the
-rendered text is extended by their decoding. On the next turn the template renders the whole chat
-again; when that text starts with the text the context already stands for, only the new part
-(the template's end of the assistant turn, the next user message and the next generation header)
-is tokenised and appended. The engine is given exactly these ids, and the training row is these
-same ids: the trainer learns from the very ids that were sampled, in the very context they were
-sampled in, whatever BPE would merge on a re-tokenisation (``'Cast','ing'`` stays two tokens, a
-``</think>`` right after the ``<think>`` prefix stays its own token).
-
-**Templates that rewrite earlier turns** (e.g. ones that drop the reasoning of earlier assistant
-turns): the new rendering does not start with the context's text, so the row so far is closed and
-a new row starts from the freshly tokenised prompt. Each row is exact (what the policy was given
-that turn, then what it sampled); every sampled token is trained in exactly one row. An episode is
-one row under a prefix-preserving template (ChatML, SmolLM2) and one row per changed prefix
-otherwise. A chat template that renders no generation prompt cannot be used and raises
-:class:`ValueError` naming the template.
-
-**Per-episode randomness.** Given ``generators`` (:func:`episode_generators`), every episode
-samples from its own ``torch.Generator``, seeded by :func:`episode_seed` from (``train.seed``,
-stream, step, group, member) and carried across its turns, so its token ids do not depend on the
-other episodes of its decoding batch, on how batches are split or on which rank plays it.
-
-Source: the token-in-token-out multi-turn rollouts of verl (``agent_loop``) and RAGEN, and
-TRL's GRPO trainer (training on the completion ids the generator returned).
+:func:`render_prompt` renders a chat as the generation prompt (the chat template, then ``<think>``
+in the ``think_answer`` format, :func:`think_prefix_for`); :class:`TokenContext` keeps an
+episode's running token context, so the engine is given exactly these ids and the trainer learns
+from exactly the ids that were sampled (the token-in-token-out scheme: :mod:`baselines.episodes`'
+docstring and docs/engines.md); :class:`TrainingRow` is one training sequence of it.
 """
 
 from __future__ import annotations
