@@ -22,9 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym.parsing import THINK_OPEN
+
 __all__ = ["ChatEpisode", "ChatTurn", "THINK_PREFIX"]
 
-THINK_PREFIX = "<think>"
+#: The text that ends a generation prompt in the ``think_answer`` format (RAGEN): the action
+#: format's opening think tag (:data:`agentgym.parsing.THINK_OPEN`), under its chat-layer name.
+THINK_PREFIX = THINK_OPEN
 
 
 @dataclass

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -69,22 +68,19 @@ def _registered() -> Mapping[str, Any]:
 
 
 def resolve_env_id(name: str) -> str:
-    """The registered id that ``name`` means (``Bandit-v0`` -> ``agentgym/Bandit-v0``).
+    """The registered id that ``name`` means (``Bandit-v0`` -> ``agentgym/Bandit-v0``), by
+    :func:`agentgym.registration.resolve_env_id`.
 
     Raises:
         CLIError: no such id; the message suggests close matches.
     """
-    ids = list(_registered())
-    if name in ids:
-        return name
-    if f"agentgym/{name}" in ids:
-        return f"agentgym/{name}"
-    short = {env_id.partition("/")[2]: env_id for env_id in ids}
-    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
-    close += [short[s] for s in difflib.get_close_matches(name, list(short), n=3, cutoff=0.6)]
-    close = list(dict.fromkeys(close))[:3]
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    raise CLIError(f"unknown environment id {name!r}{hint} (`agentgym list` shows them all)")
+    from agentgym.registration import UnknownEnvIdError  # imports agentgym: registers the ids
+    from agentgym.registration import resolve_env_id as resolve
+
+    try:
+        return resolve(name)
+    except UnknownEnvIdError as err:
+        raise CLIError(str(err)) from None
 
 
 def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:

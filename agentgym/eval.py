@@ -58,7 +58,7 @@ from agentgym.bundle import (
 )
 from agentgym.bundle import FILE_KWARGS as FILE_KWARGS  # re-exported: part of this module's API
 from agentgym.lockstep import LiveEpisode, LocalEnvs, play_lockstep
-from agentgym.registration import split_env_kwargs
+from agentgym.registration import UnknownEnvIdError, resolve_env_id, split_env_kwargs
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -210,7 +210,8 @@ def evaluate(
     """Play ``episodes`` episodes per environment and write the result bundle to ``out``.
 
     Args:
-        env_ids: registered ids (full, ``agentgym/<Name>-v<N>``).
+        env_ids: registered ids (``agentgym/<Name>-v<N>``, or ``<Name>-v<N>``: see
+            :func:`agentgym.registration.resolve_env_id`).
         agent: an agent spec (see :mod:`agentgym.agents`) or an :class:`Agent`.
         episodes: episodes per environment, >= 1; seeds ``seed .. seed + episodes - 1``.
         seed: the first reset seed.
@@ -240,12 +241,12 @@ def evaluate(
         )
     if not env_ids:
         raise EvalError("give at least one --env")
+    try:
+        env_ids = [resolve_env_id(env_id) for env_id in env_ids]
+    except UnknownEnvIdError as err:
+        raise EvalError(str(err)) from None
     if len(set(env_ids)) != len(env_ids):
         raise EvalError(f"an --env is given twice: {list(env_ids)}")
-    registered = agentgym.registered_envs()
-    for env_id in env_ids:
-        if env_id not in registered:
-            raise EvalError(f"unknown environment id {env_id!r} (`agentgym list` shows them all)")
     json_env_kwargs = to_json_kwargs(env_kwargs or {})
     try:
         files = file_digests(json_env_kwargs)

@@ -30,6 +30,10 @@ from typing import Literal
 __all__ = [
     "ACTION_FORMATS",
     "ACTION_SEPARATOR",
+    "ANSWER_CLOSE",
+    "ANSWER_OPEN",
+    "THINK_CLOSE",
+    "THINK_OPEN",
     "ActionFormat",
     "ParsedTurn",
     "parse_turn",
@@ -39,6 +43,15 @@ __all__ = [
 ActionFormat = Literal["think_answer", "answer", "raw"]
 ACTION_FORMATS: tuple[str, ...] = ("think_answer", "answer", "raw")
 ACTION_SEPARATOR = "||"
+
+#: The action format's tags: their one home. The chat layer's ``<think>`` prefix
+#: (:data:`agentgym.chat.THINK_PREFIX`), the baselines' prompts, tokenizer tags and reasoning z
+#: (``baselines.collapse.reasoning``) all import these.
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+_TAGS = {"think": (THINK_OPEN, THINK_CLOSE), "answer": (ANSWER_OPEN, ANSWER_CLOSE)}
+#: The error of a ``think_answer`` turn with neither think tag nor an answer block.
+_MISSING_THINK_ANSWER = f"missing {THINK_OPEN}...{THINK_CLOSE}{ANSWER_OPEN}...{ANSWER_CLOSE}"
 
 
 @dataclass(frozen=True)
@@ -66,17 +79,17 @@ class ParsedTurn:
 
 def _one_tag_block(text: str, tag: str) -> tuple[int, int, str] | str:
     """Find exactly one ``<tag>...</tag>``: (start, end, inner) or an error message."""
-    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
+    open_tag, close_tag = _TAGS[tag]
     start = text.find(open_tag)
     if start < 0:
-        return f"missing <{tag}>"
+        return f"missing {open_tag}"
     close = text.find(close_tag, start)
     if close < 0:
-        return f"unclosed <{tag}>"
+        return f"unclosed {open_tag}"
     if text.find(open_tag, start + 1) >= 0 or text.find(close_tag, close + 1) >= 0:
-        return f"<{tag}> must appear exactly once (nested or repeated tags)"
+        return f"{open_tag} must appear exactly once (nested or repeated tags)"
     if text.find(close_tag) < start:
-        return f"</{tag}> before <{tag}>"
+        return f"{close_tag} before {open_tag}"
     return start, close + len(close_tag), text[start + len(open_tag) : close]
 
 
@@ -117,30 +130,31 @@ def parse_turn(text: object, action_format: str, max_actions_per_turn: int) -> P
     else:
         found = _one_tag_block(text, "answer")
         if isinstance(found, str):
-            if found == "missing <answer>":
-                found = "missing <answer>...</answer>"
-                if action_format == "think_answer" and "<think>" not in text:
-                    found = "missing <think>...</think><answer>...</answer>"
+            if found == f"missing {ANSWER_OPEN}":
+                found = f"missing {ANSWER_OPEN}...{ANSWER_CLOSE}"
+                if action_format == "think_answer" and THINK_OPEN not in text:
+                    found = _MISSING_THINK_ANSWER
             return ParsedTurn(None, None, (), (), found)
         a_start, a_end, answer = found
         if text[a_end:].strip():
-            return ParsedTurn(None, None, (), (), "text after </answer>")
+            return ParsedTurn(None, None, (), (), f"text after {ANSWER_CLOSE}")
         before = text[:a_start]
         if action_format == "think_answer":
             block = _one_tag_block(before, "think")
             if isinstance(block, str):
-                if "<think>" not in text and "</think>" not in text:
-                    block = "missing <think>...</think><answer>...</answer>"
+                if THINK_OPEN not in text and THINK_CLOSE not in text:
+                    block = _MISSING_THINK_ANSWER
                 return ParsedTurn(None, None, (), (), block)
             t_start, t_end, think = block
             if before[:t_start].strip():
-                return ParsedTurn(None, None, (), (), "text before <think>")
+                return ParsedTurn(None, None, (), (), f"text before {THINK_OPEN}")
             if before[t_end:].strip():
-                return ParsedTurn(None, None, (), (), "text between </think> and <answer>")
-            if "<think>" in answer or "</think>" in answer:
-                return ParsedTurn(None, None, (), (), "<think> inside <answer>")
+                why = f"text between {THINK_CLOSE} and {ANSWER_OPEN}"
+                return ParsedTurn(None, None, (), (), why)
+            if THINK_OPEN in answer or THINK_CLOSE in answer:
+                return ParsedTurn(None, None, (), (), f"{THINK_OPEN} inside {ANSWER_OPEN}")
         elif before.strip():
-            return ParsedTurn(None, None, (), (), "text before <answer>")
+            return ParsedTurn(None, None, (), (), f"text before {ANSWER_OPEN}")
     actions, dropped, error = _split(answer, max_actions_per_turn)
     return ParsedTurn(think, answer, actions, dropped, error)
 
@@ -156,7 +170,7 @@ def format_answer(actions: list[str] | tuple[str, ...], action_format: str, thin
     if action_format == "raw":
         return answer
     if action_format == "answer":
-        return f"<answer>{answer}</answer>"
+        return f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
     if action_format == "think_answer":
-        return f"<think>{think}</think><answer>{answer}</answer>"
+        return f"{THINK_OPEN}{think}{THINK_CLOSE}{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
     raise ValueError(f"action_format must be one of {ACTION_FORMATS}, got {action_format!r}")

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import inspect
@@ -47,9 +48,11 @@ __all__ = [
     "EnvEntry",
     "TaskParam",
     "EnvKwargsError",
+    "UnknownEnvIdError",
     "COMMON_TASK_PARAMS",
     "register_env",
     "registered_envs",
+    "resolve_env_id",
     "maker_name",
     "check_env_kwargs",
     "split_env_kwargs",
@@ -77,6 +80,22 @@ class EnvKwargsError(ValueError):
         super().__init__(message)
         self.key = key
         self.unknown = unknown
+
+
+class UnknownEnvIdError(EnvKwargsError):
+    """A name :func:`resolve_env_id` finds no registered id for.
+
+    Attributes:
+        name: the name as given.
+        hint: the rest of the message after the name: the close matches, if any, and where the
+            ids are listed (``"; did you mean agentgym/Bandit-v0? (`agentgym list` shows them
+            all)"``), for a caller that words the start of the message its own way.
+    """
+
+    def __init__(self, name: Any, hint: str):
+        super().__init__(f"unknown environment id {name!r}{hint}")
+        self.name = name
+        self.hint = hint
 
 
 def _finite(value: int | float) -> bool:
@@ -451,6 +470,33 @@ def register_env(entry: EnvEntry) -> None:
 def registered_envs() -> Mapping[str, EnvEntry]:
     """Every agentgym id and its :class:`EnvEntry`, in registration order."""
     return MappingProxyType(_ENTRIES)
+
+
+def resolve_env_id(name: str) -> str:
+    """The registered id that a user's ``name`` means: the id itself, or the id without its
+    namespace (``Bandit-v0`` -> ``agentgym/Bandit-v0``). The one place that does this: the CLI,
+    ``agentgym eval``, training configs, the TRL integration and the leaderboard all call it.
+
+    Raises:
+        UnknownEnvIdError: no such id; the message suggests close matches and ``agentgym list``.
+
+    Example:
+        >>> resolve_env_id("Bandit-v0")
+        'agentgym/Bandit-v0'
+    """
+    if not isinstance(name, str):
+        raise UnknownEnvIdError(name, " (an id is a string; `agentgym list` shows them all)")
+    if name in _ENTRIES:
+        return name
+    if f"{NAMESPACE}/{name}" in _ENTRIES:
+        return f"{NAMESPACE}/{name}"
+    ids = list(_ENTRIES)
+    short = {env_id.partition("/")[2]: env_id for env_id in ids}
+    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
+    close += [short[s] for s in difflib.get_close_matches(name, list(short), n=3, cutoff=0.6)]
+    close = list(dict.fromkeys(close))[:3]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UnknownEnvIdError(name, f"{hint} (`agentgym list` shows them all)")
 
 
 # ----------------------------------------------------------------------------- the kwargs gate

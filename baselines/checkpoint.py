@@ -26,6 +26,12 @@ unlinked first), ``metrics.jsonl`` is appended to with ``O_NOFOLLOW``, and a run
 cannot make the trainer replace files outside it. The one exception is Weights & Biases' own
 links inside ``wandb/`` that point inside ``wandb/`` (its ``latest-run``).
 
+The trainer's run folder and checkpoint contents live here too: :func:`prepare_run_folder` (fresh or
+``--resume``: recovery, the same-run check, ``config.yaml`` and ``provenance.json``),
+:func:`write_learner_files` and :func:`read_learner_files` (weights, tokenizer, optimizer states,
+value head, critic model). torch, the critic's file helpers and agentgym are imported inside
+those functions, so the modules that read metrics or write samples through this one stay light.
+
 Fault injection for tests: set ``AGENTGYM_CRASH_AT`` to a point name of :data:`CRASH_POINTS` and
 the process SIGKILLs itself when it reaches that point (optionally ``name@N``: at the N-th time,
 counting from 1).
@@ -41,8 +47,11 @@ import os
 import re
 import shutil
 import signal
+import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = [
     "CRASH_POINTS",
@@ -61,6 +70,10 @@ __all__ = [
     "open_new_file",
     "add_run_options",
     "resumed_config",
+    "RESUMABLE_TRAIN_KEYS",
+    "prepare_run_folder",
+    "write_learner_files",
+    "read_learner_files",
 ]
 
 #: Every point where a test may kill the trainer (in the order one save/resume passes them).
@@ -467,3 +480,177 @@ def resumed_config(
     if base is None:
         return None, overrides
     return base, [f"{key}={base.parent}", *overrides]
+
+
+# ------------------------------------------------------------------ the trainer's run folder
+
+#: Settings a resumed training run may change (they steer output and stopping, not what a step
+#: computes).
+RESUMABLE_TRAIN_KEYS = frozenset(
+    {
+        "steps",
+        "threads",
+        "keep_checkpoints",
+        "final_optimizer_state",
+        "max_steps_without_update",
+        "max_steps_without_signal",
+        "reward_variance_stop",
+        "report_to",
+        "samples_per_step",
+        "save_every",
+    }
+)
+
+
+def prepare_run_folder(
+    out_dir: Path,
+    settings: dict[str, Any],
+    defaults: dict[str, Any],
+    *,
+    resume: bool,
+    keep: int,
+    ranks: Any,
+) -> bool:
+    """Make ``out_dir`` ready for :class:`baselines.trainer.Trainer`, fresh or resumed.
+
+    Refuses symbolic links (:func:`refuse_symlinks`); on ``resume`` puts the newest complete
+    checkpoint back in place (:func:`begin_resume`; rank 0 alone moves files, the others wait
+    for it), and a run that stopped during its first step starts again from step 0. Then rank 0
+    checks that a resumed run is the same run (:func:`check_same_run` with
+    :data:`RESUMABLE_TRAIN_KEYS`) and writes ``config.yaml`` and ``provenance.json`` (the code
+    that runs: commit, uncommitted changes, library versions; :mod:`agentgym.provenance`).
+
+    Args:
+        out_dir: ``train.out_dir``.
+        settings: the run's configuration as a dict (``config_to_dict``).
+        defaults: the default configuration, same layout (keys older runs lack).
+        resume: ``--resume``.
+        keep: ``train.keep_checkpoints``.
+        ranks: :class:`baselines.distributed.Ranks` (``is_main``, ``broadcast``, ``barrier``).
+
+    Returns:
+        Whether the run continues from ``out_dir/checkpoint``.
+
+    Raises:
+        FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
+        SymlinkInRunFolder: ``out_dir`` holds a symbolic link.
+        FileNotFoundError: ``resume`` is True but there is no checkpoint.
+    """
+    from agentgym import provenance  # agentgym's envs: not for plots.py, which reads this module
+
+    metrics_path, checkpoint_dir = out_dir / "metrics.jsonl", out_dir / "checkpoint"
+    refuse_symlinks(out_dir)  # fresh or resumed: nothing is written through a link
+    resume_from_scratch = False
+    if ranks.is_main:
+        resume_from_scratch = resume and begin_resume(out_dir, keep)
+    resume_from_scratch = ranks.broadcast(resume_from_scratch)
+    if resume and not resume_from_scratch and not (checkpoint_dir / "state.json").is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint in {checkpoint_dir}")
+    if resume_from_scratch:
+        resume = False
+        if ranks.is_main:
+            print(
+                f"--resume: {out_dir} has no complete checkpoint yet (the run stopped "
+                "during its first step); starting again from step 0",
+                file=sys.stderr,
+            )
+            truncate_metrics_after(metrics_path, 0)
+    elif not resume and metrics_path.exists():
+        raise FileExistsError(
+            f"{out_dir} already holds a run; pass --resume to continue it or choose "
+            "another train.out_dir"
+        )
+    ranks.barrier()  # every rank has checked before rank 0 writes
+    config_path = out_dir / "config.yaml"
+    if ranks.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if (resume or resume_from_scratch) and config_path.is_file():
+            saved = yaml.safe_load(config_path.read_text())
+            check_same_run(saved, settings, "train", RESUMABLE_TRAIN_KEYS, defaults)
+        write_text_durable(config_path, yaml.safe_dump(settings))
+        provenance.record(out_dir, resumed=resume, write=write_text_durable)
+    ranks.barrier()
+    return resume
+
+
+def write_learner_files(
+    staging: Path,
+    *,
+    model: Any,
+    tokenizer: Any,
+    lora: bool,
+    optimizer: Any,
+    value_head: Any,
+    critic: Any,
+    critic_optimizer: Any,
+    with_optimizer: bool,
+) -> None:
+    """The trainer's weights and optimizer states in a checkpoint folder being written.
+
+    ``model.safetensors`` (with LoRA: ``adapter/`` and the base weights under their plain
+    names), the tokenizer, ``optimizer.pt`` (if ``with_optimizer``), ``value_head.pt`` (PPO,
+    ``critic: head``), ``critic.safetensors`` and ``critic_optimizer.pt`` (``critic: model``).
+    """
+    import torch
+
+    from baselines.llm.critic import save_trainable
+
+    if lora:
+        model.save_pretrained(staging / "adapter")
+        # The base weights under their own names: get_base_model() holds peft's injected layers
+        # (q_proj.base_layer.weight, q_proj.lora_A...), which a plain model loading this folder
+        # (a LoRA resume) would not find, initialising them anew.
+        base = model.get_base_model()
+        plain = {
+            k.replace(".base_layer.", "."): v
+            for k, v in base.state_dict().items()
+            if ".lora_" not in k
+        }
+        base.save_pretrained(staging, state_dict=plain, safe_serialization=True)
+    else:
+        model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    if with_optimizer:
+        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+    if value_head is not None:
+        torch.save(value_head.state_dict(), staging / "value_head.pt")
+    if critic is not None:  # algorithm.critic=model: weights and AdamW state
+        save_trainable(critic, staging / "critic.safetensors")
+        if with_optimizer:
+            torch.save(critic_optimizer.state_dict(), staging / "critic_optimizer.pt")
+
+
+def read_learner_files(
+    folder: Path,
+    *,
+    optimizer: Any,
+    value_head: Any,
+    critic: Any,
+    critic_optimizer: Any,
+    device: Any,
+) -> dict[str, Any]:
+    """Load what :func:`write_learner_files` wrote (the policy's weights are loaded with the
+    model) into the given optimizer, value head and critic; returns ``state.json``. A checkpoint
+    without optimizer state (``train.final_optimizer_state=false``) restarts AdamW's moments."""
+    import torch
+
+    from baselines.llm.critic import load_trainable
+
+    state = json.loads((folder / "state.json").read_text())
+    if (folder / "optimizer.pt").is_file():
+        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device))
+    else:
+        print(
+            f"note: {folder} holds no optimizer state (saved with "
+            "train.final_optimizer_state=false): AdamW restarts from zero moments",
+            file=sys.stderr,
+        )
+    if value_head is not None:
+        value_head.load_state_dict(torch.load(folder / "value_head.pt", map_location=device))
+    if critic is not None:
+        load_trainable(critic, folder / "critic.safetensors")
+        if (folder / "critic_optimizer.pt").is_file():
+            critic_optimizer.load_state_dict(
+                torch.load(folder / "critic_optimizer.pt", map_location=device)
+            )
+    return state

@@ -20,6 +20,7 @@ import re
 import types
 import typing
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
@@ -29,9 +30,14 @@ import yaml
 from baselines.collapse import DetectorSettings
 from baselines.rl.filtering import FilterConfig
 
+if typing.TYPE_CHECKING:
+    from baselines.llm.engines import SamplingSettings
+
 __all__ = [
     "ModelConfig",
     "RolloutConfig",
+    "SAMPLING_FIELDS",
+    "sampling_settings",
     "AlgorithmConfig",
     "DiagnosticsConfig",
     "TrainSettings",
@@ -150,15 +156,12 @@ class RolloutConfig:
     ray_address: str = ""
 
     def validate(self) -> None:
-        import agentgym  # noqa: F401  (registers the ids)
-        from agentgym.registration import registered_envs
+        from agentgym.registration import UnknownEnvIdError, resolve_env_id
 
-        if self.env_id not in registered_envs() and f"agentgym/{self.env_id}" in registered_envs():
-            self.env_id = f"agentgym/{self.env_id}"  # the short id, as the CLI takes it
-        if self.env_id not in registered_envs():
-            raise ValueError(
-                f"rollout.env_id: unknown id {self.env_id!r}; known: {sorted(registered_envs())}"
-            )
+        try:
+            self.env_id = resolve_env_id(self.env_id)  # the short id too, as the CLI takes it
+        except UnknownEnvIdError as err:
+            raise ValueError(f"rollout.env_id: unknown id {err.name!r}{err.hint}") from None
         if not isinstance(self.env_kwargs, dict):
             raise ValueError("rollout.env_kwargs: must be a mapping of constructor arguments")
         _check_env_kwargs(self.env_id, self.env_kwargs)
@@ -183,6 +186,45 @@ class RolloutConfig:
             )
         _at_least("rollout.vllm_tensor_parallel_size", self.vllm_tensor_parallel_size, 1)
         _at_least("rollout.ray_workers", self.ray_workers, 0)
+
+
+#: The rollout settings that are sampling settings, each read into the
+#: :class:`~baselines.llm.engines.SamplingSettings` field of the same name with this type: the one
+#: place that says which setting comes from where (:func:`sampling_settings`).
+SAMPLING_FIELDS: dict[str, type] = {
+    "max_new_tokens": int,
+    "temperature": float,
+    "top_p": float,
+    "think_prefix": bool,
+    "max_context_tokens": int,
+}
+
+
+def sampling_settings(rollout: Any, /, **overrides: Any) -> SamplingSettings:
+    """The episode loop's sampling settings from ``rollout``'s :data:`SAMPLING_FIELDS`.
+
+    Args:
+        rollout: a :class:`RolloutConfig`, or whatever else holds those fields by the same names:
+            an object's attributes (the TRL rollout) or a mapping's keys (the ``hf:`` agent's
+            arguments). A field it lacks keeps the ``SamplingSettings`` default.
+        overrides: settings that replace or add to those (TRL's own temperature and top-p, its
+            stop strings).
+
+    Example:
+        >>> sampling_settings(RolloutConfig(max_new_tokens=32), temperature=0.5).temperature
+        0.5
+    """
+    from baselines.llm.engines import SamplingSettings
+
+    if isinstance(rollout, Mapping):
+        settings = {name: rollout[name] for name in SAMPLING_FIELDS if name in rollout}
+    else:
+        settings = {n: getattr(rollout, n) for n in SAMPLING_FIELDS if hasattr(rollout, n)}
+    settings.update(overrides)
+    for name, kind in SAMPLING_FIELDS.items():
+        if name in settings:
+            settings[name] = kind(settings[name])
+    return SamplingSettings(**settings)
 
 
 @dataclass

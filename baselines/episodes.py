@@ -59,7 +59,7 @@ from agentgym.chat import ChatEpisode
 from agentgym.lockstep import END_EPISODE, Action, LiveEpisode, LocalEnvs, Step, play_lockstep
 from baselines.checkpoint import open_new_file
 from baselines.llm.engines import HFEngine, RolloutEngine, SamplingSettings
-from baselines.llm.prompts import TokenContext, TrainingRow, think_prefix_for
+from baselines.llm.prompts import TokenContext, TrainingRow, think_prefix_for, turn_prompt
 
 #: :func:`episode_seed` streams: training rollouts and validation episodes never share a seed.
 TRAIN_STREAM = 0
@@ -259,14 +259,13 @@ def collect_rollouts(
 
     def policy(live: list[LiveEpisode]) -> list[Any]:
         t0 = time.perf_counter()
-        prompts = [contexts[e.index].prompt(e.chat.messages()) for e in live]  # type: ignore[union-attr]
+        prompts = [
+            turn_prompt(contexts[e.index], e.chat.messages(), sampling)  # type: ignore[union-attr]
+            for e in live
+        ]
         clock["timing/prompt_s"] += time.perf_counter() - t0
         actions: list[Any] = [END_EPISODE] * len(live)  # a prompt that no longer fits ends it
-        fits = [
-            j
-            for j, p in enumerate(prompts)
-            if len(p) + sampling.max_new_tokens <= sampling.max_context_tokens
-        ]
+        fits = [j for j, p in enumerate(prompts) if p is not None]
         if not fits:
             return actions
         t0 = time.perf_counter()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.agents import Agent, AgentError, AgentRequest
+from agentgym.parsing import THINK_OPEN
 
 __all__ = ["HFAgent"]
 
@@ -27,9 +28,10 @@ class HFAgent(Agent):
 
     Generation and prompt building are the trainer's own: :class:`baselines.llm.engines.HFEngine`
     generates, and one
-    :class:`baselines.episodes.TokenContext` per episode builds each turn's prompt as token ids
+    :class:`baselines.llm.prompts.TokenContext` per episode builds each turn's prompt as token ids
     (the chat template's text tokenised once, earlier replies kept as the ids sampled, the
-    ``<think>`` prefix in the ``think_answer`` format). A checkpoint is therefore scored on
+    ``<think>`` prefix in the ``think_answer`` format) under the episode loop's one prompt policy
+    (:func:`baselines.llm.prompts.turn_prompt`). A checkpoint is therefore scored on
     exactly the prompts it was trained on (the same stop rules, end tokens and dtype as
     ``python -m baselines.train``). Each turn of every live episode in a batch is one
     ``generate`` call; a reply stops at an end token, at ``</answer>`` or at ``max_new_tokens``.
@@ -42,7 +44,9 @@ class HFAgent(Agent):
         top_p: nucleus mass when sampling.
         batch_size: episodes per ``generate`` call.
         think_prefix: start every reply with ``<think>`` (``think_answer`` format only).
-        max_context_tokens: a prompt longer than this minus ``max_new_tokens`` fails its episode.
+        max_context_tokens: a prompt longer than this minus ``max_new_tokens`` fails its episode
+            (:func:`baselines.llm.prompts.prompt_fits`, the trainer's rule, where training ends
+            the episode as truncated).
         device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
         dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU, as the trainer), ``"float32"`` or
             ``"bfloat16"``.
@@ -78,7 +82,8 @@ class HFAgent(Agent):
         try:
             import torch
 
-            from baselines.llm.engines import HFEngine, SamplingSettings
+            from baselines.config import sampling_settings
+            from baselines.llm.engines import HFEngine
             from baselines.llm.policy import EMBEDDED_MODEL_NAME, load_policy, resolve_model_path
         except ModuleNotFoundError as err:
             raise ModuleNotFoundError(
@@ -93,13 +98,7 @@ class HFAgent(Agent):
         self.model.eval()
         self.device = next(self.model.parameters()).device
         self.engine = HFEngine(self.model, self.tokenizer)
-        self.sampling = SamplingSettings(
-            max_new_tokens=int(max_new_tokens),
-            temperature=float(temperature),
-            top_p=float(top_p),
-            think_prefix=bool(think_prefix),
-            max_context_tokens=int(max_context_tokens),
-        )
+        self.sampling = sampling_settings(locals())  # its arguments of the same names
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -120,7 +119,7 @@ class HFAgent(Agent):
         self.description = (
             f"{model_name} zero-shot through the chat layer ({decoding}, "
             f"{self.max_new_tokens} new tokens per turn"
-            f"{', reply starts with <think>' if self.think_prefix else ''})"
+            f"{', reply starts with ' + THINK_OPEN if self.think_prefix else ''})"
         )
         self.settings = {
             "path": path,
@@ -136,7 +135,11 @@ class HFAgent(Agent):
         }
 
     def act(self, requests: Sequence[AgentRequest]) -> list[str | AgentError]:
-        from baselines.llm.prompts import TokenContext, think_prefix_for
+        """One reply per request: its text (the think prefix included), or an
+        :class:`~agentgym.agents.AgentError` where the prompt no longer fits the context budget
+        (:func:`baselines.llm.prompts.prompt_fits`, the episode loop's rule; evaluation fails
+        the episode where training truncates it, as a bundle holds whole episodes)."""
+        from baselines.llm.prompts import TokenContext, prompt_fits, think_prefix_for
 
         out: list[str | AgentError] = [AgentError("not generated")] * len(requests)
         prefixes, prompts, fits = [], [], []
@@ -149,13 +152,13 @@ class HFAgent(Agent):
             prefixes.append(prefix)
             prompts.append(ids)
             self.prompt_ids[r.episode].append(ids)
-            if len(ids) + self.max_new_tokens > self.max_context_tokens:
-                out[i] = AgentError(
-                    f"prompt of {len(ids)} tokens + {self.max_new_tokens} new tokens exceeds "
-                    f"max_context_tokens={self.max_context_tokens}"
-                )
-            else:
+            if prompt_fits(ids, self.sampling):
                 fits.append(i)
+            else:
+                out[i] = AgentError(
+                    f"prompt of {len(ids)} tokens + {self.sampling.max_new_tokens} new tokens "
+                    f"exceeds max_context_tokens={self.sampling.max_context_tokens}"
+                )
         if not fits:
             return out
         generations = self.engine.generate([prompts[i] for i in fits], self.sampling)

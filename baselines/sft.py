@@ -263,7 +263,7 @@ def build_examples(
     is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token
     (so the model also learns to end its turn where no stop string cuts it). The context of the
     later turns holds the reply as the engine returns it: cut right after a stop string such as
-    ``</answer>`` (without the end token; :func:`baselines.llm.engines._cut`), as ids, and in the chat
+    ``</answer>`` (without the end token; :func:`baselines.llm.engines.base._cut`), as ids, and in the chat
     as their decoding, exactly as a sampled reply enters it.
 
     Args:

@@ -1,7 +1,7 @@
 """Where a run's metrics go: ``metrics.jsonl`` and the trackers of ``train.report_to``.
 
-Every line of ``metrics.jsonl`` holds every name of :data:`METRIC_NAMES` (the README's metric
-table), ``null`` where a value is not defined for that step (no update, no diagnostics, no
+Every line of ``metrics.jsonl`` holds every name of :data:`METRIC_NAMES` (docs/metrics.md:
+its table), ``null`` where a value is not defined for that step (no update, no diagnostics, no
 validation, another algorithm), never ``NaN``. Trackers get the same names:
 
 * ``tensorboard``: event files in ``out_dir/tensorboard`` (``torch.utils.tensorboard``; needs the
@@ -41,7 +41,7 @@ _MI = (
     "reasoning_entropy_est",
 )
 
-#: Every metric of ``metrics.jsonl`` (the README's table, ``docs/engines.md`` included), in order.
+#: Every metric of ``metrics.jsonl`` (docs/metrics.md's table, ``docs/engines.md`` included), in order.
 METRIC_NAMES: tuple[str, ...] = (
     "step",
     *(f"rollout/{k}" for k in _ROLLOUT),

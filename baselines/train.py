@@ -1,7 +1,7 @@
 """``python -m baselines.train --config baselines/configs/quick.yaml [key=value ...] [--resume]``.
 
 Trains a policy with :class:`baselines.trainer.Trainer`; see ``baselines/configs/`` for the
-embedded configs and README.md for every metric it logs.
+embedded configs and docs/metrics.md for every metric it logs.
 
 Data parallel: ``torchrun --nproc_per_node N -m baselines.train --config ...`` on CPUs (gloo), or
 ``accelerate launch --num_processes N -m baselines.train --config ...`` on GPUs; every rank runs

@@ -23,15 +23,17 @@ One step, top to bottom (:meth:`Trainer.step`):
    (StarPO's trajectory-level credit). PPO: each turn's reward is placed on its last policy token
    and GAE runs over the episode's policy tokens with the critic's values (``algorithm.critic``:
    a value head on the policy's trunk, or RAGEN's separate critic model; :mod:`baselines.llm.critic`).
-5. **Update** (:meth:`Trainer._update`, one page). Clipped surrogate with separate low/high
+5. **Update** (:mod:`baselines.update`, verl's actor and critic workers). :class:`Actor`'s
+   pre-update pass (old log-probs when the policy moves within a batch, reference log-probs,
+   the value head's values) and :meth:`Actor.update`: clipped surrogate with separate low/high
    bounds, token mean over each mini-batch, entropy bonus, optional KL to the frozen reference
-   (k1/k3, k3 bounded as verl bounds it), value loss (PPO; with ``algorithm.critic: model`` the
-   critic model's own loss and AdamW step instead), gradient clipping, one AdamW step per
-   mini-batch of ``algorithm.ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the
-   whole batch) per PPO epoch, old log-probs from a pre-update pass when the policy moves within
-   a batch. A mini-batch runs as micro-batches of at most ``algorithm.micro_batch_tokens``
-   padded tokens (rows packed longest first) whose losses are weighted by their token share, so
-   accumulation gives the gradient of one big batch.
+   (k1/k3, k3 bounded as verl bounds it), value loss (PPO with the value head), gradient
+   clipping, one AdamW step per mini-batch of ``algorithm.ppo_mini_batch_size`` sequences
+   (RAGEN's PPO mini-batches; 0: the whole batch) per PPO epoch. A mini-batch runs as
+   micro-batches of at most ``algorithm.micro_batch_tokens`` padded tokens (rows packed longest
+   first) whose losses are weighted by their token share, so accumulation gives the gradient of
+   one big batch. With ``algorithm.critic: model``, :class:`Critic` scores the values and runs its
+   own loss and AdamW steps, in its own loop.
 
 Memory and precision: every pass reads the LM head only at the positions its loss or the MI
 scorer uses (:mod:`baselines.llm.scoring`; never a ``[batch, tokens, vocab]`` tensor). Weights and
@@ -52,7 +54,7 @@ identical weights and optimizer state. Each rank plays a contiguous block of ``P
 rank, so the filter, the advantages and the decision to update read the whole ``P x N`` batch
 alike; the pre-update scoring and each mini-batch's rows are split over ranks, each rank's
 micro-batch losses are weighted by their share of the mini-batch's *global* sampled tokens, and
-the gradients are SUM-reduced before clipping and the AdamW step (:meth:`Trainer._update` says why
+the gradients are SUM-reduced before clipping and the AdamW step (:mod:`baselines.update` says why
 this is not a DDP wrapper). The MI diagnostics (and the entropies an entropy filter reads) are
 computed on rank 0 and broadcast; validation episodes are split and gathered. Rank 0 alone writes
 ``metrics.jsonl``, samples, dumps, plots, trackers and checkpoints (the others wait at a barrier
@@ -76,25 +78,21 @@ import copy
 import json
 import math
 import random
-import sys
 import time
-from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
-from agentgym import provenance
 from baselines.checkpoint import (
     append_metrics_line,
-    begin_resume,
-    check_same_run,
-    refuse_symlinks,
+    prepare_run_folder,
+    read_learner_files,
     save_checkpoint,
     truncate_metrics_after,
-    write_text_durable,
+    write_learner_files,
 )
 from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
 from baselines.config import TrainConfig, config_to_dict
@@ -107,16 +105,10 @@ from baselines.episodes import (
     episode_generators,
     write_rollouts,
 )
-from baselines.llm.critic import CriticModel, ValueHead, load_trainable, save_trainable
+from baselines.llm.critic import CriticModel, ValueHead
 from baselines.llm.engines import SamplingSettings, logit_temperature
 from baselines.llm.policy import load_policy
-from baselines.llm.scoring import (
-    autocast,
-    checkpointed_if,
-    resolve_autocast,
-    score_targets,
-    set_checkpointing,
-)
+from baselines.llm.scoring import autocast, resolve_autocast, set_checkpointing
 from baselines.llm.threads import set_torch_threads
 from baselines.rl.batch import (
     RolloutBatch,
@@ -125,26 +117,9 @@ from baselines.rl.batch import (
     grpo_token_advantages,
 )
 from baselines.rl.filtering import snr_filter
-from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
-from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
+from baselines.update import Actor, Critic, Placement
 
 __all__ = ["Trainer", "signal_removed_groups", "vocabulary_texts"]
-
-#: Settings a resumed run may change (they steer output and stopping, not what a step computes).
-RESUMABLE_TRAIN_KEYS = frozenset(
-    {
-        "steps",
-        "threads",
-        "keep_checkpoints",
-        "final_optimizer_state",
-        "max_steps_without_update",
-        "max_steps_without_signal",
-        "reward_variance_stop",
-        "report_to",
-        "samples_per_step",
-        "save_every",
-    }
-)
 
 
 def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> list[str]:
@@ -164,30 +139,6 @@ def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> l
         "invalid nothing happened system user assistant"
     )
     return texts
-
-
-def _check_same_run(saved: dict[str, Any], now: dict[str, Any]) -> None:
-    """:func:`baselines.checkpoint.check_same_run` with :data:`RESUMABLE_TRAIN_KEYS`."""
-    check_same_run(saved, now, "train", RESUMABLE_TRAIN_KEYS, config_to_dict(TrainConfig()))
-
-
-class _Meter:
-    """Weighted sums of the logged figures: ``add(stats, w)`` adds ``w * value`` for each name;
-    ``means()`` divides by the total weight of the passes (so each figure is the token-weighted
-    mean over one pass, averaged over ``ppo_epochs`` passes)."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.weight = 0.0
-
-    def add(self, stats: dict[str, torch.Tensor], weight: float) -> None:
-        for key, value in stats.items():
-            self.sums[key] = self.sums.get(key, 0.0) + weight * float(value)
-        self.weight += weight
-
-    def means(self) -> dict[str, float]:
-        passes = self.weight if self.weight > 0 else 1.0
-        return {key: value / passes for key, value in self.sums.items()}
 
 
 def release_memory() -> None:
@@ -245,6 +196,23 @@ def signal_removed_groups(fraction: float, num_groups: int, seed: int, step: int
     return sorted(int(g) for g in rng.choice(num_groups, num_groups - keep, replace=False))
 
 
+def kept_rows(full: RolloutBatch, kept: list[int]) -> RolloutBatch:
+    """The rows of the episodes ``kept`` (indices into ``full``'s episodes, ascending), their
+    episodes numbered ``0 .. len(kept) - 1``: the batch :func:`build_batch` makes of those
+    episodes (the same rows in the same order, trimmed to their longest row), taken from the
+    step's one batch instead of built a second time.
+
+    Raises:
+        ValueError: no rows (no kept episode sampled a token), as :func:`build_batch`.
+    """
+    episodes = torch.tensor(kept, dtype=torch.long)
+    rows = torch.isin(full.row_episode, episodes).nonzero().flatten().tolist()
+    if not rows:
+        raise ValueError("no training rows: no episode sampled a token")
+    batch = full.select(rows)
+    return replace(batch, row_episode=torch.searchsorted(episodes, batch.row_episode))
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -296,45 +264,16 @@ class Trainer:
         # One process, or this rank of torchrun / accelerate launch (baselines.distributed).
         self.ranks = Ranks.from_environment(config.model.device)
         self.progress = progress and self.ranks.is_main
-        refuse_symlinks(self.out_dir)  # fresh or resumed: nothing is written through a link
-        # Crash safety: put the newest complete checkpoint back in place (baselines.checkpoint);
-        # rank 0 alone moves files, the others wait for it.
-        resume_from_scratch = False
-        if self.ranks.is_main:
-            resume_from_scratch = resume and begin_resume(
-                self.out_dir, config.train.keep_checkpoints
-            )
-        resume_from_scratch = self.ranks.broadcast(resume_from_scratch)
-        if (
-            resume
-            and not resume_from_scratch
-            and not (self.checkpoint_dir / "state.json").is_file()
-        ):
-            raise FileNotFoundError(f"--resume: no checkpoint in {self.checkpoint_dir}")
-        if resume_from_scratch:
-            resume = False
-            if self.ranks.is_main:
-                print(
-                    f"--resume: {self.out_dir} has no complete checkpoint yet (the run stopped "
-                    "during its first step); starting again from step 0",
-                    file=sys.stderr,
-                )
-                truncate_metrics_after(self.metrics_path, 0)
-        elif not resume and self.metrics_path.exists():
-            raise FileExistsError(
-                f"{self.out_dir} already holds a run; pass --resume to continue it or choose "
-                "another train.out_dir"
-            )
-        self.ranks.barrier()  # every rank has checked before rank 0 writes
-        config_path = self.out_dir / "config.yaml"
-        if self.ranks.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            if (resume or resume_from_scratch) and config_path.is_file():
-                _check_same_run(yaml.safe_load(config_path.read_text()), config_to_dict(config))
-            write_text_durable(config_path, yaml.safe_dump(config_to_dict(config)))
-            # The code that runs: commit, uncommitted changes, library versions (provenance.json).
-            provenance.record(self.out_dir, resumed=resume, write=write_text_durable)
-        self.ranks.barrier()
+        # The run folder, crash-safe (baselines.checkpoint): a resume puts the newest complete
+        # checkpoint back in place; config.yaml and provenance.json written by rank 0.
+        resume = prepare_run_folder(
+            self.out_dir,
+            config_to_dict(config),
+            config_to_dict(TrainConfig()),
+            resume=resume,
+            keep=config.train.keep_checkpoints,
+            ranks=self.ranks,
+        )
 
         rc, mc = config.rollout, config.model
         _seed_everything(config.train.seed)
@@ -344,26 +283,26 @@ class Trainer:
             source = str(self.checkpoint_dir)
         # Float32 master weights and AdamW state whatever model.dtype says; model.dtype picks the
         # autocast of the forward/backward passes (baselines.llm.scoring.resolve_autocast).
-        self.model, self.tokenizer = load_policy(
+        model, self.tokenizer = load_policy(
             source,
             device=self.ranks.device or mc.device,
             dtype="float32",
             texts=texts,
             seed=config.train.seed,
         )
-        self.device = next(self.model.parameters()).device
+        self.device = next(model.parameters()).device
         self.autocast_dtype = resolve_autocast(mc.dtype, self.device)
         if mc.gradient_checkpointing:
-            set_checkpointing(self.model, True)
-            self.model.config.use_cache = False
+            set_checkpointing(model, True)
+            model.config.use_cache = False
         self.lora = mc.lora_rank > 0
         # algorithm.critic=model starts from the checkpoint as loaded, before the policy's adapter
         # (resumed: overwritten by its own saved weights in _load_state).
-        critic_body = copy.deepcopy(self.model) if config.algorithm.critic == "model" else None
+        critic_body = copy.deepcopy(model) if config.algorithm.critic == "model" else None
         if self.lora:
-            self._attach_lora(resume)
-        self.ranks.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
-        self.reference = None
+            model = self._attach_lora(model, resume)
+        self.ranks.broadcast_parameters(model)  # every rank starts from rank 0's weights
+        reference = None
         if config.algorithm.kl_coef > 0 and not self.lora:
             if resume:  # the reference is the initial policy (model.path), not the checkpoint
                 reference, _ = load_policy(
@@ -375,20 +314,31 @@ class Trainer:
                 )
                 self.ranks.broadcast_parameters(reference)
             else:
-                reference = copy.deepcopy(self.model)
-            self.reference = reference.eval().requires_grad_(False)
-        self.value_head = None  # PPO, algorithm.critic=head
-        params = [p for p in self.model.parameters() if p.requires_grad]
+                reference = copy.deepcopy(model)
+            reference = reference.eval().requires_grad_(False)
+        value_head = None  # PPO, algorithm.critic=head
+        params = [p for p in model.parameters() if p.requires_grad]
         groups = [{"params": params, "lr": config.algorithm.lr}]
         if config.algorithm.name == "ppo" and critic_body is None:
-            self.value_head = ValueHead(self.model.config.hidden_size).to(self.device)
+            value_head = ValueHead(model.config.hidden_size).to(self.device)
             groups.append(
-                {"params": list(self.value_head.parameters()), "lr": config.algorithm.critic_lr}
+                {"params": list(value_head.parameters()), "lr": config.algorithm.critic_lr}
             )
-        self.optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
-        self.critic = self.critic_optimizer = None  # PPO, algorithm.critic=model
+        optimizer = torch.optim.AdamW(groups, weight_decay=config.algorithm.weight_decay)
+        # The learner (baselines.update): the policy's worker and PPO's critic model's.
+        self.actor = Actor(
+            model,
+            optimizer,
+            config.algorithm,
+            self._placement(),
+            temperature=self.logit_temperature,
+            reference=reference,
+            value_head=value_head,
+            lora=self.lora,
+        )
+        self.critic_worker = None  # PPO, algorithm.critic=model
         if critic_body is not None:
-            self._build_critic(critic_body)
+            self.critic_worker = self._build_critic(critic_body, model.config.hidden_size)
         self.tracker = ZScoreTracker.from_config(config.diagnostics)
         self.start_step = 0
         self.steps_without_update = 0  # in a row, for train.max_steps_without_update
@@ -398,13 +348,9 @@ class Trainer:
         self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
             self._load_state()
-        self.sampling = SamplingSettings(
-            max_new_tokens=rc.max_new_tokens,
-            temperature=rc.temperature,
-            top_p=rc.top_p,
-            think_prefix=rc.think_prefix,
-            max_context_tokens=rc.max_context_tokens,
-        )
+        from baselines.config import sampling_settings
+
+        self.sampling: SamplingSettings = sampling_settings(rc)
         # The rollout engine (started once per run) and, with rollout.ray_workers, the Ray
         # actors that own the environments.
         from baselines.llm.engines import make_engine
@@ -436,15 +382,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ model parts
 
-    def _attach_lora(self, resume: bool) -> None:
+    def _attach_lora(self, model: torch.nn.Module, resume: bool) -> torch.nn.Module:
+        """``model`` with its LoRA adapter: the checkpoint's when resuming, else a new one."""
         from peft import PeftModel, get_peft_model
 
         if resume and (self.checkpoint_dir / "adapter").is_dir():
-            self.model = PeftModel.from_pretrained(
-                self.model, self.checkpoint_dir / "adapter", is_trainable=True
+            return PeftModel.from_pretrained(
+                model, self.checkpoint_dir / "adapter", is_trainable=True
             )
-            return
-        self.model = get_peft_model(self.model, self._lora_config())
+        return get_peft_model(model, self._lora_config())
 
     def _lora_config(self) -> Any:
         from peft import LoraConfig
@@ -466,7 +412,7 @@ class Trainer:
             task_type="CAUSAL_LM",
         )
 
-    def _build_critic(self, body: torch.nn.Module) -> None:
+    def _build_critic(self, body: torch.nn.Module, hidden_size: int) -> Critic:
         """``algorithm.critic=model``: :class:`baselines.llm.critic.CriticModel` on ``body`` (a copy
         of the checkpoint the policy was loaded from; its own LoRA adapter with
         ``model.lora_rank``) and its own AdamW, like verl's critic worker
@@ -477,24 +423,60 @@ class Trainer:
             from peft import get_peft_model
 
             body = get_peft_model(body, self._lora_config())
-        self.critic = CriticModel(body, self.model.config.hidden_size).to(self.device)
-        self.ranks.broadcast_parameters(self.critic)
-        self.critic_optimizer = torch.optim.AdamW(
-            [p for p in self.critic.parameters() if p.requires_grad],
+        critic = CriticModel(body, hidden_size).to(self.device)
+        self.ranks.broadcast_parameters(critic)
+        optimizer = torch.optim.AdamW(
+            [p for p in critic.parameters() if p.requires_grad],
             lr=ac.critic_lr,
             weight_decay=ac.weight_decay,
         )
+        return Critic(critic, optimizer, ac, self._placement())
+
+    def _placement(self) -> Placement:
+        """Where the learner's workers run (:class:`baselines.update.Placement`)."""
+        return Placement(self.ranks, self.device, self.autocast_dtype)
+
+    # The learner's parts, read where a caller (checkpoints, tests, benchmarks) needs them.
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The policy (:attr:`Actor.model`)."""
+        return self.actor.model
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The policy's AdamW (with the value head's parameter group under ``critic: head``)."""
+        return self.actor.optimizer
+
+    @property
+    def value_head(self) -> torch.nn.Module | None:
+        """The value head on the policy's trunk (PPO, ``algorithm.critic: head``), or None."""
+        return self.actor.value_head
+
+    @property
+    def critic(self) -> torch.nn.Module | None:
+        """The critic model (PPO, ``algorithm.critic: model``), or None."""
+        return self.critic_worker.model if self.critic_worker is not None else None
+
+    @property
+    def critic_optimizer(self) -> torch.optim.Optimizer | None:
+        """The critic model's AdamW, or None."""
+        return self.critic_worker.optimizer if self.critic_worker is not None else None
+
+    @property
+    def minibatch_stats(self) -> list[dict[str, float]]:
+        """The last update's figures of each optimizer step (the actor's, then the critic's)."""
+        steps = [dict(stats) for stats in self.actor.minibatch_stats]
+        if self.critic_worker is not None:
+            for stats, critic in zip(steps, self.critic_worker.minibatch_stats, strict=True):
+                stats.update(critic)
+        return steps
 
     def _amp(self):
         """The autocast of every forward pass (rollouts, scoring, update): ``model.dtype``
         resolved on this device (:func:`baselines.llm.scoring.resolve_autocast`); the weights stay
         float32."""
         return autocast(self.device, self.autocast_dtype)
-
-    def _reference_context(self):
-        if self.lora:
-            return self.model.disable_adapter()
-        return nullcontext()
 
     # ------------------------------------------------------------------ one step
 
@@ -558,300 +540,89 @@ class Trainer:
             temperature=self.logit_temperature,
         )
 
-    def _episode_entropies(self, full: RolloutBatch, shape: tuple[int, int]) -> torch.Tensor:
-        """Each episode's mean token entropy (nats) over its sampled tokens, float64 ``[G, N]``,
-        at the sampling temperature (for ``filter.metric`` entropy / entropy_std)."""
-        sums = torch.zeros(full.row_episode.max().item() + 1, dtype=torch.float64)
-        counts = torch.zeros_like(sums)
-        self.model.eval()
-        with torch.no_grad():
-            for rows in self._micro_batches(full, list(range(full.num_rows))):
-                part = full.select(rows).to(self.device)
-                scored = self._score(self.model, part, want_entropy=True)
-                mask = part.loss_mask
-                episode = full.row_episode[torch.as_tensor(rows)]
-                sums.index_add_(0, episode, (scored["entropy"] * mask).sum(1).double().cpu())
-                counts.index_add_(0, episode, mask.sum(1).double().cpu())
-        out = torch.zeros(shape[0] * shape[1], dtype=torch.float64)
-        out[: len(sums)] = sums / counts.clamp(min=1)
-        return out.view(shape)
-
-    def _micro_batches(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
-        """``rows`` packed into micro-batches of at most ``algorithm.micro_batch_tokens`` padded
-        tokens and ``algorithm.micro_batch_size`` rows (:func:`pack_by_tokens`)."""
-        ac = self.config.algorithm
-        lengths = batch.attention_mask[torch.as_tensor(rows, dtype=torch.long)].sum(1).tolist()
-        packs = pack_by_tokens(lengths, ac.micro_batch_tokens, ac.micro_batch_size)
-        return [[rows[i] for i in pack] for pack in packs]
-
     @property
     def logit_temperature(self) -> float:
         """The divisor of every logit the trainer turns into a log-prob: ``rollout.temperature``
         (the distribution the rollouts were sampled from, as in verl)."""
         return logit_temperature(self.config.rollout.temperature)
 
-    def _score(
-        self,
-        model: torch.nn.Module,
-        part: RolloutBatch,
-        *,
-        want_entropy: bool = False,
-        want_values: bool = False,
-    ) -> dict[str, torch.Tensor | None]:
-        """One pass of ``model`` over a micro-batch, read at its loss positions only.
-
-        Returns float32 ``[B, T-1]`` tensors (0 off the loss mask): ``logprobs`` of the sampled
-        targets under the sampling distribution (logits / ``rollout.temperature``), ``entropy``
-        of that distribution (if asked) and ``values`` of the value head on ``model``'s trunk
-        (PPO with ``algorithm.critic=head``, if asked).
-        No ``[B, T, V]`` logits tensor is made (:func:`baselines.llm.scoring.score_targets`).
-        """
-        with self._amp():
-            out = score_targets(
-                model,
-                part.input_ids,
-                part.attention_mask,
-                part.loss_mask,
-                temperature=self.logit_temperature,
-                want_entropy=want_entropy,
-                want_hidden=want_values,
-            )
-            out["values"] = self.value_head(out.pop("hidden")) if want_values else None
-        return out
-
-    def _critic_values(self, part: RolloutBatch) -> torch.Tensor:
-        """The critic model's values of a micro-batch, float32 ``[B, T-1]`` (``critic=model``)."""
-        with self._amp():
-            return self.critic(part.input_ids, part.attention_mask)
-
-    def _score_before_update(self, batch: RolloutBatch, need_old: bool, need_ref: bool) -> None:
-        """The pre-update pass: old log-probs (when the policy moves within the batch), reference
-        log-probs (KL) and values (PPO: the value head's, or the critic model's as verl's
-        ``compute_values``), written into ``batch`` as float32 ``[R, T-1]``.
-
-        Each rank scores its block of rows (:meth:`Ranks.block`) into zero-filled tensors that
-        are then SUM-reduced: the blocks are disjoint, so every rank ends with every row's values
-        exactly as its owner computed them (PPO's whitened GAE needs all of them)."""
-        head = self.value_head is not None
-        is_ppo = head or self.critic is not None
-        old = torch.zeros_like(batch.loss_mask) if need_old else None
-        ref = torch.zeros_like(batch.loss_mask) if need_ref else None
-        values = torch.zeros_like(batch.loss_mask) if is_ppo else None
-        self.model.eval()
-        if self.critic is not None:
-            self.critic.eval()
-        with torch.no_grad():
-            for rows in self._micro_batches(batch, list(self.ranks.block(batch.num_rows))):
-                part = batch.select(rows).to(self.device)
-                w = part.loss_mask.shape[1]
-                index = torch.as_tensor(rows)
-                if need_old or head:
-                    scored = self._score(self.model, part, want_values=head)
-                    if need_old:
-                        old[index, :w] = scored["logprobs"].cpu()
-                    if head:
-                        values[index, :w] = scored["values"].float().cpu()
-                if self.critic is not None:
-                    values[index, :w] = self._critic_values(part).cpu()
-                if need_ref:
-                    with self._reference_context():
-                        scored = self._score(self.reference or self.model, part)
-                    ref[index, :w] = scored["logprobs"].cpu()
-        for tensor in (old, ref, values):
-            if tensor is not None:
-                self.ranks.sum_(tensor)
-        batch.old_logprobs, batch.ref_logprobs, batch.values = old, ref, values
-
-    def _advantages(self, batch: RolloutBatch, group_rewards: torch.Tensor) -> None:
-        """Advantages (and PPO's returns) of every sampled token, in one place.
+    def _advantages(self, batch: RolloutBatch, group_rewards: torch.Tensor) -> RolloutBatch:
+        """The batch with the advantages (and PPO's returns) of every sampled token.
 
         GRPO / Dr.GRPO (StarPO's trajectory-level credit): each episode's group-relative
         advantage on every token it sampled (:func:`grpo_token_advantages`). PPO: each turn's
-        reward on its last sampled token, GAE over the episode's sampled tokens with the value
-        head's values from the pre-update pass, whitened (:func:`gae_token_advantages`).
+        reward on its last sampled token, GAE over the episode's sampled tokens with the critic's
+        values from the pre-update pass, whitened (:func:`gae_token_advantages`).
         """
         ac = self.config.algorithm
         if ac.name == "ppo":
-            batch.advantages, batch.returns = gae_token_advantages(
+            advantages, returns = gae_token_advantages(
                 batch, batch.values, ac.gamma, ac.lam, turn_rewards=ac.turn_rewards
             )
-        else:
-            batch.advantages = grpo_token_advantages(
-                batch, group_rewards, normalize_std=ac.name == "grpo"
-            )
-
-    def _loss(
-        self, part: RolloutBatch, scored: dict[str, torch.Tensor | None], old: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss of one micro-batch, token-mean over its sampled tokens (RAGEN-2 / verl):
-
-            loss = pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)]
-                   [+ value_coef * vf_loss  (PPO with a value head on the policy's trunk)]
-
-        ``pg_loss``: :func:`policy_loss` (clipped surrogate, DAPO's clip-higher); entropy: the
-        sampling distribution's at the sampled positions; KL: :func:`kl_penalty` (k3 bounded as
-        verl bounds it); ``vf_loss``: :func:`value_loss`. With ``algorithm.critic=model`` the
-        value loss is the critic's own (:meth:`_critic_loss`), not a term here.
-        Returns the loss and detached stats.
-        """
-        ac = self.config.algorithm
-        mask = part.loss_mask
-        pg, stats = policy_loss(
-            scored["logprobs"], old, part.advantages, mask, ac.clip_low, ac.clip_high
-        )
-        entropy = masked_mean(scored["entropy"], mask)
-        loss = pg - ac.entropy_coef * entropy
-        stats["actor/entropy"] = entropy.detach()
-        if ac.kl_coef > 0:
-            kl = masked_mean(
-                kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator), mask
-            )
-            loss = loss + ac.kl_coef * kl
-            stats["actor/kl_ref"] = kl.detach()
-        if scored["values"] is not None:
-            vf, vstats = value_loss(
-                scored["values"], part.values, part.returns, mask, ac.value_clip
-            )
-            loss = loss + ac.value_coef * vf
-            stats.update(vstats)
-        return loss, stats
-
-    def _critic_loss(self, part: RolloutBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The critic model's loss of one micro-batch: :func:`value_loss` alone, no coefficient
-        (verl's ``update_critic``, ``ragen/workers/critic/dp_critic.py:244-257``)."""
-        ac = self.config.algorithm
-        values = self._critic_values(part)
-        return value_loss(values, part.values, part.returns, part.loss_mask, ac.value_clip)
+            return replace(batch, advantages=advantages, returns=returns)
+        advantages = grpo_token_advantages(batch, group_rewards, normalize_std=ac.name == "grpo")
+        return replace(batch, advantages=advantages)
 
     def _update(self, batch: RolloutBatch, group_rewards: torch.Tensor, metrics, timings) -> None:
-        """One update on the kept episodes (CleanRL's ``ppo.py`` layout), top to bottom:
-
-        1. the pre-update scoring pass (old and reference log-probs, values) when needed;
-        2. advantages (:meth:`_advantages`);
-        3. ``ppo_epochs`` passes, each split into mini-batches of ``ppo_mini_batch_size``
-           sequences, one AdamW step each; a mini-batch is run as token-bounded micro-batches
-           whose losses are weighted by their share of the mini-batch's sampled tokens, so the
-           accumulated gradient is that of the token-mean over the whole mini-batch;
-        4. the logged figures, each a token-weighted mean over the pass (:class:`_Meter`).
-
-        Data parallel (several ranks): every rank holds the whole batch; each mini-batch's rows
-        are split over ranks in contiguous blocks (:meth:`Ranks.block`), each rank weights its
-        micro-batch losses by ``tokens / (the mini-batch's sampled tokens over all ranks)``, and
-        the accumulated gradients are SUM-reduced (:meth:`Ranks.sum_gradients`) before
-        ``clip_grad_norm_`` and the AdamW step: the sum is the one-process gradient, so every
-        rank takes the same step. Not DDP: :func:`baselines.llm.scoring.score_targets` runs the
-        model's body and reads the LM head at the loss positions itself, bypassing a DDP
-        wrapper's ``forward`` (whose hooks arm the reducer), and accumulation over micro-batches
-        would need ``no_sync`` anyway; one explicit all-reduce per optimizer step is what DDP
-        with ``no_sync`` does. The logged sums are gathered and added (:meth:`Ranks.sum_floats`).
-
-        With ``algorithm.critic=model`` each micro-batch also runs the critic model's
-        forward/backward on its own loss (:meth:`_critic_loss`, the same token weights), and each
-        mini-batch ends with the critic's own SUM-reduction, clipping and AdamW step (RAGEN
-        updates actor and critic on the same batch with the same ``ppo_mini_batch_size``,
-        ``config/base.yaml:31,77``); ``actor/grad_norm`` is then the policy's alone.
+        """One update on the kept episodes (:mod:`baselines.update`, verl's workers): the
+        pre-update scoring (:meth:`Actor.compute_log_prob`: old and reference log-probs, the
+        value head's values; :meth:`Critic.compute_values`), the advantages
+        (:meth:`_advantages`), then :meth:`Actor.update` and :meth:`Critic.update`.
 
         Args:
             batch: rows of the kept episodes.
             group_rewards: float ``[P_kept, N]`` episode rewards of the kept groups (GRPO).
         """
         ac = self.config.algorithm
-        total_tokens = batch.num_tokens
-        metrics["actor/tokens_trained"] = float(total_tokens)
-        if total_tokens == 0:
+        metrics["actor/tokens_trained"] = float(batch.num_tokens)
+        if batch.num_tokens == 0:
             metrics["actor/skipped"] = 1.0
             return
-        is_ppo = ac.name == "ppo"
-        several_steps = len(minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size)) > 1
-        # Old log-probs from the pre-update pass whenever the policy moves within the batch;
-        # else the update's own first forward is the old policy (ratio exactly 1).
-        need_old = ac.ppo_epochs > 1 or several_steps
-        need_ref = ac.kl_coef > 0
+        need_old = self.actor.needs_old_logprobs(batch.num_rows)
         t0 = time.perf_counter()
-        if need_old or need_ref or is_ppo:
-            self._score_before_update(batch, need_old, need_ref)
+        batch = self.actor.compute_log_prob(batch, old=need_old, ref=ac.kl_coef > 0)
+        if self.critic_worker is not None:
+            batch = replace(batch, values=self.critic_worker.compute_values(batch))
         timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
-        self._advantages(batch, group_rewards)
-
+        batch = self._advantages(batch, group_rewards)
         t0 = time.perf_counter()
-        self.model.train()
-        meter = _Meter()
-        diffs: list[torch.Tensor] = []
-        if need_old and self.engine.provides_logprobs:  # engine vs the pre-update pass
-            gap = (batch.old_logprobs - batch.sampling_logprobs).abs()
-            diffs.append(gap[batch.loss_mask.bool()])
-        grad_norms: list[float] = []
-        critic_grad_norms: list[float] = []  # algorithm.critic=model: its own clipping
-        self.minibatch_stats = []  # one dict per optimizer step (ratio, clip fractions)
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        critic = self.critic
-        if critic is not None:
-            critic.train()
-            critic_params = [p for g in self.critic_optimizer.param_groups for p in g["params"]]
-        for epoch in range(ac.ppo_epochs):
-            for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
-                mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
-                if mini_tokens == 0:
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                if critic is not None:
-                    self.critic_optimizer.zero_grad(set_to_none=True)
-                step_meter = _Meter()
-                mine = [mini[i] for i in self.ranks.block(len(mini))]
-                for rows in self._micro_batches(batch, mine) if mine else []:
-                    part = batch.select(rows).to(self.device)
-                    tokens = float(part.loss_mask.sum())
-                    # A row over the token budget goes alone, checkpointed (scoring.py).
-                    long = int(part.attention_mask.sum(1).max()) > ac.micro_batch_tokens
-                    with checkpointed_if(self.model, long):
-                        scored = self._score(
-                            self.model,
-                            part,
-                            want_entropy=True,
-                            want_values=self.value_head is not None,
-                        )
-                        if epoch == 0 and not need_old and self.engine.provides_logprobs:
-                            gap = (scored["logprobs"].detach() - part.sampling_logprobs).abs()
-                            diffs.append(gap[part.loss_mask.bool()].cpu())
-                        old = part.old_logprobs if need_old else scored["logprobs"].detach()
-                        loss, stats = self._loss(part, scored, old)
-                        (loss * (tokens / mini_tokens)).backward()
-                    if critic is not None:  # its own loss, only its own weights
-                        with checkpointed_if(critic.model, long):
-                            vf, vstats = self._critic_loss(part)
-                            (vf * (tokens / mini_tokens)).backward()
-                        stats.update(vstats)
-                    meter.add(stats, tokens / total_tokens)
-                    step_meter.add(stats, tokens / mini_tokens)
-                self.ranks.sum_gradients(params)  # the one-process gradient on every rank
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, ac.grad_clip)
-                self.optimizer.step()
-                if critic is not None:
-                    self.ranks.sum_gradients(critic_params)
-                    norm = torch.nn.utils.clip_grad_norm_(critic_params, ac.grad_clip)
-                    critic_grad_norms.append(float(norm))
-                    self.critic_optimizer.step()
-                grad_norms.append(float(grad_norm))
-                self.minibatch_stats.append(self.ranks.sum_floats(step_meter.sums))
-        if critic is not None:  # as large as its weights: freed until the next update
-            self.critic_optimizer.zero_grad(set_to_none=True)
-        if self.ranks.distributed:
-            meter.sums = self.ranks.sum_floats(meter.sums)
-            meter.weight = self.ranks.sum_floats({"w": meter.weight})["w"]
-            if not need_old:  # each rank compared its own rows
-                diffs = [torch.cat(diffs)] if diffs else []
-                diffs = [d for d in self.ranks.gather(diffs) if d.numel()]
-        metrics.update(meter.means())
-        metrics["actor/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else math.nan
-        metrics["actor/optimizer_steps"] = float(len(grad_norms))
-        if critic_grad_norms:  # before clipping, as actor/grad_norm (verl's critic/grad_norm)
-            metrics["critic/grad_norm"] = float(np.mean(critic_grad_norms))
-        metrics["actor/lr"] = ac.lr
-        if diffs:
-            flat = torch.cat(diffs)
-            metrics["rollout/logprob_diff_max"] = float(flat.max())
-            metrics["rollout/logprob_diff_mean"] = float(flat.mean())
+        engine_logprobs = self.engine.provides_logprobs
+        metrics.update(self.actor.update(batch, need_old=need_old, engine_logprobs=engine_logprobs))
+        if self.critic_worker is not None:
+            metrics.update(self.critic_worker.update(batch))
         timings["timing/backward_s"] = time.perf_counter() - t0
+
+    def _diagnose(
+        self, episodes: list[EpisodeRecord], step: int, timings: dict[str, float]
+    ) -> dict[str, float]:
+        """The MI diagnostics of the step (:meth:`_diagnostics`): rank 0 scores, every rank
+        gets its figures."""
+        t0 = time.perf_counter()
+        self._phase("scoring (MI diagnostics)")  # hook: live progress
+        self.model.eval()
+        diag = {}
+        if self.ranks.is_main:
+            with self._amp():
+                diag = self._diagnostics(episodes, step)
+        diag = self.ranks.broadcast(diag)
+        timings["timing/diagnostics_s"] = time.perf_counter() - t0
+        return diag
+
+    def _filter_inputs(
+        self, episodes: list[EpisodeRecord], full: RolloutBatch
+    ) -> dict[str, torch.Tensor]:
+        """What ``filter.metric`` reads besides the rewards, ``[P, N]``: each episode's policy
+        tokens (length) or mean token entropy (entropy; rank 0 scores, every rank filters
+        alike)."""
+        P, N = self.config.rollout.num_groups, self.config.rollout.group_size
+        needs = self.config.filter.needs
+        if needs == "lengths":
+            lengths = [sum(len(t.sample.sampled_ids) for t in e.turns) for e in episodes]
+            return {"lengths": torch.tensor(lengths, dtype=torch.float64).view(P, N)}
+        if needs == "entropies":
+            entropies = self.actor.episode_entropies(full, (P, N)) if self.ranks.is_main else None
+            return {"entropies": self.ranks.broadcast(entropies)}
+        return {}
 
     def step(self, step: int) -> dict[str, float]:
         """Run training step ``step`` and return its metrics."""
@@ -874,29 +645,10 @@ class Trainer:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         full = build_batch(episodes, pad)
 
+        diag = {}
         if cfg.diagnostics.every and step % cfg.diagnostics.every == 0:
-            t0 = time.perf_counter()
-            self._phase("scoring (MI diagnostics)")  # hook: live progress
-            self.model.eval()
-            diag = {}
-            if self.ranks.is_main:  # rank 0 scores, every rank gets its figures
-                with self._amp():
-                    diag = self._diagnostics(episodes, step)
-            diag = self.ranks.broadcast(diag)
-            timings["timing/diagnostics_s"] = time.perf_counter() - t0
-        else:
-            diag = {}
-
-        extra: dict[str, torch.Tensor] = {}
-        if cfg.filter.needs == "lengths":  # policy tokens of each episode
-            extra["lengths"] = torch.tensor(
-                [sum(len(t.sample.sampled_ids) for t in e.turns) for e in episodes],
-                dtype=torch.float64,
-            ).view(P, N)
-        elif cfg.filter.needs == "entropies":  # rank 0 scores: every rank filters alike
-            entropies = self._episode_entropies(full, (P, N)) if self.ranks.is_main else None
-            extra["entropies"] = self.ranks.broadcast(entropies)
-        result = snr_filter(rewards, cfg.filter, **extra)
+            diag = self._diagnose(episodes, step, timings)
+        result = snr_filter(rewards, cfg.filter, **self._filter_inputs(episodes, full))
         metrics.update(result.stats)
         # RAGEN's rollout/in_group_reward_std (rollout_filter.py:428,439): the mean over groups
         # of each group's unbiased reward std; read by train.reward_variance_stop.
@@ -920,16 +672,15 @@ class Trainer:
             # to dominate a weak task signal (RAGEN-2's template collapse).
             kept = []
         if kept:
-            batch = build_batch([episodes[i] for i in kept], pad)
+            batch = kept_rows(full, kept)
             if removed:  # PPO reads the turns' rewards from the rows
                 gone = set(removed)
                 rows = [kept[e] // N in gone for e in batch.row_episode.tolist()]
                 batch.token_rewards[torch.tensor(rows, dtype=torch.bool)] = 0.0
             metrics["filter/tokens_after"] = float(batch.num_tokens)
             self._update(batch, rewards[kept_groups], metrics, timings)
-            # Gradients (as large as the weights) and the update's activations are not needed
-            # until the next update: free them before the next rollout's KV caches.
-            self.optimizer.zero_grad(set_to_none=True)
+            # The update's activations (and, freed by the workers, its gradients) are not needed
+            # until the next update: give their pages back before the next rollout's KV caches.
             release_memory()
         else:
             metrics["filter/tokens_after"] = 0.0
@@ -996,38 +747,25 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, step: int, *, final: bool = False) -> None:
-        """Write ``checkpoint/`` crash-safely (:func:`baselines.checkpoint.save_checkpoint`).
+        """Write ``checkpoint/`` crash-safely (:func:`baselines.checkpoint.save_checkpoint`): the
+        learner's files (:func:`baselines.checkpoint.write_learner_files`) and, in
+        ``state.json``, the run's counters.
 
         ``final`` (the run's last step) leaves out the optimizer state when
         ``train.final_optimizer_state`` is false (a resume then restarts AdamW's moments).
         """
         tc = self.config.train
+        with_optimizer = not final or tc.final_optimizer_state
 
         def write(staging: Path) -> dict[str, Any]:
-            if self.lora:
-                self.model.save_pretrained(staging / "adapter")
-                # The base weights under their own names: get_base_model() holds peft's injected
-                # layers (q_proj.base_layer.weight, q_proj.lora_A...), which a plain model loading
-                # this folder (a LoRA resume) would not find, initialising them anew.
-                base = self.model.get_base_model()
-                plain = {
-                    k.replace(".base_layer.", "."): v
-                    for k, v in base.state_dict().items()
-                    if ".lora_" not in k
-                }
-                base.save_pretrained(staging, state_dict=plain, safe_serialization=True)
-            else:
-                self.model.save_pretrained(staging, safe_serialization=True)
-            self.tokenizer.save_pretrained(staging)
-            with_optimizer = not final or tc.final_optimizer_state
-            if with_optimizer:
-                torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
-            if self.value_head is not None:
-                torch.save(self.value_head.state_dict(), staging / "value_head.pt")
-            if self.critic is not None:  # algorithm.critic=model: weights and AdamW state
-                save_trainable(self.critic, staging / "critic.safetensors")
-                if with_optimizer:
-                    torch.save(self.critic_optimizer.state_dict(), staging / "critic_optimizer.pt")
+            write_learner_files(
+                staging,
+                model=self.model,
+                tokenizer=self.tokenizer,
+                lora=self.lora,
+                with_optimizer=with_optimizer,
+                **self._optimized_parts(),
+            )
             return {
                 "tracker": self.tracker.state_dict(),
                 "optimizer_state": with_optimizer,
@@ -1041,38 +779,29 @@ class Trainer:
         self.ranks.barrier()  # no rank reads a checkpoint rank 0 is still writing
 
     def _load_state(self) -> None:
-        state = json.loads((self.checkpoint_dir / "state.json").read_text())
-        if (self.checkpoint_dir / "optimizer.pt").is_file():
-            self.optimizer.load_state_dict(
-                torch.load(self.checkpoint_dir / "optimizer.pt", map_location=self.device)
-            )
-        else:
-            print(
-                f"note: {self.checkpoint_dir} holds no optimizer state (saved with "
-                "train.final_optimizer_state=false): AdamW restarts from zero moments",
-                file=sys.stderr,
-            )
-        if self.value_head is not None:
-            self.value_head.load_state_dict(
-                torch.load(self.checkpoint_dir / "value_head.pt", map_location=self.device)
-            )
-        if self.critic is not None:
-            load_trainable(self.critic, self.checkpoint_dir / "critic.safetensors")
-            if (self.checkpoint_dir / "critic_optimizer.pt").is_file():
-                self.critic_optimizer.load_state_dict(
-                    torch.load(
-                        self.checkpoint_dir / "critic_optimizer.pt", map_location=self.device
-                    )
-                )
+        """Resume: the learner's files (:func:`baselines.checkpoint.read_learner_files`) and
+        the run's counters; ``metrics.jsonl`` lines of later steps are dropped (they run again)."""
+        state = read_learner_files(
+            self.checkpoint_dir, device=self.device, **self._optimized_parts()
+        )
         self.tracker.load_state_dict(state["tracker"])
         self.steps_without_update = int(state.get("steps_without_update", 0))
         self.steps_without_signal = int(state.get("steps_without_signal", 0))
         self.variance_stop_state = state.get("reward_variance_stop")
         self.start_step = int(state["step"]) + 1
-        # Drop lines of steps after the checkpoint (they run again), atomically (rank 0).
-        if self.ranks.is_main:
+        if self.ranks.is_main:  # atomically, rank 0 alone
             truncate_metrics_after(self.metrics_path, self.start_step)
         self.ranks.barrier()
+
+    def _optimized_parts(self) -> dict[str, Any]:
+        """What a checkpoint holds besides the policy's weights: its optimizer, the value head,
+        the critic model and its optimizer (None where the run has none)."""
+        return {
+            "optimizer": self.optimizer,
+            "value_head": self.value_head,
+            "critic": self.critic,
+            "critic_optimizer": self.critic_optimizer,
+        }
 
     # ------------------------------------------------------------------ the run
 

@@ -1,6 +1,6 @@
 """The HF engine's decoding loop, side by side: transformers' ``DynamicCache`` (a ``torch.cat`` of
 every layer's keys and values at each step, the engine before) against the in-place reserved
-buffer (:func:`baselines.llm.engines._decoding_cache`), both prefilling each prompt whole, and the
+buffer (:func:`baselines.llm.engines.hf._decoding_cache`), both prefilling each prompt whole, and the
 reserved buffer with chunked prefill (``--prefill-chunk`` tokens a forward, the engine's default).
 
 Usage::
@@ -41,8 +41,8 @@ def child(variant: str, rows: int, prompt: int, new: int, threads: int, chunk: i
     set_omp_wait_policy()
     import torch
 
-    from baselines.llm import engines
     from baselines.llm.engines import SamplingSettings, generate_cached
+    from baselines.llm.engines import hf as engines
     from baselines.llm.scoring import autocast, resolve_autocast
 
     torch.set_num_threads(threads)

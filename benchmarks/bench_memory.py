@@ -125,8 +125,9 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    from baselines import trainer, update
     from baselines.config import load_config
-    from baselines.llm import engines, trainer
+    from baselines.llm.engines import hf as engines
 
     sampler = PhaseSampler()
     out = Path(tempfile.mkdtemp(prefix="bench-memory-"))
@@ -146,7 +147,8 @@ def main() -> int:
 
     wrap(trainer.Trainer, "validate", "validation")
     wrap(trainer.Trainer, "_diagnostics", "MI diagnostics")
-    wrap(trainer.Trainer, "_score_before_update", "pre-update scoring")
+    wrap(update.Actor, "compute_log_prob", "pre-update scoring")
+    wrap(update.Critic, "compute_values", "pre-update scoring")
     wrap(trainer.Trainer, "_update", "update")
     wrap(trainer, "release_memory", "release_memory")
     original_generate = engines.generate_cached

@@ -282,8 +282,11 @@ def update_child(a: dict) -> None:
     params = sum(p.numel() for p in model.parameters())
     emb = model.get_input_embeddings().weight
     b = saved["batch"]
-    if hasattr(trainer, "_micro_batches"):
-        packs = trainer._micro_batches(RolloutBatch(**b), list(range(b["input_ids"].shape[0])))
+    rows = list(range(b["input_ids"].shape[0]))
+    if hasattr(trainer, "actor"):  # baselines.update's Actor packs the micro-batches
+        packs = trainer.actor.micro_batches(RolloutBatch(**b), rows)
+    elif hasattr(trainer, "_micro_batches"):
+        packs = trainer._micro_batches(RolloutBatch(**b), rows)
     else:
         packs = trainer._batches(list(range(b["input_ids"].shape[0])))
     lengths = b["attention_mask"].sum(1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU recipe for SmolLM2-135M, end to end, with its figures (README, "A CPU recipe").
+# The CPU recipe for SmolLM2-135M, end to end, with its figures (docs/training.md, "The CPU recipe").
 #
 #   bash benchmarks/recipe_cpu.sh [ENV] [OUT] [key=value ...]
 #

@@ -355,12 +355,6 @@ def missing_baselines(
     return missing
 
 
-def _env_filter(name: str | None) -> str | None:
-    if name is None or "/" in name:
-        return name
-    return f"agentgym/{name}"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m leaderboards`` argument parser."""
     db_help = "SQLite database (default $AGENTGYM_LEADERBOARD or ./leaderboard.sqlite)"
@@ -519,14 +513,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     env_filter = getattr(args, "env", None)
     if env_filter is not None:
-        env_filter = _env_filter(env_filter)
-        import agentgym
+        from agentgym.registration import UnknownEnvIdError, resolve_env_id
 
-        if env_filter not in agentgym.registered_envs():
-            return _usage(
-                args.command,
-                f"unknown environment id '{inert(args.env)}' (`agentgym list` shows them all)",
-            )
+        try:
+            env_filter = resolve_env_id(env_filter)
+        except UnknownEnvIdError as err:
+            return _usage(args.command, f"unknown environment id '{inert(args.env)}'{err.hint}")
     bad_name = name_problem(args.name) if args.command == "submit" else None
     if bad_name:
         return _usage("submit", bad_name)

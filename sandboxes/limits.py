@@ -17,6 +17,9 @@ the one parent-death helper that every child process of this package uses.
   ``torchrun`` rank, a busy neighbour) outlives the call: what the tests and benchmarks that
   start programs use.
 
+The other process limit of this package, :mod:`sandboxes.deadline` (a pool of long-lived workers
+for many short calls under a wall-clock deadline), says why the two are apart.
+
 Example:
     >>> run_bounded(lambda: sum(range(10)), max_seconds=60, max_memory_mb=1024)  # doctest: +SKIP
     BoundedRun(status='ok', value=45, exitcode=0)

@@ -16,6 +16,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class FakeEngine:
+    """The rest of the rollout-engine protocol (:class:`baselines.llm.engines.RolloutEngine`) for a
+    test's scripted engine, which defines ``name``, ``provides_logprobs`` and ``generate``: it
+    samples from a copy that the trainer syncs after each update (as vLLM), holds nothing."""
+
+    samples_from_copy = True
+
+    def sync_weights(self, model: Any) -> float:
+        return 0.0
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def run_python(
     *args: str, timeout: float, stdin: str | None = None, **options: Any
 ) -> subprocess.CompletedProcess[str]:

@@ -7,6 +7,7 @@ oracle on Docker. Hand-worked values are explained where they are asserted.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import subprocess
 import sys
@@ -813,6 +814,49 @@ def test_bad_options_and_arguments() -> None:
         gymnasium.make("agentgym/CodeExec-v0", backend="vm")
     with pytest.raises(ValueError, match="source=.humaneval. is fixed"):
         gymnasium.make("agentgym/CodeExec-v0", source="generated")
+
+
+def test_code_exec_accepts_exactly_the_sandbox_bounds() -> None:
+    """CodeExec's limits are the sandbox's (issue 40): at each bound, read from the sandbox's
+    constants, CodeExec and the sandbox's own check accept it; just past it, both refuse it. A
+    literal restated in CodeExec would fail here once the sandbox's bound moves."""
+    from agentgym.envs.code_exec import CodeExecEnv
+    from sandboxes.code import base
+
+    def refuses(check: Any, *args: Any, **kwargs: Any) -> bool:
+        try:
+            made = check(*args, **kwargs)
+        except ValueError:
+            return True
+        if isinstance(made, CodeExecEnv):
+            made.close()  # built only: no sandbox started
+        return False
+
+    def verdicts(timeout_s: Any, memory_mb: Any) -> tuple[bool, bool]:
+        env = refuses(
+            CodeExecEnv,
+            source="generated",
+            backend="process",
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
+        return env, refuses(base.check_run_args, "", "", None, timeout_s, memory_mb)
+
+    default_t, default_m = 20.0, base.DEFAULT_MEMORY_MB
+    for timeout_s, memory_mb, refused in [
+        (base.MAX_TIMEOUT_S, default_m, False),
+        (base.MAX_TIMEOUT_S + 0.5, default_m, True),
+        (0.001, default_m, False),
+        (0, default_m, True),
+        (True, default_m, True),  # a bool is not a number of seconds
+        (default_t, base.MIN_MEMORY_MB, False),
+        (default_t, base.MIN_MEMORY_MB - 1, True),
+        (default_t, base.MAX_MEMORY_MB, False),
+        (default_t, base.MAX_MEMORY_MB + 1, True),
+    ]:
+        assert verdicts(timeout_s, memory_mb) == (refused, refused), (timeout_s, memory_mb)
+    signature = inspect.signature(CodeExecEnv)
+    assert signature.parameters["memory_mb"].default == base.DEFAULT_MEMORY_MB
 
 
 def test_problem_dataclass_is_frozen() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
 
-from baselines.config import TrainConfig, load_config
+from baselines.config import SAMPLING_FIELDS, TrainConfig, load_config, sampling_settings
 from baselines.sft import load_sft_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "baselines" / "configs"
@@ -284,3 +285,32 @@ def test_a_bad_file_is_a_value_error_naming_it(tmp_path: Path, content: bytes) -
     path.write_bytes(content)
     with pytest.raises(ValueError, match="bad.yaml"):
         load_config(path)
+
+
+def test_sampling_settings_is_the_one_map_from_rollout_settings() -> None:
+    """Issue 40: the trainer (a RolloutConfig), the ``hf:`` agent (its arguments, a mapping) and
+    the TRL rollout (its attributes, plus TRL's temperature and top-p) all go through
+    :func:`sampling_settings`; a field the source lacks keeps the SamplingSettings default."""
+    from baselines.llm.engines import SamplingSettings
+
+    rc = load_config(
+        None,
+        [
+            "rollout.max_new_tokens=32",
+            "rollout.temperature=0.7",
+            "rollout.top_p=0.9",
+            "rollout.think_prefix=false",
+            "rollout.max_context_tokens=512",
+        ],
+    ).rollout
+    assert sampling_settings(rc) == SamplingSettings(32, 0.7, 0.9, False, 512)
+    assert set(SAMPLING_FIELDS) <= set(vars(rc))  # every field read is a RolloutConfig field
+    # The hf: agent's arguments: converted as it always did (int, float, bool); others ignored.
+    args = {"max_new_tokens": "8", "temperature": 0, "top_p": 1, "think_prefix": 1, "seed": 3}
+    made = sampling_settings(args)
+    assert made == SamplingSettings(8, 0.0, 1.0, True, 4096)
+    assert type(made.max_new_tokens) is int and type(made.temperature) is float
+    # The TRL rollout: its own attributes, TRL's temperature and top-p, its stop strings.
+    held = types.SimpleNamespace(max_new_tokens=16, think_prefix=True, max_context_tokens=1024)
+    made = sampling_settings(held, temperature=1, top_p=0.95, stop_strings=("</a>",))
+    assert made == SamplingSettings(16, 1.0, 0.95, True, 1024, ("</a>",))

@@ -1,4 +1,4 @@
-"""Calls under a hard deadline (agentgym/deadline.py): results, raised errors, the kill at the
+"""Calls under a hard deadline (sandboxes/deadline.py): results, raised errors, the kill at the
 deadline (also inside one long C call that holds the GIL), crashes, threads, forks, orphans.
 
 Timing assertions are hang guards with seconds of slack (the machine is shared), never speed.
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from agentgym.deadline import DeadlineExceeded, WorkerCrashed, WorkerPool, WorkerStartError
+from sandboxes.deadline import DeadlineExceeded, WorkerCrashed, WorkerPool, WorkerStartError
 
 #: Slack over a deadline for the kill and a loaded machine, seconds.
 SLACK_S = 30.0
@@ -138,7 +138,7 @@ def test_a_worker_whose_caller_died_stops_itself() -> None:
     the deadline plus ORPHAN_GRACE_S (10 s)."""
     code = (
         "import os, sys, threading, time\n"
-        "from agentgym.deadline import WorkerPool\n"
+        "from sandboxes.deadline import WorkerPool\n"
         "pool = WorkerPool()\n"
         "print(pool.call(60, os.getpid), flush=True)\n"
         "threading.Timer(0.5, os._exit, (0,)).start()\n"

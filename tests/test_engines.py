@@ -436,7 +436,7 @@ def test_the_decoding_cache_holds_the_autocast_dtype_and_loses_nothing(tiny, mon
     """Under bf16 autocast the decoding batch's reserved buffers hold the keys (float32 after the
     rotary embedding) in bf16, and the replies (T = 0.7, one seeded generator per row) are
     exactly those decoded with float32 buffers: attention casts the keys to bf16 either way."""
-    from baselines.llm import engines
+    from baselines.llm.engines import hf as engines
 
     model, tokenizer = tiny
     prompts = _prompts(tokenizer, seeds=(7, 8))

@@ -28,6 +28,7 @@ from baselines.rl.batch import build_batch, gae_token_advantages, grpo_token_adv
 from baselines.show_rollouts import format_episode, load_step
 from baselines.show_rollouts import main as show_main
 from baselines.trainer import Trainer
+from tests.helpers import FakeEngine
 
 SOKOBAN = "agentgym/Sokoban-v0"
 
@@ -39,12 +40,11 @@ def smol_tokenizer():
     return tok
 
 
-class ScriptedEngine:
+class ScriptedEngine(FakeEngine):
     """Replays ``replies[k]`` (ids) on the k-th call for every prompt; records the prompts."""
 
     name = "script"
     provides_logprobs = True
-    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer, replies: list[list[int]], ends: set[int]):
         self.tokenizer, self.replies, self.ends = tokenizer, replies, ends
@@ -57,15 +57,6 @@ class ScriptedEngine:
         text = self.tokenizer.decode(ids[:-1] if ended else ids, skip_special_tokens=False)
         lps = [-0.5 - 0.01 * k for k in range(len(ids))]
         return [Generation(list(ids), text, lps, ended) for _ in prompt_ids]
-
-    def sync_weights(self, model):
-        return 0.0
-
-    def release(self):
-        pass
-
-    def close(self):
-        pass
 
 
 def _pieces(tokenizer, *texts: str) -> list[int]:
@@ -308,7 +299,7 @@ def test_trainer_logprobs_equal_the_engine_sampling_logprobs_at_temperature_0_7(
         batch = build_batch(episodes, trainer.tokenizer.pad_token_id)
         trainer.model.eval()
         with torch.no_grad():
-            mine = trainer._score(trainer.model, batch)["logprobs"]
+            mine = trainer.actor.score(trainer.model, batch)["logprobs"]
             raw = trainer.model(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask
             ).logits[:, :-1]

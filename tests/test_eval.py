@@ -677,6 +677,62 @@ def test_hf_agent_plays_a_tiny_local_checkpoint_batched(tmp_path: Path) -> None:
     ]
 
 
+def test_hf_agent_and_the_rollout_refuse_the_same_over_long_prompt(tmp_path: Path) -> None:
+    """One context rule (:func:`baselines.llm.prompts.prompt_fits`): a prompt of L ids fits when
+    L + max_new_tokens <= max_context_tokens. With max_new_tokens = 4 and a budget of L + 3 (one
+    short), the trainer's rollout ends the episode as truncated with no turn played, and the
+    ``hf:`` agent fails it with an AgentError naming both numbers (a bundle holds whole
+    episodes); with L + 4 both play the turn from the same L prompt ids and write the same
+    action."""
+    from agentgym.chat import ChatEpisode
+    from baselines.episodes import collect_rollouts
+    from baselines.hf_agent import HFAgent
+    from baselines.llm.engines import SamplingSettings
+    from baselines.llm.policy import build_tiny_policy
+    from baselines.llm.prompts import render_prompt
+
+    env_id = "agentgym/Bandit-v0"
+    env = gym.make(env_id)
+    obs, info = env.reset(seed=0)
+    env.close()
+    messages = ChatEpisode.from_reset(obs, info).messages()
+    model, tokenizer = build_tiny_policy([m["content"] for m in messages], seed=0)
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    # The first prompt, tokenised from its text: the chat template, then "<think>".
+    prompt = tokenizer(render_prompt(tokenizer, messages, True), add_special_tokens=False)
+    prompt = list(prompt["input_ids"])
+    length = len(prompt)
+    for budget, fits in ((length + 3, False), (length + 4, True)):
+        sampling = SamplingSettings(max_new_tokens=4, temperature=0.0, max_context_tokens=budget)
+        (rollout,) = collect_rollouts(model, tokenizer, env_id, [0], 1, sampling)
+        agent = HFAgent(str(folder), max_new_tokens=4, max_context_tokens=budget, device="cpu")
+        request = AgentRequest(
+            env_id=env_id,
+            episode=0,
+            seed=0,
+            turn=1,
+            observation=obs,
+            info=info,
+            last_reward=None,
+            messages=messages,
+            instructions=info["instructions"],
+            action_format="think_answer",
+        )
+        (reply,) = agent.act([request])
+        if fits:
+            assert [t.sample.prompt_ids for t in rollout.turns] == agent.prompt_ids[0] == [prompt]
+            assert reply == rollout.turns[0].action and reply.startswith("<think>")
+        else:
+            assert (rollout.turns, rollout.truncated, rollout.terminated) == ([], True, False)
+            assert isinstance(reply, AgentError) and agent.prompt_ids[0] == [prompt]
+            assert str(reply) == (
+                f"prompt of {length} tokens + 4 new tokens exceeds max_context_tokens={budget}"
+            )
+        agent.close()
+
+
 def test_file_py_callable_agent(tmp_path: Path) -> None:
     agent_file = tmp_path / "my_agent.py"
     agent_file.write_text(

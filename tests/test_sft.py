@@ -35,7 +35,7 @@ from baselines.sft import (
     target_nll,
     train_sft,
 )
-from tests.helpers import assert_records_this_code
+from tests.helpers import FakeEngine, assert_records_this_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -308,10 +308,10 @@ def test_loss_mask_covers_assistant_tokens_only(tiny, frozen_chat):
         assert "Turn" not in tokenizer.decode(target) and "State" not in tokenizer.decode(target)
 
 
-class _OracleReplay:
+class _OracleReplay(FakeEngine):
     """A rollout engine that 'samples' the oracle's replies (teacher forcing), returning them as
     the transformers engine would: the reply's ids, cut after a stop string or ended by the end
-    token (:func:`baselines.llm.engines._cut`)."""
+    token (:func:`baselines.llm.engines.base._cut`)."""
 
     def __init__(self, tokenizer, replies, eot):
         self.tokenizer, self.replies, self.eot = tokenizer, list(replies), eot

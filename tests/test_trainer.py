@@ -15,7 +15,7 @@ import torch
 from baselines.config import load_config
 from baselines.rl.batch import build_batch
 from baselines.trainer import Trainer
-from tests.helpers import assert_records_this_code
+from tests.helpers import FakeEngine, assert_records_this_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -313,13 +313,12 @@ def test_train_cli(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "algorithm.clip_low: must be < 1" in bad.stderr
 
 
-class _ThinkEngine:
+class _ThinkEngine(FakeEngine):
     """Answers every prompt with the same sampled ids (a fixed policy): a closed think block, so
     the real tiny model scores a real z."""
 
     name = "script"
     provides_logprobs = False
-    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer, text: str):
         from baselines.llm.engines import Generation
@@ -329,15 +328,6 @@ class _ThinkEngine:
 
     def generate(self, prompt_ids, sampling, generators=None):
         return [self.generation for _ in prompt_ids]
-
-    def sync_weights(self, model):
-        return 0.0
-
-    def release(self):
-        pass
-
-    def close(self):
-        pass
 
 
 def test_diagnostics_score_the_think_block_and_the_mi_bound_is_the_prompt_entropy(tmp_path):
@@ -401,7 +391,7 @@ def test_filter_metrics_read_per_episode_lengths_and_entropies(tmp_path, metric)
             seen["values"] = np.array(lengths, dtype=float)
         else:
             full = build_batch(episodes, trainer.tokenizer.pad_token_id or 0)
-            seen["values"] = trainer._episode_entropies(full, (3, 2)).numpy().ravel()
+            seen["values"] = trainer.actor.episode_entropies(full, (3, 2)).numpy().ravel()
 
     trainer._on_rollout = before_update
     try:
@@ -460,16 +450,16 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
     """Rows one at a time (a 16-token budget) or all in one micro-batch: the same update, since
     each micro-batch's loss is weighted by its share of the mini-batch's sampled tokens. Every
     row is longer than 16 tokens, so each runs alone under gradient checkpointing."""
-    import baselines.trainer as trainer_module
+    import baselines.update as update_module
 
     checkpointed = []
-    real = trainer_module.checkpointed_if
+    real = update_module.checkpointed_if
 
     def counting(model, oversized):
         checkpointed.append(oversized)
         return real(model, oversized)
 
-    monkeypatch.setattr(trainer_module, "checkpointed_if", counting)
+    monkeypatch.setattr(update_module, "checkpointed_if", counting)
     runs = {}
     for name, budget in (("one_row_each", 16), ("all_at_once", 100_000)):
         config = _config(

@@ -28,7 +28,7 @@ from baselines.llm.policy import load_policy
 from baselines.rl.filtering import FilterConfig, snr_filter
 from baselines.tracking import METRIC_NAMES
 from baselines.trainer import Trainer, vocabulary_texts
-from tests.helpers import ROOT, cpu_grpo_config
+from tests.helpers import ROOT, FakeEngine, cpu_grpo_config
 from tests.test_episodes import DROP_REASONING, ScriptedEngine
 
 
@@ -439,13 +439,12 @@ def test_episode_return_and_short_ids() -> None:
         AgentgymGRPOTrainer(model=None, rollout_func=lambda prompts, trainer: {})
 
 
-class _LengthEngine:
+class _LengthEngine(FakeEngine):
     """Replies ``<answer> 1 </answer>`` padded to ``1 + (7 i) % 5`` ids for the i-th prompt of a
     call (no end id), so the episodes' policy-token counts are known by hand."""
 
     name = "lengths"
     provides_logprobs = True
-    samples_from_copy = True  # synced after each update, as vLLM
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -459,15 +458,6 @@ class _LengthEngine:
             ids = [word] * (1 + (7 * i) % 5)
             out.append(Generation(ids, self.tokenizer.decode(ids), [-1.0] * len(ids), False))
         return out
-
-    def sync_weights(self, model):
-        return 0.0
-
-    def release(self):
-        pass
-
-    def close(self):
-        pass
 
 
 @pytest.mark.parametrize("metric", ["length", "entropy"])

@@ -78,6 +78,7 @@ from agentgym.envs.code_exec_tasks import (
     problem_from_options,
 )
 from agentgym.text_env import ActionOutcome, TextEnv
+from sandboxes.code import DEFAULT_MEMORY_MB
 
 __all__ = [
     "CodeExecEnv",
@@ -133,8 +134,9 @@ class CodeExecEnv(TextEnv):
     Args:
         source: ``"humaneval"`` (the 164 HumanEval problems) or ``"generated"``.
         backend: ``"auto"``, ``"docker"`` or ``"process"`` (see :mod:`sandboxes.code`).
-        timeout_s: limit of one grading run, seconds.
-        memory_mb: memory limit of one grading run, MiB.
+        timeout_s: limit of one grading run, seconds, within the sandbox's bounds
+            (:func:`sandboxes.code.check_limits`, as is ``memory_mb``).
+        memory_mb: memory limit of one grading run, MiB (default: the sandbox's).
         per_test_timeout_s: limit of each test, seconds.
         feedback_chars: most characters of test feedback in the observation.
         feedback: ``"pass_fail"`` (default: an attempt says whether every test passed, never how
@@ -158,7 +160,7 @@ class CodeExecEnv(TextEnv):
         source: str = "humaneval",
         backend: str = "auto",
         timeout_s: float = 20.0,
-        memory_mb: int = 512,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         per_test_timeout_s: float = 5.0,
         feedback_chars: int = 1500,
         feedback: str = "pass_fail",
@@ -167,7 +169,7 @@ class CodeExecEnv(TextEnv):
         sandbox_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
-        from sandboxes.code import BACKENDS
+        from sandboxes.code import BACKENDS, check_limits
 
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
@@ -175,10 +177,7 @@ class CodeExecEnv(TextEnv):
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if max_actions_per_turn != 1:
             raise ValueError("CodeExec takes one answer per turn: max_actions_per_turn must be 1")
-        if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-            raise ValueError(f"timeout_s must be a number in (0, 600], got {timeout_s!r}")
-        if not isinstance(memory_mb, int) or not 64 <= memory_mb <= 65536:
-            raise ValueError(f"memory_mb must be an int in [64, 65536], got {memory_mb!r}")
+        check_limits(timeout_s, memory_mb)  # the sandbox's own bounds, checked now
         if not isinstance(per_test_timeout_s, (int, float)) or per_test_timeout_s <= 0:
             raise ValueError(f"per_test_timeout_s must be > 0, got {per_test_timeout_s!r}")
         if not isinstance(feedback_chars, int) or feedback_chars < 0:

@@ -73,7 +73,7 @@ from typing import Any
 
 from agentgym.envs import code_exec_channel as channel
 from agentgym.envs.code_exec_tasks import CodeProblem
-from sandboxes.code import SandboxError
+from sandboxes.code import DEFAULT_MEMORY_MB, OUTPUT_LIMIT, SandboxError
 
 __all__ = [
     "CHECK_SEED",
@@ -644,8 +644,8 @@ _HARNESS = _HARNESS_FILE.read_text("utf-8")
 _LINE = re.compile(r"(0|[1-9][0-9]{0,5}) (0|[1-9][0-9]{0,5}|M) ([RTNE])(.*)", re.S)
 #: Longest reason the harness writes after ``E`` or ``N`` (its ``_reason`` keeps 300 characters).
 _MAX_REASON_CHARS = 300
-#: Longest wire JSON accepted after ``R``: more than any sandbox's output limit lets through.
-_MAX_RESULT_CHARS = 1 << 20
+#: Longest wire JSON accepted after ``R``: more than a sandbox's output limit lets through (1 MiB).
+_MAX_RESULT_CHARS = 16 * OUTPUT_LIMIT
 #: The first line of every report, written before the answer runs.
 _STARTED = "STARTED\n"
 #: Runs tried when the sandbox fails before the harness starts (not the answer's doing).
@@ -660,7 +660,7 @@ def grade(
     code: str,
     *,
     timeout_s: float = 20.0,
-    memory_mb: int = 512,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     per_test_timeout_s: float = 5.0,
 ) -> GradeResult:
     """Grade ``code`` against ``problem``'s tests: one sandbox run, verdicts on the host.
@@ -697,7 +697,7 @@ def grade_batch(
     items: Sequence[tuple[CodeProblem, str]],
     *,
     timeout_s: float = 20.0,
-    memory_mb: int = 512,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     per_test_timeout_s: float = 5.0,
 ) -> list[GradeResult]:
     """Grade several ``(problem, answer)`` pairs in ONE sandbox run (each in its own namespace).

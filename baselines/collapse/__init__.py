@@ -10,10 +10,12 @@ from baselines.collapse.reasoning import (
     THINK_CLOSE,
     THINK_OPEN,
     Z_STATUSES,
+    ThinkBlock,
     extract_reasoning,
     reasoning_ids,
     reasoning_span,
     reasoning_text,
+    think_block,
 )
 from baselines.collapse.scorer import episode_mi_diagnostics, score_matrix, score_matrix_naive
 
@@ -35,4 +37,6 @@ __all__ = [
     "extract_reasoning",
     "reasoning_ids",
     "reasoning_span",
+    "think_block",
+    "ThinkBlock",
 ]

@@ -97,8 +97,9 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym.chat import ChatEpisode
+from agentgym.registration import resolve_env_id
 from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
-from baselines.config import DiagnosticsConfig
+from baselines.config import DiagnosticsConfig, sampling_settings
 from baselines.episodes import TRAIN_STREAM, EpisodeRecord, collect_rollouts, episode_generators
 from baselines.llm.engines import (
     Generation,
@@ -351,14 +352,7 @@ class AgentgymRollout:
         engine: RolloutEngine | None = None,
         sampling_seed: int | None = None,
     ):
-        import agentgym
-
-        registered = agentgym.registered_envs()
-        if env_id not in registered and f"agentgym/{env_id}" in registered:
-            env_id = f"agentgym/{env_id}"
-        if env_id not in registered:
-            raise ValueError(f"unknown environment id {env_id!r} (`agentgym list` shows them all)")
-        self.env_id = env_id
+        self.env_id = resolve_env_id(env_id)  # the short id too; a ValueError names an unknown one
         self.tokenizer = tokenizer
         self.env_kwargs = dict(env_kwargs or {})
         self.max_new_tokens = max_new_tokens
@@ -410,13 +404,9 @@ class AgentgymRollout:
                 f"top_k (0), min_p (None) and repetition_penalty (1.0) at their defaults (got "
                 f"{args.top_k}, {args.min_p}, {args.repetition_penalty})"
             )
-        return SamplingSettings(
-            max_new_tokens=self.max_new_tokens,
-            temperature=float(trainer.temperature),
-            top_p=float(args.top_p),
-            think_prefix=self.think_prefix,
-            max_context_tokens=self.max_context_tokens,
-            stop_strings=self.stop_strings,
+        # max_new_tokens, think_prefix and max_context_tokens are this rollout's own
+        return sampling_settings(
+            self, temperature=trainer.temperature, top_p=args.top_p, stop_strings=self.stop_strings
         )
 
     def _groups(self, prompts: list[Any], trainer: Any) -> tuple[list[int], int]:

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from trl import GRPOConfig
 
+    from agentgym.registration import resolve_env_id
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
     from baselines.llm.policy import load_policy
     from baselines.trainer import vocabulary_texts
@@ -58,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     env_kwargs = json.loads(args.env_kwargs)
     texts = None
     if args.model == "tiny":
-        env_id = args.env if args.env.startswith("agentgym/") else f"agentgym/{args.env}"
-        texts = vocabulary_texts(env_id, env_kwargs, range(32))
+        texts = vocabulary_texts(resolve_env_id(args.env), env_kwargs, range(32))
     model, tokenizer = load_policy(args.model, device="cpu", dtype="float32", texts=texts)
     rollout = AgentgymRollout(
         args.env, tokenizer, env_kwargs=env_kwargs, max_new_tokens=args.max_new_tokens

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from agentgym.parsing import ACTION_SEPARATOR, ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
+
 __all__ = [
     "EMBEDDED_MODEL_NAME",
     "cache_dir",
@@ -164,7 +166,7 @@ def build_tiny_policy(texts: list[str], *, seed: int = 0, hidden_size: int = 64,
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["<unk>", "<|im_start|>", "<|im_end|>"]
-    tags = ["<think>", "</think>", "<answer>", "</answer>", "||"]
+    tags = [THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE, ACTION_SEPARATOR]
     splitter = pre_tokenizers.Sequence(
         [
             pre_tokenizers.WhitespaceSplit(),

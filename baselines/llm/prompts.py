@@ -4,7 +4,9 @@
 in the ``think_answer`` format, :func:`think_prefix_for`); :class:`TokenContext` keeps an
 episode's running token context, so the engine is given exactly these ids and the trainer learns
 from exactly the ids that were sampled (the token-in-token-out scheme: :mod:`baselines.episodes`'
-docstring and docs/engines.md); :class:`TrainingRow` is one training sequence of it.
+docstring and docs/engines.md); :class:`TrainingRow` is one training sequence of it;
+:func:`turn_prompt` is a turn's prompt under the context budget (a prompt that no longer fits
+ends its episode as truncated), for the episode loop and the ``hf:`` agent alike.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.parsing import THINK_OPEN
 from baselines.llm.chat_template import render_chat_template
 from baselines.llm.engines import Generation, SamplingSettings
 
-THINK_PREFIX = "<think>"
+#: What ends a generation prompt in the ``think_answer`` format: the action format's opening tag.
+THINK_PREFIX = THINK_OPEN
 
 
 def think_prefix_for(sampling: SamplingSettings, action_format: str) -> str:
@@ -154,3 +158,44 @@ class TokenContext:
         self._close_row()
         self.text = None
         return self.rows
+
+
+def prompt_fits(ids: list[int], sampling: SamplingSettings) -> bool:
+    """The one context rule of a turn: a prompt of ``len(ids)`` tokens may be generated from when
+    it plus ``sampling.max_new_tokens`` is at most ``sampling.max_context_tokens``.
+
+    :func:`turn_prompt` (training, SFT checks) and :class:`baselines.hf_agent.HFAgent`
+    (``hf:`` evaluation) both decide with it, so they refuse the same prompts; what follows is
+    each caller's: the rollout ends the episode as truncated, the agent fails the episode with an
+    error (a leaderboard bundle holds whole episodes, so evaluation cannot stop one early).
+
+    Example:
+        >>> prompt_fits([1] * 60, SamplingSettings(max_new_tokens=4, max_context_tokens=64))
+        True
+        >>> prompt_fits([1] * 61, SamplingSettings(max_new_tokens=4, max_context_tokens=64))
+        False
+    """
+    return len(ids) + sampling.max_new_tokens <= sampling.max_context_tokens
+
+
+def turn_prompt(
+    context: TokenContext, messages: list[dict[str, str]], sampling: SamplingSettings
+) -> list[int] | None:
+    """The episode loop's prompt of a turn: the ids to give the engine, or ``None`` when the
+    episode must end.
+
+    The prompt is ``context.prompt(messages)`` (the chat template, the context's prefix, earlier
+    replies kept as their sampled ids); one that does not fit (:func:`prompt_fits`) is never
+    generated from (its turn is not played: no sample, no trained id), and the caller ends the
+    episode as truncated (:data:`agentgym.lockstep.END_EPISODE`).
+
+    Args:
+        context: the episode's running token context.
+        messages: the chat so far (its last message is the one to answer).
+        sampling: the budget: ``max_new_tokens`` and ``max_context_tokens``.
+
+    Returns:
+        The prompt ids, or ``None`` when the prompt no longer fits.
+    """
+    ids = context.prompt(messages)
+    return ids if prompt_fits(ids, sampling) else None

@@ -101,6 +101,7 @@ RESULT_CODE = (
     "baselines/progress.py",  # the reward-variance early stop
     "baselines/llm/chat_template.py",  # the prompt ids every reply is sampled after
     "baselines/studies/gate.py",  # which runs start at all
+    "baselines/studies/spec.py",  # the gate's settings from the spec
     "baselines/rl/advantages.py",
     "baselines/rl/batch.py",
     "baselines/rl/losses.py",
@@ -109,11 +110,18 @@ RESULT_CODE = (
     "baselines/config.py",
     "baselines/sft.py",
     "agentgym/sft.py",
-    "baselines/llm/engines/",
+    "baselines/llm/engines/__init__.py",  # make_engine
+    "baselines/llm/engines/base.py",
+    "baselines/llm/engines/hf.py",
+    "baselines/llm/engines/vllm.py",
+    "baselines/llm/prompts.py",  # the prompt policy and the token context
     "baselines/episodes.py",
     "baselines/llm/policy.py",
     "baselines/llm/scoring.py",
-    "baselines/collapse/",
+    "baselines/collapse/reasoning.py",
+    "baselines/collapse/mi.py",
+    "baselines/collapse/detector.py",
+    "baselines/collapse/scorer.py",
     "agentgym/chat.py",
     "agentgym/parsing.py",
     "agentgym/text_env.py",

@@ -35,12 +35,16 @@ from sandboxes.code.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
     LIMIT_KINDS,
+    MAX_MEMORY_MB,
+    MAX_TIMEOUT_S,
+    MIN_MEMORY_MB,
     OUTPUT_LIMIT,
     CodeSandbox,
     ExecResult,
     IsolationUnavailable,
     LimitExceeded,
     SandboxError,
+    check_limits,
 )
 
 __all__ = [
@@ -53,7 +57,11 @@ __all__ = [
     "LIMIT_KINDS",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_MEMORY_MB",
+    "MIN_MEMORY_MB",
+    "MAX_MEMORY_MB",
+    "MAX_TIMEOUT_S",
     "OUTPUT_LIMIT",
+    "check_limits",
     "make_sandbox",
     "resolve_backend",
     "acquire_shared",

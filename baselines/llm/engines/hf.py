@@ -199,7 +199,7 @@ def _reserved_layer_class() -> type:
         budget), where transformers' ``DynamicLayer`` concatenates a new tensor at every
         decoding step. Per step that concatenation allocated and copied the whole cache of every
         layer: a decoding batch of 16,384 slots turned over about 1 GB a token for SmolLM2, and
-        the freed blocks stayed in the heap (README, Memory). ``keys``/``values`` are views of
+        the freed blocks stayed in the heap (docs/memory.md). ``keys``/``values`` are views of
         the filled part, ``[batch, heads, filled, head_dim]``; the buffer doubles if a call ever
         writes past it. With ``low`` (the autocast dtype, e.g. bfloat16) float32 keys and values
         are written in ``low``: half the bytes, and lossless, since attention under autocast
@@ -561,7 +561,7 @@ def _stored(x: torch.Tensor, low: torch.dtype | None) -> torch.Tensor:
 
 
 #: Default bound of one prefill forward of the HF engine, in tokens (``rollout.prefill_chunk_tokens``,
-#: :func:`generate_cached`; README, Memory).
+#: :func:`generate_cached`; docs/memory.md).
 PREFILL_CHUNK_TOKENS = 2048
 
 

@@ -1,0 +1,481 @@
+"""The learner: the policy's :class:`Actor` and PPO's separate :class:`Critic`, in verl's shape.
+
+The shape is verl's workers (``verl/workers/actor/dp_actor.py``, ``DataParallelPPOActor``:
+``compute_log_prob``, ``update_policy``; ``verl/workers/critic/dp_critic.py``,
+``DataParallelPPOCritic``: ``compute_values``, ``update_critic``): each worker owns its model and
+its optimizer and has two verbs, a no-grad scoring pass and an update that reads epoch ->
+mini-batch -> micro-batch -> score -> loss -> backward -> clip -> step.
+
+- :meth:`Actor.compute_log_prob`: the one pre-update pass over the batch that gives the loss its
+  inputs: old log-probs (when the policy moves within the batch), reference log-probs (KL) and,
+  with a value head on the policy's trunk, the values.
+- :meth:`Actor.update`: ``ppo_epochs`` passes, one AdamW step per mini-batch of
+  ``ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the whole batch), each run as
+  micro-batches of at most ``micro_batch_tokens`` padded tokens (:func:`pack_by_tokens`) whose
+  losses are weighted by their share of the mini-batch's sampled tokens, so the accumulated
+  gradient is that of the token mean over the whole mini-batch.
+- :class:`Critic` (``algorithm.critic: model``): the same two verbs for the critic model, its own
+  loop and its own AdamW (RAGEN updates actor and critic on the same batch with the same
+  ``ppo_mini_batch_size``, ``config/base.yaml:31,77``). Running it after the actor's loop rather
+  than interleaved with it gives bit-identical numbers: the critic model shares no parameter with
+  the policy (a deep copy of the checkpoint with its own adapter), its inputs (values, returns)
+  are fixed before the update, it walks the same mini-batches and micro-batches in the same order
+  with the same token weights, and no pass draws random numbers (dropout off: HF attention and
+  ``torch.nn.functional.dropout`` with ``p = 0`` draw nothing). The value head on the policy's
+  trunk (``algorithm.critic: head``) cannot be split off: its loss is part of the actor's
+  (``value_coef * vf_loss``, one backward through the shared trunk), so it stays in
+  :meth:`Actor.loss`.
+
+Data parallel (several ranks, :mod:`baselines.distributed`): every rank holds the whole batch;
+each mini-batch's rows are split over ranks in contiguous blocks (:meth:`Ranks.block`), each
+rank weights its micro-batch losses by ``tokens / (the mini-batch's sampled tokens over all
+ranks)``, and the accumulated gradients are SUM-reduced (:meth:`Ranks.sum_gradients`) before
+``clip_grad_norm_`` and the AdamW step: the sum is the one-process gradient, so every rank takes
+the same step. Not DDP: :func:`baselines.llm.scoring.score_targets` runs the model's body and reads
+the LM head at the loss positions itself, bypassing a DDP wrapper's ``forward`` (whose hooks arm
+the reducer), and accumulation over micro-batches would need ``no_sync`` anyway; one explicit
+all-reduce per optimizer step is what DDP with ``no_sync`` does. The logged sums are gathered and
+added (:meth:`Ranks.sum_floats`).
+
+The learner reads ``algorithm``'s settings (:class:`baselines.config.AlgorithmConfig`, imported
+for its type only: at run time this module needs nothing of baselines but ``rl``, ``llm`` and
+``distributed``, and the dataclass is the one documented definition of the fifteen settings it
+reads).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from baselines.distributed import Ranks
+from baselines.llm.scoring import autocast, checkpointed_if, score_targets
+from baselines.rl.batch import RolloutBatch
+from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
+from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
+
+if TYPE_CHECKING:
+    from baselines.config import AlgorithmConfig
+
+__all__ = ["Actor", "Critic", "Placement"]
+
+
+class _Meter:
+    """Weighted sums of the logged figures: ``add(stats, w)`` adds ``w * value`` for each name;
+    ``means()`` divides by the total weight of the passes (so each figure is the token-weighted
+    mean over one pass, averaged over ``ppo_epochs`` passes)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.weight = 0.0
+
+    def add(self, stats: dict[str, torch.Tensor], weight: float) -> None:
+        for key, value in stats.items():
+            self.sums[key] = self.sums.get(key, 0.0) + weight * float(value)
+        self.weight += weight
+
+
+class _Figures:
+    """The logged figures of one update: each a token-weighted mean over the pass
+    (:class:`_Meter`, summed over ranks), and one dict per optimizer step (``steps``: ratio,
+    clip fractions) for the tests that read a single step."""
+
+    def __init__(self, total_tokens: int, ranks: Ranks) -> None:
+        self.total_tokens, self.ranks = total_tokens, ranks
+        self.meter, self.step = _Meter(), _Meter()
+        self.steps: list[dict[str, float]] = []
+        self.grad_norms: list[float] = []
+
+    def add(self, stats: dict[str, torch.Tensor], tokens: float, mini_tokens: float) -> None:
+        """One micro-batch's stats, weighted by its share of the batch and of its mini-batch."""
+        self.meter.add(stats, tokens / self.total_tokens)
+        self.step.add(stats, tokens / mini_tokens)
+
+    def end_step(self, grad_norm: torch.Tensor) -> None:
+        """An optimizer step taken with ``grad_norm`` (before clipping)."""
+        self.grad_norms.append(float(grad_norm))
+        self.steps.append(self.ranks.sum_floats(self.step.sums))
+        self.step = _Meter()
+
+    def means(self) -> dict[str, float]:
+        sums, weight = self.meter.sums, self.meter.weight
+        if self.ranks.distributed:
+            sums = self.ranks.sum_floats(sums)
+            weight = self.ranks.sum_floats({"w": weight})["w"]
+        passes = weight if weight > 0 else 1.0
+        return {key: value / passes for key, value in sums.items()}
+
+
+class _LogprobGap:
+    """``rollout/logprob_diff_max`` / ``_mean``: how far the engine's log-probs of the sampled
+    tokens are from the trainer's. Read from the pre-update pass when there is one (``old``),
+    else from the update's first forward of each micro-batch (epoch 0), this rank's rows then
+    gathered."""
+
+    def __init__(self, engine_logprobs: bool, batch: RolloutBatch, from_old: bool) -> None:
+        self.per_micro_batch = engine_logprobs and not from_old
+        self.from_old = from_old
+        self.diffs: list[torch.Tensor] = []
+        if engine_logprobs and from_old:  # engine vs the pre-update pass
+            gap = (batch.old_logprobs - batch.sampling_logprobs).abs()
+            self.diffs.append(gap[batch.loss_mask.bool()])
+
+    def add(self, logprobs: torch.Tensor, part: RolloutBatch, epoch: int) -> None:
+        if epoch == 0 and self.per_micro_batch:
+            gap = (logprobs.detach() - part.sampling_logprobs).abs()
+            self.diffs.append(gap[part.loss_mask.bool()].cpu())
+
+    def metrics(self, ranks: Ranks) -> dict[str, float]:
+        diffs = self.diffs
+        if ranks.distributed and not self.from_old:  # each rank compared its own rows
+            diffs = [torch.cat(diffs)] if diffs else []
+            diffs = [d for d in ranks.gather(diffs) if d.numel()]
+        if not diffs:
+            return {}
+        flat = torch.cat(diffs)
+        return {
+            "rollout/logprob_diff_max": float(flat.max()),
+            "rollout/logprob_diff_mean": float(flat.mean()),
+        }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a worker runs: this process's place among the data-parallel ranks, the device of
+    its model and the autocast of its forward passes (``model.dtype`` resolved on that device,
+    :func:`baselines.llm.scoring.resolve_autocast`; None: none; the weights stay float32)."""
+
+    ranks: Ranks
+    device: torch.device
+    autocast_dtype: torch.dtype | None
+
+
+@dataclass(eq=False)
+class _Worker:
+    """What the actor and the critic share: a model, its AdamW, the micro-batch packing, the
+    mini-batch schedule and the optimizer step.
+
+    Attributes:
+        model: the worker's model (float32 master weights).
+        optimizer: its AdamW.
+        algorithm: ``algorithm``'s settings.
+        placement: ranks, device and autocast.
+        minibatch_stats: the last update's figures, one dict per optimizer step.
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    algorithm: AlgorithmConfig
+    placement: Placement
+    minibatch_stats: list[dict[str, float]] = field(default_factory=list, init=False)
+
+    @property
+    def ranks(self) -> Ranks:
+        return self.placement.ranks
+
+    @property
+    def device(self) -> torch.device:
+        return self.placement.device
+
+    def amp(self) -> Any:
+        """The autocast of every forward pass (:class:`Placement`)."""
+        return autocast(self.device, self.placement.autocast_dtype)
+
+    def micro_batches(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
+        """``rows`` packed into micro-batches of at most ``algorithm.micro_batch_tokens`` padded
+        tokens and ``algorithm.micro_batch_size`` rows (:func:`pack_by_tokens`)."""
+        ac = self.algorithm
+        lengths = batch.attention_mask[torch.as_tensor(rows, dtype=torch.long)].sum(1).tolist()
+        packs = pack_by_tokens(lengths, ac.micro_batch_tokens, ac.micro_batch_size)
+        return [[rows[i] for i in pack] for pack in packs]
+
+    def oversized(self, part: RolloutBatch) -> bool:
+        """A row over the token budget goes alone, checkpointed (:func:`checkpointed_if`)."""
+        return int(part.attention_mask.sum(1).max()) > self.algorithm.micro_batch_tokens
+
+    def schedule(
+        self, batch: RolloutBatch
+    ) -> Iterator[tuple[int, float, Iterator[tuple[RolloutBatch, float]]]]:
+        """``(epoch, the mini-batch's sampled tokens, this rank's micro-batches)`` for each
+        optimizer step: ``ppo_epochs`` passes over :func:`minibatch_indices`, mini-batches
+        without a sampled token left out, each mini-batch's rows split over ranks. The
+        micro-batches come one at a time, on the device, with their sampled tokens."""
+        ac = self.algorithm
+        for epoch in range(ac.ppo_epochs):
+            for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
+                mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
+                if mini_tokens == 0:
+                    continue
+                mine = [mini[i] for i in self.ranks.block(len(mini))]
+                packs = self.micro_batches(batch, mine) if mine else []
+                yield epoch, mini_tokens, self._on_device(batch, packs)
+
+    def _on_device(
+        self, batch: RolloutBatch, packs: list[list[int]]
+    ) -> Iterator[tuple[RolloutBatch, float]]:
+        for rows in packs:
+            part = batch.select(rows).to(self.device)
+            yield part, float(part.loss_mask.sum())
+
+    def step(self) -> torch.Tensor:
+        """SUM-reduce the gradients over ranks (the one-process gradient on every rank), clip
+        them to ``algorithm.grad_clip`` and take the AdamW step; returns the norm before clipping."""
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.ranks.sum_gradients(params)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.algorithm.grad_clip)
+        self.optimizer.step()
+        return grad_norm
+
+    def score_rows(
+        self, batch: RolloutBatch, names: list[str], score: Any
+    ) -> dict[str, torch.Tensor]:
+        """A no-grad pass: ``score(part)`` gives float ``[B, T-1]`` tensors, one per name of
+        ``names``, for each micro-batch of this rank's block of rows (:meth:`Ranks.block`),
+        written into zero-filled float32 ``[R, T-1]`` tensors that are then SUM-reduced in the
+        order of ``names``: the blocks are disjoint, so every rank ends with every row's values
+        exactly as its owner computed them (PPO's whitened GAE needs all of them)."""
+        out = {name: torch.zeros_like(batch.loss_mask) for name in names}
+        with torch.no_grad():
+            for rows in self.micro_batches(batch, list(self.ranks.block(batch.num_rows))):
+                part = batch.select(rows).to(self.device)
+                index, w = torch.as_tensor(rows), part.loss_mask.shape[1]
+                for name, value in score(part).items():
+                    out[name][index, :w] = value.cpu()
+        for tensor in out.values():
+            self.ranks.sum_(tensor)
+        return out
+
+
+@dataclass(eq=False)
+class Actor(_Worker):
+    """The policy's learner (verl's ``DataParallelPPOActor``, ``verl/workers/actor/dp_actor.py``):
+    the policy model, its AdamW (with the value head's parameter group under PPO with
+    ``algorithm.critic: head``), the frozen reference for the KL term.
+
+    Every log-prob (policy, old, reference, entropy) is of the sampling distribution,
+    ``log_softmax(logits / temperature)`` with ``temperature`` the rollouts' (verl's
+    convention), so the ratio and the KL are those of the policy that sampled the batch.
+
+    Attributes (besides :class:`_Worker`'s; ``model`` is the policy, a peft model with LoRA):
+        temperature: the divisor of every logit turned into a log-prob.
+        reference: the frozen initial policy (KL without LoRA), or None.
+        value_head: the value head on the policy's trunk (PPO, ``critic: head``), or None.
+        lora: the policy is a LoRA adapter: the reference is the policy with it disabled.
+    """
+
+    temperature: float
+    reference: torch.nn.Module | None = None
+    value_head: torch.nn.Module | None = None
+    lora: bool = False
+
+    def score(
+        self,
+        model: torch.nn.Module,
+        part: RolloutBatch,
+        *,
+        want_entropy: bool = False,
+        want_values: bool = False,
+    ) -> dict[str, torch.Tensor | None]:
+        """One pass of ``model`` over a micro-batch, read at its loss positions only.
+
+        Returns float32 ``[B, T-1]`` tensors (0 off the loss mask): ``logprobs`` of the sampled
+        targets under the sampling distribution (logits / temperature), ``entropy`` of that
+        distribution (if asked) and ``values`` of the value head on ``model``'s trunk (PPO with
+        ``algorithm.critic=head``, if asked). No ``[B, T, V]`` logits tensor is made
+        (:func:`baselines.llm.scoring.score_targets`).
+        """
+        with self.amp():
+            out = score_targets(
+                model,
+                part.input_ids,
+                part.attention_mask,
+                part.loss_mask,
+                temperature=self.temperature,
+                want_entropy=want_entropy,
+                want_hidden=want_values,
+            )
+            out["values"] = self.value_head(out.pop("hidden")) if want_values else None
+        return out
+
+    def needs_old_logprobs(self, num_rows: int) -> bool:
+        """Old log-probs from the pre-update pass whenever the policy moves within the batch
+        (several epochs or mini-batches); else the update's own first forward is the old policy
+        (detached: the ratio is exactly 1 and clipping starts to act from the second step)."""
+        ac = self.algorithm
+        return ac.ppo_epochs > 1 or len(minibatch_indices(num_rows, ac.ppo_mini_batch_size)) > 1
+
+    def compute_log_prob(self, batch: RolloutBatch, *, old: bool, ref: bool) -> RolloutBatch:
+        """The pre-update pass (verl's ``compute_log_prob`` and ``compute_ref_log_prob``): the
+        batch with ``old_logprobs`` (if ``old``), ``ref_logprobs`` (if ``ref``) and, with a value
+        head, ``values`` filled, float32 ``[R, T-1]``, from one pass over its micro-batches
+        (:meth:`score_rows`); the batch itself when none is needed."""
+        head = self.value_head is not None
+        if not (old or ref or head):
+            return batch
+        self.model.eval()
+
+        def score(part: RolloutBatch) -> dict[str, torch.Tensor]:
+            out = {}
+            if old or head:
+                scored = self.score(self.model, part, want_values=head)
+                if old:
+                    out["old_logprobs"] = scored["logprobs"]
+                if head:
+                    out["values"] = scored["values"].float()
+            if ref:
+                with self.model.disable_adapter() if self.lora else nullcontext():
+                    out["ref_logprobs"] = self.score(self.reference or self.model, part)["logprobs"]
+            return out
+
+        names = ["old_logprobs"] * old + ["ref_logprobs"] * ref + ["values"] * head
+        return replace(batch, **self.score_rows(batch, names, score))
+
+    def episode_entropies(self, full: RolloutBatch, shape: tuple[int, int]) -> torch.Tensor:
+        """Each episode's mean token entropy (nats) over its sampled tokens, float64 ``[G, N]``,
+        at the sampling temperature (for ``filter.metric`` entropy / entropy_std)."""
+        sums = torch.zeros(full.row_episode.max().item() + 1, dtype=torch.float64)
+        counts = torch.zeros_like(sums)
+        self.model.eval()
+        with torch.no_grad():
+            for rows in self.micro_batches(full, list(range(full.num_rows))):
+                part = full.select(rows).to(self.device)
+                scored = self.score(self.model, part, want_entropy=True)
+                mask = part.loss_mask
+                episode = full.row_episode[torch.as_tensor(rows)]
+                sums.index_add_(0, episode, (scored["entropy"] * mask).sum(1).double().cpu())
+                counts.index_add_(0, episode, mask.sum(1).double().cpu())
+        out = torch.zeros(shape[0] * shape[1], dtype=torch.float64)
+        out[: len(sums)] = sums / counts.clamp(min=1)
+        return out.view(shape)
+
+    def loss(
+        self, part: RolloutBatch, scored: dict[str, torch.Tensor | None], old: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of one micro-batch, token-mean over its sampled tokens (RAGEN-2 / verl):
+
+            loss = pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)]
+                   [+ value_coef * vf_loss  (PPO with a value head on the policy's trunk)]
+
+        ``pg_loss``: :func:`policy_loss` (clipped surrogate, DAPO's clip-higher); entropy: the
+        sampling distribution's at the sampled positions; KL: :func:`kl_penalty` (k3 bounded as
+        verl bounds it); ``vf_loss``: :func:`value_loss`. With ``algorithm.critic=model`` the
+        value loss is the critic's own (:meth:`Critic.update`), not a term here.
+        Returns the loss and detached stats.
+        """
+        ac = self.algorithm
+        mask = part.loss_mask
+        pg, stats = policy_loss(
+            scored["logprobs"], old, part.advantages, mask, ac.clip_low, ac.clip_high
+        )
+        entropy = masked_mean(scored["entropy"], mask)
+        loss = pg - ac.entropy_coef * entropy
+        stats["actor/entropy"] = entropy.detach()
+        if ac.kl_coef > 0:
+            kl = masked_mean(
+                kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator), mask
+            )
+            loss = loss + ac.kl_coef * kl
+            stats["actor/kl_ref"] = kl.detach()
+        if scored["values"] is not None:
+            vf, vstats = value_loss(
+                scored["values"], part.values, part.returns, mask, ac.value_clip
+            )
+            loss = loss + ac.value_coef * vf
+            stats.update(vstats)
+        return loss, stats
+
+    def update(
+        self, batch: RolloutBatch, *, need_old: bool, engine_logprobs: bool
+    ) -> dict[str, float]:
+        """One update on ``batch`` (its advantages set; verl's ``update_policy``): per optimizer
+        step (:meth:`schedule`), each micro-batch scored, its loss (:meth:`loss`) weighted by its
+        share of the mini-batch's sampled tokens and backpropagated; then :meth:`step`.
+
+        Args:
+            batch: rows of the kept episodes, with advantages (and old/reference log-probs and
+                values from :meth:`compute_log_prob` where needed).
+            need_old: the old log-probs come from the pre-update pass (:meth:`needs_old_logprobs`).
+            engine_logprobs: the engine reported its log-probs (``rollout/logprob_diff_*``).
+
+        Returns:
+            The logged figures: ``actor/*`` (token-weighted means over the passes,
+            ``grad_norm`` before clipping, ``optimizer_steps``, ``lr``) and, with engine
+            log-probs, ``rollout/logprob_diff_*``. The gradients are freed afterwards (as large
+            as the weights, unused until the next update).
+        """
+        figures = _Figures(batch.num_tokens, self.ranks)
+        gap = _LogprobGap(engine_logprobs, batch, from_old=need_old)
+        head = self.value_head is not None
+        self.model.train()
+        for epoch, mini_tokens, micro_batches in self.schedule(batch):
+            self.optimizer.zero_grad(set_to_none=True)
+            for part, tokens in micro_batches:
+                with checkpointed_if(self.model, self.oversized(part)):
+                    scored = self.score(self.model, part, want_entropy=True, want_values=head)
+                    gap.add(scored["logprobs"], part, epoch)
+                    old = part.old_logprobs if need_old else scored["logprobs"].detach()
+                    loss, stats = self.loss(part, scored, old)
+                    (loss * (tokens / mini_tokens)).backward()
+                figures.add(stats, tokens, mini_tokens)
+            figures.end_step(self.step())
+        self.optimizer.zero_grad(set_to_none=True)
+        self.minibatch_stats = figures.steps
+        norms = figures.grad_norms
+        return {
+            **figures.means(),
+            "actor/grad_norm": float(np.mean(norms)) if norms else math.nan,
+            "actor/optimizer_steps": float(len(norms)),
+            "actor/lr": self.algorithm.lr,
+            **gap.metrics(self.ranks),
+        }
+
+
+@dataclass(eq=False)
+class Critic(_Worker):
+    """PPO's separate critic model (``algorithm.critic: model``; verl's
+    ``DataParallelPPOCritic``, ``verl/workers/critic/dp_critic.py``): a
+    :class:`baselines.llm.critic.CriticModel` and its own AdamW (``algorithm.critic_lr``), with
+    the actor's mini-batches and micro-batches (see the module docstring for why its own loop
+    gives the numbers of running it inside the actor's)."""
+
+    def compute_values(self, batch: RolloutBatch) -> torch.Tensor:
+        """The critic's values of every row, float32 ``[R, T-1]`` (verl's ``compute_values``)."""
+        self.model.eval()
+        scored = self.score_rows(batch, ["values"], lambda part: {"values": self.values(part)})
+        return scored["values"]
+
+    def values(self, part: RolloutBatch) -> torch.Tensor:
+        """The critic model's values of a micro-batch, float32 ``[B, T-1]``."""
+        with self.amp():
+            return self.model(part.input_ids, part.attention_mask)
+
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """verl's ``update_critic`` (``ragen/workers/critic/dp_critic.py:244-257``): per
+        optimizer step, each micro-batch's :func:`value_loss` alone (no coefficient), weighted by
+        its token share as the actor's; its own SUM-reduction, clipping and AdamW step.
+
+        Returns ``critic/*``: the value-loss figures and ``critic/grad_norm`` (before clipping,
+        as ``actor/grad_norm``; the policy's stays its own)."""
+        ac = self.algorithm
+        figures = _Figures(batch.num_tokens, self.ranks)
+        self.model.train()
+        for _epoch, mini_tokens, micro_batches in self.schedule(batch):
+            self.optimizer.zero_grad(set_to_none=True)
+            for part, tokens in micro_batches:
+                with checkpointed_if(self.model.model, self.oversized(part)):
+                    vf, stats = value_loss(
+                        self.values(part), part.values, part.returns, part.loss_mask, ac.value_clip
+                    )
+                    (vf * (tokens / mini_tokens)).backward()
+                figures.add(stats, tokens, mini_tokens)
+            figures.end_step(self.step())
+        self.optimizer.zero_grad(set_to_none=True)  # as large as its weights: freed
+        self.minibatch_stats = figures.steps
+        norms = figures.grad_norms
+        return {**figures.means(), **({"critic/grad_norm": float(np.mean(norms))} if norms else {})}
