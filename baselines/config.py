@@ -205,8 +205,8 @@ def sampling_settings(rollout: Any, /, **overrides: Any) -> SamplingSettings:
 
     Args:
         rollout: a :class:`RolloutConfig`, or whatever else holds those fields by the same names:
-            an object's attributes (the TRL rollout) or a mapping's keys (the ``hf:`` agent's
-            arguments). A field it lacks keeps the ``SamplingSettings`` default.
+            an object's attributes (the TRL rollout, the ``hf:`` agent) or a mapping's keys. A
+            field it lacks keeps the ``SamplingSettings`` default.
         overrides: settings that replace or add to those (TRL's own temperature and top-p, its
             stop strings).
 

@@ -98,13 +98,13 @@ class HFAgent(Agent):
         self.model.eval()
         self.device = next(self.model.parameters()).device
         self.engine = HFEngine(self.model, self.tokenizer)
-        self.sampling = sampling_settings(locals())  # its arguments of the same names
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.batch_size = int(batch_size)
         self.think_prefix = bool(think_prefix)
         self.max_context_tokens = int(max_context_tokens)
+        self.sampling = sampling_settings(self)  # the attributes above, by the same names
         self.seed = int(seed)
         self._contexts: dict[int, Any] = {}
         self.prompt_ids: dict[int, list[list[int]]] = {}
