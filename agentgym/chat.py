@@ -5,7 +5,7 @@ budget). Each user message holds ``Turn t:``, the reward of the previous turn (a
 if it was), the state, and the actions left; each assistant message is the policy's reply verbatim.
 The trainer and the eval harness both build prompts from :class:`ChatEpisode`, so a model sees the
 same text in training and in evaluation. The chat template that turns these messages into a
-prompt runs in :func:`baselines.episodes.render_prompt` (under CPU and memory limits: a
+prompt runs in :func:`baselines.llm.prompts.render_prompt` (under CPU and memory limits: a
 checkpoint's template is untrusted code), since rendering needs transformers.
 
 Example:

@@ -6,7 +6,7 @@ whole batch at once) and steps each environment with its action. What differs be
 only the policy callback:
 
 - ``baselines.episodes.collect_rollouts`` (trainer rollouts and validation): the callback renders
-  each prompt as token ids (:class:`baselines.episodes.TokenContext`), generates with the rollout
+  each prompt as token ids (:class:`baselines.llm.prompts.TokenContext`), generates with the rollout
   engine and returns each reply as an :class:`Action` whose ``sample`` holds the prompt and
   sampled ids (:class:`baselines.episodes.Sample`), which the loop keeps on the turn's
   :class:`Step`: one record per turn. A prompt that no longer fits the context ends its episode

@@ -61,6 +61,20 @@ from baselines.checkpoint import open_new_file
 from baselines.llm.engines import HFEngine, RolloutEngine, SamplingSettings
 from baselines.llm.prompts import TokenContext, TrainingRow, think_prefix_for, turn_prompt
 
+__all__ = [
+    "TRAIN_STREAM",
+    "VALIDATION_STREAM",
+    "episode_seed",
+    "episode_generators",
+    "Sample",
+    "EpisodeRecord",
+    "collect_rollouts",
+    "episode_json",
+    "write_rollouts",
+    "rollout_metrics",
+    "vocabulary_texts",
+]
+
 #: :func:`episode_seed` streams: training rollouts and validation episodes never share a seed.
 TRAIN_STREAM = 0
 
@@ -375,3 +389,35 @@ def write_rollouts(path: str | os.PathLike[str], episodes: list[EpisodeRecord], 
         for episode in episodes:
             fh.write(json.dumps({"step": step, **episode_json(episode)}, allow_nan=False) + "\n")
     os.replace(tmp, target)
+
+
+def rollout_metrics(episodes: list[EpisodeRecord], prefix: str) -> dict[str, float]:
+    """Episode statistics under ``prefix`` (``rollout/`` or ``val/``)."""
+    rewards = [e.total_reward for e in episodes]
+    turns = [len(e.turns) for e in episodes]
+    tokens = [len(t.sample.sampled_ids) for e in episodes for t in e.turns]
+    return {
+        f"{prefix}reward_mean": float(np.mean(rewards)),
+        f"{prefix}reward_std": float(np.std(rewards)),
+        f"{prefix}success_rate": float(np.mean([e.success for e in episodes])),
+        f"{prefix}valid_action_rate": float(np.mean([e.valid_turn_fraction for e in episodes])),
+        f"{prefix}turns_mean": float(np.mean(turns)),
+        f"{prefix}response_tokens_mean": float(np.mean(tokens)) if tokens else 0.0,
+    }
+
+
+def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> list[str]:
+    """Instructions and first observations of some episodes (the ``tiny`` model's vocabulary)."""
+    env = gym.make(env_id, **env_kwargs)
+    texts = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        texts += [obs, info["instructions"]]
+        for action in (info.get("valid_actions") or [])[:8]:
+            texts.append(action)
+    env.close()
+    texts.append(
+        "Turn State You have actions left up to this turn Reward Your last reply was "
+        "invalid nothing happened system user assistant"
+    )
+    return texts

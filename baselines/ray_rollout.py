@@ -103,7 +103,8 @@ class EnvWorker:
 
 
 class RayEnvPool:
-    """``num_workers`` Ray actors stepping ``agentgym`` environments for :func:`collect_rollouts`.
+    """``num_workers`` Ray actors stepping ``agentgym`` environments for
+    :func:`baselines.episodes.collect_rollouts`.
 
     Args:
         env_id: a registered agentgym id.

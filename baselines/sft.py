@@ -8,7 +8,7 @@ messages whose assistant turns are ``<think>reasoning naming what the oracle saw
 from the start and cannot show template collapse; a warm-started one starts near the MI ceiling.
 
 Each assistant turn becomes one example, built with the trainer's own episode-loop prompt
-builder (:class:`baselines.episodes.TokenContext`, see :func:`build_examples`):
+builder (:class:`baselines.llm.prompts.TokenContext`, see :func:`build_examples`):
 
 - prompt: exactly the ids :func:`baselines.episodes.collect_rollouts` gives the engine on that
   turn of the same seed when the policy had written the oracle's earlier replies (the chat
@@ -257,7 +257,7 @@ def build_examples(
 ) -> list[SFTExample]:
     """One example per assistant message of a chat, token-exactly as the RL episode loop sees it.
 
-    The chat is replayed through :class:`baselines.episodes.TokenContext`, the trainer's own
+    The chat is replayed through :class:`baselines.llm.prompts.TokenContext`, the trainer's own
     prompt builder: each turn's prompt ids are what :func:`baselines.episodes.collect_rollouts`
     gives the engine when the policy had sampled the oracle's earlier replies. A reply's target
     is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token

@@ -95,7 +95,7 @@ from baselines.checkpoint import (
     write_learner_files,
 )
 from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
-from baselines.config import TrainConfig, config_to_dict
+from baselines.config import TrainConfig, config_to_dict, sampling_settings
 from baselines.distributed import Ranks, world_size_from_environment
 from baselines.episodes import (
     TRAIN_STREAM,
@@ -103,10 +103,12 @@ from baselines.episodes import (
     EpisodeRecord,
     collect_rollouts,
     episode_generators,
+    rollout_metrics,
+    vocabulary_texts,
     write_rollouts,
 )
 from baselines.llm.critic import CriticModel, ValueHead
-from baselines.llm.engines import SamplingSettings, logit_temperature
+from baselines.llm.engines import SamplingSettings, logit_temperature, make_engine
 from baselines.llm.policy import load_policy
 from baselines.llm.scoring import autocast, resolve_autocast, set_checkpointing
 from baselines.llm.threads import set_torch_threads
@@ -115,30 +117,12 @@ from baselines.rl.batch import (
     build_batch,
     gae_token_advantages,
     grpo_token_advantages,
+    kept_rows,
 )
-from baselines.rl.filtering import snr_filter
+from baselines.rl.filtering import no_group_gradient, snr_filter
 from baselines.update import Actor, Critic, Placement
 
-__all__ = ["Trainer", "signal_removed_groups", "vocabulary_texts"]
-
-
-def vocabulary_texts(env_id: str, env_kwargs: dict[str, Any], seeds: range) -> list[str]:
-    """Instructions and first observations of some episodes (the ``tiny`` model's vocabulary)."""
-    import gymnasium as gym
-
-    env = gym.make(env_id, **env_kwargs)
-    texts = []
-    for seed in seeds:
-        obs, info = env.reset(seed=seed)
-        texts += [obs, info["instructions"]]
-        for action in (info.get("valid_actions") or [])[:8]:
-            texts.append(action)
-    env.close()
-    texts.append(
-        "Turn State You have actions left up to this turn Reward Your last reply was "
-        "invalid nothing happened system user assistant"
-    )
-    return texts
+__all__ = ["Trainer", "signal_removed_groups"]
 
 
 def release_memory() -> None:
@@ -194,23 +178,6 @@ def signal_removed_groups(fraction: float, num_groups: int, seed: int, step: int
         return []
     rng = np.random.default_rng([seed, step, SIGNAL_SEED_SALT])
     return sorted(int(g) for g in rng.choice(num_groups, num_groups - keep, replace=False))
-
-
-def kept_rows(full: RolloutBatch, kept: list[int]) -> RolloutBatch:
-    """The rows of the episodes ``kept`` (indices into ``full``'s episodes, ascending), their
-    episodes numbered ``0 .. len(kept) - 1``: the batch :func:`build_batch` makes of those
-    episodes (the same rows in the same order, trimmed to their longest row), taken from the
-    step's one batch instead of built a second time.
-
-    Raises:
-        ValueError: no rows (no kept episode sampled a token), as :func:`build_batch`.
-    """
-    episodes = torch.tensor(kept, dtype=torch.long)
-    rows = torch.isin(full.row_episode, episodes).nonzero().flatten().tolist()
-    if not rows:
-        raise ValueError("no training rows: no episode sampled a token")
-    batch = full.select(rows)
-    return replace(batch, row_episode=torch.searchsorted(episodes, batch.row_episode))
 
 
 def _seed_everything(seed: int) -> None:
@@ -279,8 +246,6 @@ class Trainer:
         _seed_everything(config.train.seed)
         texts = vocabulary_texts(rc.env_id, rc.env_kwargs, range(32)) if mc.path == "tiny" else None
         source = str(self.checkpoint_dir) if resume else mc.path
-        if resume and mc.path == "tiny":
-            source = str(self.checkpoint_dir)
         # Float32 master weights and AdamW state whatever model.dtype says; model.dtype picks the
         # autocast of the forward/backward passes (baselines.llm.scoring.resolve_autocast).
         model, self.tokenizer = load_policy(
@@ -348,13 +313,9 @@ class Trainer:
         self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
             self._load_state()
-        from baselines.config import sampling_settings
-
         self.sampling: SamplingSettings = sampling_settings(rc)
         # The rollout engine (started once per run) and, with rollout.ray_workers, the Ray
         # actors that own the environments.
-        from baselines.llm.engines import make_engine
-
         self.owns_engine = engine is None
         if engine is None:
             engine = make_engine(
@@ -511,21 +472,6 @@ class Trainer:
             )
         return self.ranks.gather(episodes), timings
 
-    @staticmethod
-    def rollout_metrics(episodes: list[EpisodeRecord], prefix: str) -> dict[str, float]:
-        """Episode statistics under ``prefix`` (``rollout/`` or ``val/``)."""
-        rewards = [e.total_reward for e in episodes]
-        turns = [len(e.turns) for e in episodes]
-        tokens = [len(t.sample.sampled_ids) for e in episodes for t in e.turns]
-        return {
-            f"{prefix}reward_mean": float(np.mean(rewards)),
-            f"{prefix}reward_std": float(np.std(rewards)),
-            f"{prefix}success_rate": float(np.mean([e.success for e in episodes])),
-            f"{prefix}valid_action_rate": float(np.mean([e.valid_turn_fraction for e in episodes])),
-            f"{prefix}turns_mean": float(np.mean(turns)),
-            f"{prefix}response_tokens_mean": float(np.mean(tokens)) if tokens else 0.0,
-        }
-
     def _diagnostics(self, episodes: list[EpisodeRecord], step: int) -> dict[str, float]:
         """MI diagnostics on the batch's (prompt ids, reasoning ids) pairs, at the sampling
         temperature: :func:`baselines.collapse.episode_mi_diagnostics` (the TRL integration
@@ -633,7 +579,7 @@ class Trainer:
         if self.ranks.is_main:
             self._on_rollout(step, episodes)  # hook: sample episodes as text
         metrics: dict[str, float] = {"step": float(step)}
-        metrics.update(self.rollout_metrics(episodes, "rollout/"))
+        metrics.update(rollout_metrics(episodes, "rollout/"))
         if cfg.train.dump_rollouts and self.ranks.is_main:
             self._dump_rollouts(episodes, step)
         P, N = cfg.rollout.num_groups, cfg.rollout.group_size
@@ -657,20 +603,9 @@ class Trainer:
         kept = [g * N + n for g in kept_groups for n in range(N)]
         metrics["filter/tokens_before"] = float(full.num_tokens)
         self._phase("update (forward/backward)")  # hook: live progress
-        spread = rewards.amax(1) - rewards.amin(1)
-        regularised = cfg.algorithm.entropy_coef != 0 or cfg.algorithm.kl_coef > 0
-        if (
-            cfg.algorithm.name != "ppo"
-            and kept
-            and not regularised
-            and bool((spread[kept_groups] == 0).all())
-        ):
-            # Every kept group has equal rewards, so every GRPO advantage is 0 and, with no
-            # entropy or KL term, the loss and its gradient are exactly 0: no update (RAGEN steps
-            # anyway, moving the weights on Adam's momentum alone; docs/ragen2.md). With an entropy
-            # or KL term the step is taken, as RAGEN takes it: that is how the regularisers come
-            # to dominate a weak task signal (RAGEN-2's template collapse).
-            kept = []
+        ac = cfg.algorithm
+        if kept and ac.name != "ppo" and no_group_gradient(rewards[kept_groups], ac):
+            kept = []  # every advantage 0, no regulariser: the loss and its gradient are 0
         if kept:
             batch = kept_rows(full, kept)
             if removed:  # PPO reads the turns' rewards from the rows
@@ -696,7 +631,6 @@ class Trainer:
         metrics.update(timings)
         if diag:
             metrics.update({f"collapse/{key}": value for key, value in diag.items()})
-        if diag:
             # Entropy: the per-token conditional entropy estimate of the whole diagnostic
             # sample (before filtering), not the kept groups' actor entropy. An evaluation with
             # nothing to score still gets a state (format_collapsed / insufficient_sample).
@@ -734,7 +668,7 @@ class Trainer:
             )
         episodes = self.ranks.gather(episodes)
         self.last_val_episodes = episodes
-        return self.rollout_metrics(episodes, "val/")
+        return rollout_metrics(episodes, "val/")
 
     def _dump_rollouts(self, episodes: list[EpisodeRecord], step: int) -> None:
         """``train.dump_rollouts``: ``rollouts/step_NNNNNN.jsonl`` (format:

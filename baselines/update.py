@@ -67,9 +67,8 @@ __all__ = ["Actor", "Critic", "Placement"]
 
 
 class _Meter:
-    """Weighted sums of the logged figures: ``add(stats, w)`` adds ``w * value`` for each name;
-    ``means()`` divides by the total weight of the passes (so each figure is the token-weighted
-    mean over one pass, averaged over ``ppo_epochs`` passes)."""
+    """Weighted sums of the logged figures: ``add(stats, w)`` adds ``w * value`` for each name and
+    ``w`` to the total weight (:meth:`_Figures.means` divides by it)."""
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
@@ -104,6 +103,8 @@ class _Figures:
         self.step = _Meter()
 
     def means(self) -> dict[str, float]:
+        """Each figure's sum over the total weight of the passes: the token-weighted mean over one
+        pass, averaged over ``ppo_epochs`` passes (summed over ranks first)."""
         sums, weight = self.meter.sums, self.meter.weight
         if self.ranks.distributed:
             sums = self.ranks.sum_floats(sums)

@@ -6,7 +6,7 @@ same machine load: ``tokenizer.apply_chat_template(..., tokenize=False)`` in thi
 :func:`baselines.llm.chat_template.render_chat_template` (the same text from a worker under CPU,
 memory and wall limits). Prints the median per render and the overhead, plus the first render's
 wait for a worker to start (once per process), and one turn of the trainer's prompt path
-(:meth:`baselines.episodes.TokenContext.prompt`: render + tokenise the new part).
+(:meth:`baselines.llm.prompts.TokenContext.prompt`: render + tokenise the new part).
 
 Usage::
 

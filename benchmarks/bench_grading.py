@@ -2,8 +2,8 @@
 
 * CodeExec: for each back end (``process``; ``docker`` when ``$DOCKER_HOST`` answers with the
   image), grade the canonical solution of every ``--stride``-th HumanEval problem, one
-  :func:`agentgym.envs.code_exec.grade` call (one sandbox run) per problem, and print the p50/p95
-  of the wall-clock time per problem (host-side test planning and verdicts included).
+  :func:`agentgym.envs.code_exec_grading.grade` call (one sandbox run) per problem, and print the
+  p50/p95 of the wall-clock time per problem (host-side test planning and verdicts included).
 * Math: :func:`agentgym.answers.check_answer` over a fixed list of (reference, answer) pairs
   (numbers, fractions, LaTeX, several-part answers, a slow power), repeated ``--math-rounds``
   times; prints checks/s, and the deadline's overhead per check: the same checks in this process

@@ -187,7 +187,7 @@ def bench_turns(args: argparse.Namespace) -> None:
 
 
 def _tiny_texts() -> list[str]:
-    from baselines.trainer import vocabulary_texts
+    from baselines.episodes import vocabulary_texts
 
     return vocabulary_texts(ENV, {}, range(32))
 

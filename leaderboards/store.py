@@ -5,7 +5,7 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
 * ``submissions``: one row per accepted bundle: ``id``, ``name`` (the submitter's), the agent's
   ``agent_name``, ``agent_spec`` and ``agent_description``, ``agentgym_version``, ``created``
   (the bundle's time), ``submitted`` (UTC), ``digest`` (UNIQUE: see
-  :func:`leaderboards.verify.bundle_digest`) and ``bundle`` (the zlib-compressed JSON, so an entry
+  :func:`agentgym.bundle.bundle_digest`) and ``bundle`` (the zlib-compressed JSON, so an entry
   can be verified again later).
 * ``results``: one row per (submission, env, normalised task parameters) with the figures
   recomputed by the replay: episodes, errors, successes, success rate and its 95% Wilson
@@ -22,7 +22,7 @@ below 18 in 20, 69.9%). It ranks only entries with at least the env's ``min_rank
 episodes (declared in the registry, :class:`agentgym.registration.EnvEntry`); shorter entries are
 listed after the ranked ones, unranked.
 
-A duplicate is refused: the same bundle (:func:`leaderboards.verify.bundle_digest`), or a run
+A duplicate is refused: the same bundle (:func:`agentgym.bundle.bundle_digest`), or a run
 whose episodes on every seed it shares with a stored entry's run on the same board are that
 entry's episodes (the same actions): two overlapping windows of one run are one entry.
 

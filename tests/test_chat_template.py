@@ -2,7 +2,7 @@
 
 The renders equal ``apply_chat_template(..., tokenize=False)`` byte for byte; a template that loops
 for hours or asks for gigabytes stops with a clear error within its limit, through the trainer's
-own prompt renderer (:func:`baselines.episodes.render_prompt`), and leaves no process behind.
+own prompt renderer (:func:`baselines.llm.prompts.render_prompt`), and leaves no process behind.
 Timing assertions are hang guards with a minute of slack (the machine is shared), never speed.
 """
 

@@ -212,8 +212,8 @@ def test_sample_rows_draws_each_row_from_its_own_generator() -> None:
 
 @pytest.fixture(scope="module")
 def tiny():
+    from baselines.episodes import vocabulary_texts
     from baselines.llm.policy import load_policy
-    from baselines.trainer import vocabulary_texts
 
     texts = vocabulary_texts("agentgym/FrozenLake-v0", {}, range(32))
     return load_policy("tiny", device="cpu", dtype="float32", texts=texts, seed=0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from baselines.config import load_config
-from baselines.episodes import collect_rollouts
+from baselines.episodes import collect_rollouts, vocabulary_texts
 from baselines.llm.engines import (
     Generation,
     HFEngine,
@@ -25,7 +25,6 @@ from baselines.llm.engines import (
 )
 from baselines.llm.engines.hf import _top_p_filter
 from baselines.llm.policy import load_policy
-from baselines.trainer import vocabulary_texts
 from tests.helpers import first_prompt_ids
 
 ENV = "agentgym/Sokoban-v0"

@@ -370,7 +370,7 @@ def test_a_reasoning_gym_config_is_bounded_before_anything_is_built(
 def _errored(bundle: dict[str, Any], error_return: float | None, played: int) -> dict[str, Any]:
     """Every episode but the first ``played`` errored before its first step (record return 0,
     which beats random's -0.5), summarised with ``error_return`` as
-    :func:`agentgym.eval.summarize` takes it."""
+    :func:`agentgym.bundle.summarize` takes it."""
     bundle = copy.deepcopy(bundle)
     run = bundle["runs"][0]
     for episode in run["episodes"][played:]:

@@ -18,11 +18,11 @@ import ray  # noqa: E402  (the `ray` extra is part of `dev`: CI always has it)
 import torch
 
 from baselines.config import load_config
-from baselines.episodes import collect_rollouts
+from baselines.episodes import collect_rollouts, vocabulary_texts
 from baselines.llm.engines import HFEngine, SamplingSettings
 from baselines.llm.policy import load_policy
 from baselines.ray_rollout import RayEnvPool
-from baselines.trainer import Trainer, vocabulary_texts
+from baselines.trainer import Trainer
 from sandboxes.web.browser import PROFILE_PREFIX
 from tests.test_sandbox_docker import _containers, _docker_or_fail
 

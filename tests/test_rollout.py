@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from baselines.collapse.reasoning import extract_reasoning
-from baselines.episodes import collect_rollouts
+from baselines.episodes import collect_rollouts, vocabulary_texts
 from baselines.llm.engines import SamplingSettings
 from baselines.llm.policy import load_policy
-from baselines.trainer import vocabulary_texts
 
 
 def test_extract_reasoning():

@@ -2,8 +2,8 @@
 
 The independent implementation compared against is the plain one every trainer used before:
 ``log_softmax(model(...).logits / T)`` at every position, gathered at the targets, with the
-entropy of the same full tensor (:func:`baselines.rl.losses.logprobs_from_logits`,
-:func:`baselines.rl.losses.entropy_from_logits`). Values and gradients must agree in float32.
+entropy of the same full tensor (:func:`baselines.llm.scoring.logprobs_from_logits`,
+:func:`baselines.llm.scoring.entropy_from_logits`). Values and gradients must agree in float32.
 """
 
 from __future__ import annotations

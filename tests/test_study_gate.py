@@ -26,8 +26,8 @@ def test_gate_rule_by_hand() -> None:
 def test_random_init_model_fails_the_mi_check() -> None:
     """The FrozenLake fault of the earlier study: a model whose reasoning carries nothing about
     its prompt (here a random-init tiny policy) scores the oracle's reasoning at MI near 0."""
+    from baselines.episodes import vocabulary_texts
     from baselines.llm.policy import load_policy
-    from baselines.trainer import vocabulary_texts
 
     env_id = "agentgym/Bandit-v0"
     texts = vocabulary_texts(env_id, {}, range(32))

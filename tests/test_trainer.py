@@ -343,8 +343,8 @@ def test_diagnostics_score_the_think_block_and_the_mi_bound_is_the_prompt_entrop
         "diagnostics.max_pairs=16",
         "diagnostics.permutations=8",
     )
+    from baselines.episodes import vocabulary_texts
     from baselines.llm.policy import load_policy
-    from baselines.trainer import vocabulary_texts
 
     texts = vocabulary_texts(config.rollout.env_id, config.rollout.env_kwargs, range(32))
     _, tok = load_policy("tiny", texts=texts, seed=config.train.seed)

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from baselines.config import DiagnosticsConfig, load_config
+from baselines.episodes import vocabulary_texts
 from baselines.integrations.trl import (
     AgentgymGRPOTrainer,
     AgentgymRollout,
@@ -27,7 +28,7 @@ from baselines.integrations.trl import (
 from baselines.llm.policy import load_policy
 from baselines.rl.filtering import FilterConfig, snr_filter
 from baselines.tracking import METRIC_NAMES
-from baselines.trainer import Trainer, vocabulary_texts
+from baselines.trainer import Trainer
 from tests.helpers import ROOT, FakeEngine, cpu_grpo_config
 from tests.test_episodes import DROP_REASONING, ScriptedEngine
 

@@ -1,6 +1,9 @@
 """The collapse detector: :class:`ZScoreTracker` follows the MI z-scores over training and gives
-each evaluation a state (:data:`STATES`). See :mod:`baselines.collapse.mi` for the estimates it
-reads (RAGEN-2, ``ragen/trainer/collapse_metrics.py``).
+each evaluation a state (:data:`STATES`): dependent, collapsed (template collapse, a flag with
+hysteresis), format-collapsed, never dependent, too small a sample, or undecided, telling a policy
+that collapsed from one that never depended on its input or stopped writing reasonings. See
+:mod:`baselines.collapse.mi` for the estimates it reads (RAGEN-2,
+``ragen/trainer/collapse_metrics.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from baselines.collapse.mi import RAGEN_STD_EPS
+
+__all__ = [
+    "STATES",
+    "DetectorSettings",
+    "ZScoreTracker",
+]
 
 #: The states :class:`ZScoreTracker` gives each evaluation (``collapse/state_<name>`` one-hot).
 STATES = (
@@ -120,13 +129,14 @@ class DetectorSettings:
 class ZScoreTracker(DetectorSettings):
     """Moving averages of the z-scores, and a state for every evaluation with stated error rates.
 
-    Call :meth:`update` once per diagnostic evaluation with the dict of :func:`mi_metrics` plus the
-    trainer's sample statistics (``valid_thinking_rate``; ``num_reasonings`` and ``num_prompts``
-    come with :func:`mi_metrics`), or with those statistics alone when too few prompts kept a
-    reasoning to score. The entropy is the policy's mean token entropy over the **whole** batch,
-    or, when not passed, ``conditional_entropy_est_per_token`` of the metrics (the diagnostic
-    sample is drawn from the whole batch before filtering; the kept groups' entropy moves with
-    what the filter keeps).
+    Call :meth:`update` once per diagnostic evaluation with the dict of
+    :func:`~baselines.collapse.mi.mi_metrics` plus the trainer's sample statistics
+    (``valid_thinking_rate``; ``num_reasonings`` and ``num_prompts`` come with
+    :func:`~baselines.collapse.mi.mi_metrics`), or with those statistics alone when too few
+    prompts kept a reasoning to score. The entropy is the policy's mean token entropy over the
+    **whole** batch, or, when not passed, ``conditional_entropy_est_per_token`` of the metrics
+    (the diagnostic sample is drawn from the whole batch before filtering; the kept groups'
+    entropy moves with what the filter keeps).
 
     Each evaluation gets one state (:data:`STATES`), the first rule that applies:
 
@@ -328,12 +338,12 @@ class ZScoreTracker(DetectorSettings):
         """Record one evaluation.
 
         Args:
-            metrics: output of :func:`mi_metrics` (needs ``mi_zscore``, ``mi_estimate``,
-                ``mi_upper_bound``, ``mi_pvalue``, ``num_reasonings``, ``num_prompts``; and
-                ``conditional_entropy_est_per_token`` when ``entropy`` is None), with the
-                trainer's ``valid_thinking_rate`` when known; or, for an evaluation with nothing
-                to score, only the sample statistics (``num_reasonings``, ``num_prompts``,
-                ``valid_thinking_rate``). The RAGEN moving averages are added when
+            metrics: output of :func:`~baselines.collapse.mi.mi_metrics` (needs ``mi_zscore``,
+                ``mi_estimate``, ``mi_upper_bound``, ``mi_pvalue``, ``num_reasonings``,
+                ``num_prompts``; and ``conditional_entropy_est_per_token`` when ``entropy`` is
+                None), with the trainer's ``valid_thinking_rate`` when known; or, for an
+                evaluation with nothing to score, only the sample statistics (``num_reasonings``,
+                ``num_prompts``, ``valid_thinking_rate``). The RAGEN moving averages are added when
                 ``ragen_marginal_std`` (and ``_seq``) are present.
             entropy: mean policy token entropy (nats) over the whole batch at this evaluation;
                 None reads the per-token conditional entropy estimate from ``metrics``.

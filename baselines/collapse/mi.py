@@ -1,12 +1,13 @@
-"""Mutual-information diagnostics of template collapse (RAGEN-2, "Reasoning Collapse in Agentic RL").
+"""Mutual-information estimate of template collapse (RAGEN-2, "Reasoning Collapse in Agentic RL").
 
 Template collapse: the policy's reasonings z stay diverse (high entropy within an input) but stop
 depending on the input x: the mutual information I(X; Z) falls to zero, so z is a template that
-could have been written for any prompt. Token entropy alone cannot see it; these diagnostics can.
+could have been written for any prompt. Token entropy alone cannot see it; this estimate can.
 
-Teacher-force every sampled reasoning z_m against every distinct prompt x_j of the sample, giving
-the matrix ``loglik[m, j] = l_j(z_m) = log p(z_m | x_j)`` (:func:`score_matrix`); then
-(:func:`mi_metrics`), with i(m) the prompt z_m was sampled from and w_j the mixture weights:
+Every sampled reasoning z_m is teacher-forced against every distinct prompt x_j of the sample,
+giving the matrix ``loglik[m, j] = l_j(z_m) = log p(z_m | x_j)``
+(:func:`baselines.collapse.scorer.score_matrix`); from it :func:`mi_metrics` computes, with i(m)
+the prompt z_m was sampled from and w_j the mixture weights:
 
     marginal(z_m)  = log sum_j w_j exp(l_j(z_m))             (log p(z_m) under the prompt mixture)
     mi_estimate    = mean_m [ l_{i(m)}(z_m) - marginal(z_m) ]
@@ -18,12 +19,12 @@ pointwise MI of a sample (x, z) ~ p(x, z), so the mean is an unbiased Monte Carl
 when the weights are the true prompt distribution, and ``mi_estimate <= log K`` always holds for
 uniform weights (since l_{i(m)} <= logsumexp_j l_j).
 
-:func:`reasoning_text` and :func:`mi_pairs` pick the reasonings z from the replies as RAGEN does
-(the stripped text between ``<think>`` and ``</think>``; empty or unclosed ones dropped).
-:class:`ZScoreTracker` follows the z-scores over training and gives each evaluation a state
-(:data:`STATES`): dependent, collapsed (template collapse, a flag with hysteresis), format-collapsed,
-never dependent, too small a sample, or undecided, telling a policy that collapsed from one that
-never depended on its input or stopped writing reasonings.
+:func:`mi_pairs` picks the (prompt, reasoning) pairs from the replies as RAGEN does
+(:func:`baselines.collapse.reasoning.reasoning_text`: the stripped text between ``<think>`` and
+``</think>``; empty or unclosed ones dropped), and :func:`retrieval_chance` gives the chance level
+the retrieval accuracy is compared with. The detector that follows the z-scores over training and
+gives each evaluation a state is :class:`baselines.collapse.detector.ZScoreTracker`
+(:data:`baselines.collapse.detector.STATES`).
 
 Names next to RAGEN's (mll-lab-nu/RAGEN ``ragen/trainer/collapse_metrics.py``):
 ``mi_estimate`` (summed log-likelihoods, our headline: an MI estimate in nats) is RAGEN's
@@ -31,7 +32,8 @@ Names next to RAGEN's (mll-lab-nu/RAGEN ``ragen/trainer/collapse_metrics.py``):
 ``collapse/mi_estimate`` (per-token means, ``:551-555,599-601``), which is not an estimate of
 I(X; Z) (a difference of per-token averages), kept for comparison. ``mi_zscore`` is our permutation
 z-score; RAGEN's MI-ZScore is ``ragen_mi_zscore`` (``:305-313``) and its moving form
-``ragen_mi_zscore_ema`` (:class:`ZScoreTracker`, ``:315-323,336-342``).
+``ragen_mi_zscore_ema`` (kept by :class:`~baselines.collapse.detector.ZScoreTracker`,
+``:315-323,336-342``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ import torch
 from torch import Tensor
 
 from baselines.collapse.reasoning import reasoning_text
+
+__all__ = [
+    "RETRIEVAL_KS",
+    "RAGEN_STD_EPS",
+    "mi_pairs",
+    "retrieval_chance",
+    "mi_metrics",
+]
 
 # -inf log-likelihoods (impossible under a prompt) are replaced by this floor so the permutation
 # null stays finite; exp(-1e30) is 0 in float64, so logsumexp and the MI estimate are unchanged.
@@ -59,7 +69,8 @@ RAGEN_STD_EPS = 1e-3
 def mi_pairs(
     prompts: Sequence[str], responses: Sequence[str], special_tokens: Sequence[str] = ()
 ) -> tuple[list[str], list[str], Tensor, dict[str, float]]:
-    """(prompt, reasoning) pairs for :func:`score_matrix`, empty reasonings dropped.
+    """(prompt, reasoning) pairs for :func:`baselines.collapse.scorer.score_matrix`, empty
+    reasonings dropped.
 
     Args:
         prompts: the generation prompt of each reply (everything before z, ``<think>`` included).
@@ -219,7 +230,8 @@ def mi_metrics(
 
     Args:
         loglik: float ``[M, K]``: ``log p(z_m | x_j)`` summed over the tokens of z_m (e.g. from
-            :func:`score_matrix`). ``-inf`` is allowed off the matched prompt.
+            :func:`baselines.collapse.scorer.score_matrix`). ``-inf`` is allowed off the
+            matched prompt.
         prompt_index: integer ``[M]``: the prompt each z_m was sampled from, in [0, K).
         lengths: optional integer ``[M]``, >= 1: token count of each z_m. When given, the
             ``*_per_token`` keys repeat the MI, entropies and z-score on ``loglik / lengths``.

@@ -102,7 +102,7 @@ def reasoning_text(response: str, special_tokens: Sequence[str] = ()) -> str:
 
     Returns:
         z, possibly ``""`` (no closed think block, or only white space in it): such a reply has
-        no reasoning to score, and :func:`mi_pairs` drops it.
+        no reasoning to score, and :func:`baselines.collapse.mi.mi_pairs` drops it.
 
     Example:
         >>> reasoning_text("<think> arm A paid 0.7 </think><answer>A</answer>")

@@ -16,6 +16,12 @@ from baselines.collapse.mi import mi_metrics
 from baselines.collapse.reasoning import reasoning_span
 from baselines.llm.scoring import head_logprobs, logprobs_from_logits, trunk
 
+__all__ = [
+    "score_matrix",
+    "score_matrix_naive",
+    "episode_mi_diagnostics",
+]
+
 
 @contextmanager
 def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
@@ -214,8 +220,8 @@ def episode_mi_diagnostics(
 
     One function for the agentgym trainer (``Trainer._diagnostics``) and the TRL integration
     (:class:`baselines.integrations.trl.AgentgymGRPOTrainer`). z is RAGEN-2's reasoning taken
-    token-exact (:func:`baselines.episodes.reasoning_span`: the sampled ids between the think
-    tags of a block that opens the reply; empty, unclosed and special-id spans dropped). Up to
+    token-exact (:func:`baselines.collapse.reasoning.reasoning_span`: the sampled ids between the
+    think tags of a block that opens the reply; empty, unclosed and special-id spans dropped). Up to
     ``config.max_pairs`` pairs are drawn among the valid z (``numpy`` generator seeded
     ``seed * 7919 + step``), scored by :func:`score_matrix` against every distinct prompt.
 

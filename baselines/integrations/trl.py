@@ -4,10 +4,11 @@ Two pieces, both on the agentgym trainer's own data path (DESIGN.md, "The baseli
 
 * :class:`AgentgymRollout`, a TRL ``rollout_func``. It plays each batch through
   :func:`baselines.episodes.collect_rollouts`, the episode loop of the agentgym trainer and of
-  ``agentgym eval`` (one lock-step loop, one prompt renderer, :class:`~baselines.episodes.TokenContext`,
-  and a :class:`~baselines.llm.engines.RolloutEngine`): the same prompts, the same end-of-turn ids
-  (:func:`baselines.llm.engines.end_token_ids`, so an eos that is not the turn end never runs a reply
-  into a fake user turn) and the same stop strings. **Token in, token out**: TRL gets, per
+  ``agentgym eval`` (one lock-step loop, one prompt renderer,
+  :class:`~baselines.llm.prompts.TokenContext`, and a
+  :class:`~baselines.llm.engines.RolloutEngine`): the same prompts, the same end-of-turn ids
+  (:func:`baselines.llm.engines.end_token_ids`, so an eos that is not the turn end never runs a
+  reply into a fake user turn) and the same stop strings. **Token in, token out**: TRL gets, per
   episode, exactly the episode's training row(s): ``completion_ids`` holds the sampled ids
   (``env_mask`` 1) and the ids the episode loop appended for the environment (``env_mask`` 0),
   nothing re-tokenised, and ``logprobs`` holds the engine's sampling log-probs (at TRL's
@@ -100,7 +101,13 @@ from agentgym.chat import ChatEpisode
 from agentgym.registration import resolve_env_id
 from baselines.collapse import ZScoreTracker, episode_mi_diagnostics
 from baselines.config import DiagnosticsConfig, sampling_settings
-from baselines.episodes import TRAIN_STREAM, EpisodeRecord, collect_rollouts, episode_generators
+from baselines.episodes import (
+    TRAIN_STREAM,
+    EpisodeRecord,
+    collect_rollouts,
+    episode_generators,
+    rollout_metrics,
+)
 from baselines.llm.engines import (
     Generation,
     HFEngine,
@@ -111,11 +118,12 @@ from baselines.llm.engines import (
 )
 from baselines.llm.engines.base import _cut
 from baselines.rl.filtering import FilterConfig, snr_filter
-from baselines.trainer import Trainer
 
 __all__ = [
     "AgentgymRollout",
     "AgentgymGRPOTrainer",
+    "DiagnosticsConfig",
+    "FilterConfig",
     "RolloutBatch",
     "SEED_KEY",
     "TRLVLLMEngine",
@@ -510,7 +518,8 @@ class AgentgymRollout:
         }
 
 
-#: The key of a prompt's first message that holds the episode's reset seed (:meth:`dataset`).
+#: The key of a prompt's first message that holds the episode's reset seed
+#: (:meth:`AgentgymRollout.dataset`).
 SEED_KEY = "agentgym_seed"
 
 #: The collapse tracker's state in a TRL checkpoint folder.
@@ -698,7 +707,7 @@ class AgentgymGRPOTrainer(GRPOTrainer):
         episodes = batch.episodes
         if self.accelerator.num_processes > 1:
             episodes = gather_object(episodes)
-        metrics = Trainer.rollout_metrics(episodes, "rollout/")
+        metrics = rollout_metrics(episodes, "rollout/")
         metrics.update(batch.timings)
         if mode == "train" and self.diagnostics.every and step % self.diagnostics.every == 0:
             t0 = time.perf_counter()

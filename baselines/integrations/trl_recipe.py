@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     from trl import GRPOConfig
 
     from agentgym.registration import resolve_env_id
+    from baselines.episodes import vocabulary_texts
     from baselines.integrations.trl import AgentgymGRPOTrainer, AgentgymRollout, episode_return
     from baselines.llm.policy import load_policy
-    from baselines.trainer import vocabulary_texts
 
     env_kwargs = json.loads(args.env_kwargs)
     texts = None

@@ -5,7 +5,7 @@ sandbox, which stops *code* (no attribute access to internals, no imports) but n
 ``{% for i in range(100000) %}{% for j in range(100000) %}...`` runs for hours and
 ``{% set s = 'x' * 2**33 %}`` asks for 8 GiB, inside the trainer, the ``hf:`` agent of
 ``agentgym eval`` or a TRL rollout. :func:`render_chat_template` therefore renders in a worker
-process of a per-process :class:`agentgym.deadline.WorkerPool` (a fresh interpreter, never a fork),
+process of a per-process :class:`sandboxes.deadline.WorkerPool` (a fresh interpreter, never a fork),
 with transformers' own renderer (``transformers.utils.chat_template_utils.render_jinja_template``,
 what ``tokenizer.apply_chat_template(..., tokenize=False)`` calls), so the text is byte-identical
 to ``apply_chat_template``'s, under four limits per render:

@@ -18,6 +18,16 @@ from agentgym.parsing import THINK_OPEN
 from baselines.llm.chat_template import render_chat_template
 from baselines.llm.engines import Generation, SamplingSettings
 
+__all__ = [
+    "THINK_PREFIX",
+    "think_prefix_for",
+    "render_prompt",
+    "TrainingRow",
+    "TokenContext",
+    "prompt_fits",
+    "turn_prompt",
+]
+
 #: What ends a generation prompt in the ``think_answer`` format: the action format's opening tag.
 THINK_PREFIX = THINK_OPEN
 

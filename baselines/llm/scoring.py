@@ -103,11 +103,12 @@ def describe_precision(setting: str, device: torch.device | str, dtype: torch.dt
 @contextlib.contextmanager
 def checkpointed_if(model: torch.nn.Module, oversized: bool):
     """Gradient checkpointing for one forward/backward whose micro-batch is over its token
-    budget (a single row longer than ``micro_batch_tokens``, which :func:`pack_by_tokens` must
-    leave alone), so that the budget bounds activation memory for every row: a 4,096-token
-    SmolLM2 row held 7.7 GB without it (docs/memory.md). With checkpointing each decoder layer
-    keeps only its input (``hidden_size`` floats a token) and recomputes the rest in the backward
-    pass (about one extra forward, for the oversized rows only). A no-op when ``oversized`` is
+    budget (a single row longer than ``micro_batch_tokens``, which
+    :func:`baselines.rl.minibatches.pack_by_tokens` must leave alone), so that the budget bounds
+    activation memory for every row: a 4,096-token SmolLM2 row held 7.7 GB without it
+    (docs/memory.md). With checkpointing each decoder layer keeps only its input (``hidden_size``
+    floats a token) and recomputes the rest in the backward pass (about one extra forward, for the
+    oversized rows only). A no-op when ``oversized`` is
     False or checkpointing is already on (``model.gradient_checkpointing``). The forward and the
     backward both run inside the context.
     """

@@ -22,7 +22,13 @@ from torch import Tensor
 
 from baselines.rl.advantages import gae, grpo_advantages, whiten
 
-__all__ = ["RolloutBatch", "build_batch", "grpo_token_advantages", "gae_token_advantages"]
+__all__ = [
+    "RolloutBatch",
+    "build_batch",
+    "grpo_token_advantages",
+    "gae_token_advantages",
+    "kept_rows",
+]
 
 
 @dataclass
@@ -196,3 +202,20 @@ def gae_token_advantages(
             ret[r, :n] = g[0, offset : offset + n]
             offset += n
     return whiten(adv, batch.loss_mask) * batch.loss_mask, ret
+
+
+def kept_rows(full: RolloutBatch, kept: list[int]) -> RolloutBatch:
+    """The rows of the episodes ``kept`` (indices into ``full``'s episodes, ascending), their
+    episodes numbered ``0 .. len(kept) - 1``: the batch :func:`build_batch` makes of those
+    episodes (the same rows in the same order, trimmed to their longest row), taken from the
+    step's one batch instead of built a second time.
+
+    Raises:
+        ValueError: no rows (no kept episode sampled a token), as :func:`build_batch`.
+    """
+    episodes = torch.tensor(kept, dtype=torch.long)
+    rows = torch.isin(full.row_episode, episodes).nonzero().flatten().tolist()
+    if not rows:
+        raise ValueError("no training rows: no episode sampled a token")
+    batch = full.select(rows)
+    return replace(batch, row_episode=torch.searchsorted(episodes, batch.row_episode))

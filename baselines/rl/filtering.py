@@ -36,11 +36,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
-__all__ = ["FilterConfig", "FilterResult", "group_scores", "select_groups", "snr_filter"]
+__all__ = [
+    "FilterConfig",
+    "FilterResult",
+    "group_scores",
+    "no_group_gradient",
+    "select_groups",
+    "snr_filter",
+]
 
 STRATEGIES = ("top_p", "top_k", "top_k_abs", "min_p", "none")
 # Canonical metric names; RAGEN's spellings are accepted as aliases (see METRIC_ALIASES).
@@ -354,3 +362,29 @@ def snr_filter(
         "filter/score_mean_dropped": float(scores[~mask].mean()) if n_kept < num else nan,
     }
     return FilterResult(kept=kept, mask=mask, scores=scores, stats=stats)
+
+
+def no_group_gradient(kept_rewards: Tensor, algorithm: Any) -> bool:
+    """Whether a GRPO-family step on these groups has exactly zero gradient: every kept group's
+    rewards are equal, so every group-normalised advantage is 0, and no entropy or KL term
+    (``algorithm.entropy_coef`` 0, ``algorithm.kl_coef`` <= 0) adds one. The trainer then skips
+    the update; RAGEN steps anyway, moving the weights on Adam's momentum alone (docs/ragen2.md).
+    With an entropy or KL term the step is taken, as RAGEN takes it: that is how the regularisers
+    come to dominate a weak task signal (RAGEN-2's template collapse). Not for PPO, whose
+    advantages come from a critic.
+
+    Args:
+        kept_rewards: episode rewards of the kept groups, ``[K, N]``, any float dtype.
+        algorithm: ``entropy_coef`` and ``kl_coef`` (:class:`baselines.config.AlgorithmConfig`).
+
+    Example:
+        >>> import torch
+        >>> from types import SimpleNamespace as NS
+        >>> no_group_gradient(torch.tensor([[1.0, 1.0], [0.0, 0.0]]), NS(entropy_coef=0, kl_coef=0))
+        True
+        >>> no_group_gradient(torch.tensor([[1.0, 0.0]]), NS(entropy_coef=0, kl_coef=0))
+        False
+    """
+    if algorithm.entropy_coef != 0 or algorithm.kl_coef > 0:
+        return False
+    return bool((kept_rewards.amax(1) == kept_rewards.amin(1)).all())

@@ -47,7 +47,8 @@ def gate_settings(
         given: settings that win over the spec's; missing or None keys do not.
 
     Returns:
-        ``(overrides, oracle_episodes, thresholds)``, thresholds as :func:`gate_reasons`' keywords.
+        ``(overrides, oracle_episodes, thresholds)``, thresholds as the keywords of
+        :func:`baselines.studies.gate.gate_reasons`.
 
     Raises:
         ValueError: the spec's gate section names a key the gate does not know.
@@ -94,7 +95,7 @@ def load_study(path: str | Path = SPEC, quick: bool = False) -> dict[str, Any]:
     Raises:
         ValueError: not a mapping, no claim, an unknown claim, a claim without envs, seeds or
             arms, or a gate section with a key the gate does not know
-            (:func:`~baselines.studies.gate.gate_settings`).
+            (:func:`gate_settings`).
     """
     spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(spec, dict):

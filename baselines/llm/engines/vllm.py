@@ -17,6 +17,11 @@ import torch
 
 from baselines.llm.engines.base import Generation, SamplingSettings, _cut, end_token_ids
 
+__all__ = [
+    "VLLMEngine",
+    "vllm_available",
+]
+
 
 def _state_dict_for_export(model: Any) -> dict[str, torch.Tensor]:
     """The policy's weights as contiguous CPU tensors, tied copies left out."""

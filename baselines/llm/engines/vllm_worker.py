@@ -1,8 +1,8 @@
 """The vLLM worker extension behind :meth:`baselines.llm.engines.VLLMEngine.sync_weights`.
 
 vLLM mixes this class into its worker (``LLM(worker_extension_cls=...)``) so that
-``llm.collective_rpc("agentgym_reload_weights", ...)`` runs :meth:`agentgym_reload_weights` in the
-engine's own process. Import-free at module level: the engine process imports it by name.
+``llm.collective_rpc("agentgym_reload_weights", ...)`` runs
+:meth:`WeightSyncExtension.agentgym_reload_weights` in the engine's own process. Import-free at module level: the engine process imports it by name.
 
 Why not plain ``collective_rpc("reload_weights")``: vLLM's in-place reload (``reload/layerwise.py``)
 re-runs ``process_weights_after_loading`` only for layers that received a checkpoint tensor. With
