@@ -33,7 +33,16 @@ from typing import Any, Generic, TypeVar
 
 from agentgym.chat import ChatEpisode
 
-__all__ = ["Action", "END_EPISODE", "LiveEpisode", "LocalEnvs", "Step", "play_lockstep"]
+__all__ = [
+    "Action",
+    "END_EPISODE",
+    "LiveEpisode",
+    "LocalEnvs",
+    "MAX_STEP_THREADS",
+    "Step",
+    "declares_io_bound",
+    "play_lockstep",
+]
 
 S = TypeVar("S")
 
@@ -129,18 +138,47 @@ class LiveEpisode:
         return self.steps[-1].reward if self.steps else None
 
 
+#: Threads that step the environments of one batch at most, when they declare themselves
+#: I/O-bound (:class:`LocalEnvs`).
+MAX_STEP_THREADS = 8
+
+
+def declares_io_bound(env: Any) -> bool:
+    """Whether ``env`` (a Gymnasium environment, wrappers included) declares that its steps wait
+    on something outside the process (``metadata["io_bound"]``: a browser, a sandbox), so that
+    several may step at once in threads."""
+    metadata = getattr(env, "metadata", None) or {}
+    return bool(metadata.get("io_bound", False))
+
+
 class LocalEnvs:
     """In-process environments behind the pool interface of :func:`play_lockstep`.
+
+    Environments whose steps wait on another process (``metadata["io_bound"]``, e.g.
+    ``WebShop-v0``'s browser, ``CodeExec-v0``'s sandbox; :func:`declares_io_bound`) reset and
+    step in a thread pool of up to ``threads`` threads, so one turn's steps overlap instead of
+    queueing one behind the other: the cores are not idle while a page loads or a container runs
+    a test. Each environment is stepped by one thread at a time, and the results come back in
+    the order asked, so an episode sees what it would see stepped alone. Others step in the
+    calling thread (their steps cost microseconds; a thread would cost more).
 
     Args:
         envs: one environment per episode slot.
         catch: return an exception raised by ``reset``/``step`` in that episode's place instead of
             raising it (the loop then ends that episode only).
+        threads: the pool's size for I/O-bound environments (at least 1; 1 steps them in the
+            calling thread).
+
+    Raises:
+        ValueError: ``threads`` below 1.
     """
 
-    def __init__(self, envs: Sequence[Any], catch: bool = False):
+    def __init__(self, envs: Sequence[Any], catch: bool = False, threads: int = MAX_STEP_THREADS):
+        if threads < 1:
+            raise ValueError(f"LocalEnvs: threads must be >= 1, got {threads}")
         self.envs = list(envs)
         self.catch = catch
+        self.threads = threads if any(declares_io_bound(env) for env in self.envs) else 1
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -153,17 +191,32 @@ class LocalEnvs:
         except Exception as err:  # the loop records it on the episode
             return err
 
+    def _map(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        if self.threads == 1 or len(calls) < 2:
+            return [self._call(fn) for fn in calls]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(self.threads, len(calls))) as pool:
+            futures = [pool.submit(self._call, fn) for fn in calls]
+        # Past the ``with``, every call has finished: an error (catch=False) propagates only
+        # then, and no thread is left stepping an environment the caller goes on to close.
+        return [f.result() for f in futures]
+
     def reset_many(self, seeds: Sequence[int]) -> list[Any]:
-        return [
-            self._call(lambda env=env, seed=seed: env.reset(seed=seed))
-            for env, seed in zip(self.envs, seeds, strict=False)
-        ]
+        return self._map(
+            [
+                lambda env=env, seed=seed: env.reset(seed=seed)
+                for env, seed in zip(self.envs, seeds, strict=False)
+            ]
+        )
 
     def step_many(self, indices: Sequence[int], actions: Sequence[str]) -> list[Any]:
-        return [
-            self._call(lambda env=self.envs[i], a=a: env.step(a))
-            for i, a in zip(indices, actions, strict=True)
-        ]
+        return self._map(
+            [
+                lambda env=self.envs[i], a=a: env.step(a)
+                for i, a in zip(indices, actions, strict=True)
+            ]
+        )
 
 
 Policy = Callable[[list[LiveEpisode]], Sequence[Any]]

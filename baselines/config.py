@@ -102,8 +102,12 @@ class RolloutConfig:
         generation_batch_tokens: the HF engine decodes the live episodes in batches of at most
             this many KV-cache slots (rows x (longest prompt + max_new_tokens)); 0: all at once.
             Bounds generation memory: 64 Sokoban episodes in one batch peaked above 10 GB
-            (SmolLM2); a batch of 16,384 slots holds about 0.6 GB of SmolLM2-135M's keys and
-            values under bf16 autocast. vLLM manages its own cache.
+            (SmolLM2, before chunked prefill); a batch of 32,768 slots holds about 1.2 GB of
+            SmolLM2-135M's keys and values under bf16 autocast. Each decoding step streams every
+            weight from memory whatever its rows, so fewer, fuller batches are faster: 16 Sokoban
+            episodes took 167 s at 32,768 slots (one batch, 635 decoding steps) and 206 s at
+            16,384 (two batches a turn, 1,016 steps; docs/performance.md). vLLM manages its own
+            cache.
         kv_cache_gib: the HF engine keeps each live episode's keys and values between turns, so
             the next turn prefills only the new text, up to this many GiB (0: no bound); an
             episode past it is prefilled in full on its next turn. 32 Sokoban episodes at their
@@ -141,7 +145,7 @@ class RolloutConfig:
     top_p: float = 1.0
     think_prefix: bool = True
     max_context_tokens: int = 4096
-    generation_batch_tokens: int = 16384
+    generation_batch_tokens: int = 32768
     kv_cache_gib: float = 1.0
     prefill_chunk_tokens: int = 2048
     train_seed: int = 0

@@ -210,6 +210,30 @@ def test_sample_rows_draws_each_row_from_its_own_generator() -> None:
         sample_rows(probs, [0], gens()[:2])
 
 
+def test_sample_rows_draws_each_token_with_its_probability_across_blocks() -> None:
+    """Inversion in two levels (blocks of 1,024 tokens): over 3,000 tokens the mass sits on both
+    sides of the block edges (1023 | 1024, 2047 | 2048) and on the last token; 8,000 draws of one
+    seeded generator give each token its probability (within 4.5 binomial sds: the draws are
+    fixed by the seed, so this either always or never passes), and no token of probability 0 is
+    ever drawn."""
+    probs = torch.zeros(2, 3000)
+    mass = {1023: 0.1, 1024: 0.2, 2047: 0.3, 2048: 0.15, 2999: 0.25}
+    for token, p in mass.items():
+        probs[0, token] = p
+    probs[1, 5] = 1.0
+    g = [torch.Generator().manual_seed(11), torch.Generator().manual_seed(12)]
+    draws = 8000
+    counts: dict[int, int] = {}
+    for _ in range(draws):
+        first, second = sample_rows(probs, [0, 1], g).tolist()
+        counts[first] = counts.get(first, 0) + 1
+        assert second == 5
+    assert set(counts) == set(mass)
+    for token, p in mass.items():
+        sd = (draws * p * (1 - p)) ** 0.5
+        assert abs(counts[token] - draws * p) < 4.5 * sd
+
+
 @pytest.fixture(scope="module")
 def tiny():
     from baselines.episodes import vocabulary_texts

@@ -49,7 +49,13 @@ def test_hf_engine_returns_what_generate_returns(tiny) -> None:
     engine = HFEngine(model, tokenizer)
     assert isinstance(engine, RolloutEngine)
     got = engine.generate(prompts, sampling)
-    assert got == expected
+    # The engine decodes on its own attention (baselines.llm.attention): the same ids, the
+    # log-probs to float rounding.
+    assert [(g.sampled_ids, g.text, g.ended_with_eos) for g in got] == [
+        (e.sampled_ids, e.text, e.ended_with_eos) for e in expected
+    ]
+    for g, e in zip(got, expected, strict=True):
+        assert g.logprobs == pytest.approx(e.logprobs, abs=1e-5)
     for g in got:
         assert len(g.logprobs) == len(g.sampled_ids) > 0
         assert g.text == tokenizer.decode(g.reply_ids)
@@ -495,3 +501,89 @@ def test_reserved_cache_layer_equals_concatenation_and_grows_past_its_capacity(t
     assert torch.equal(keys, torch.cat([k for k, _ in chunks], dim=2))
     assert torch.equal(values, torch.cat([v for _, v in chunks], dim=2))
     assert layer.get_seq_length() == 6 and layer.filled == 6
+
+
+def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tiny) -> None:
+    """Stop string "o", one generator per row (seeds 0-3): rows 3 and 2 stop after 3 and 5 of the
+    10 tokens (found by running it). Once a quarter of the batch is done the done rows leave it:
+    the decoding forwards go 4 -> 3 -> 2 rows. Every row's ids and log-probs are those of the row
+    decoded alone, and on the next turn every row (those that left early included) reuses its
+    stored prefix, with log-probs of its whole sequence scored afresh."""
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer, seeds=(7, 8, 9, 10))
+    sampling = SamplingSettings(max_new_tokens=10, temperature=1.0, stop_strings=("o",))
+
+    def gens(rows=range(4)):
+        return [torch.Generator().manual_seed(r) for r in rows]
+
+    rows_seen: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows_seen.append(kwargs["input_ids"].shape[0]),
+        with_kwargs=True,
+    )
+    try:
+        engine = HFEngine(model, tokenizer)
+        batch = engine.generate(prompts, sampling, generators=gens())
+    finally:
+        hook.remove()
+    assert [len(g.sampled_ids) for g in batch] == [10, 10, 5, 3]
+    assert rows_seen[0] == 4 and rows_seen[-1] == 2 and sorted(set(rows_seen)) == [2, 3, 4]
+    for r, prompt in enumerate(prompts):
+        alone = HFEngine(model, tokenizer).generate([prompt], sampling, generators=gens([r]))
+        assert alone[0].sampled_ids == batch[r].sampled_ids
+        assert alone[0].logprobs == pytest.approx(batch[r].logprobs, abs=1e-5)
+    follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
+    second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
+    assert engine.cache.hits == 4
+    for prompt, gen in zip(follow, second, strict=True):
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, 1.0), abs=1e-5
+        )
+
+
+def test_packed_grouped_query_attention_equals_transformers_sdpa(tiny, monkeypatch) -> None:
+    """A decoding step: transformers calls SDPA (with ``enable_gqa=True`` when no row is padded:
+    it drops the all-ones mask; slow on the CPU, baselines.llm.attention); switched, the step is
+    two matmuls on the packed heads (no SDPA call), and the logits equal transformers' own
+    path's (float32), padded batch or not; the prefill is transformers' path in both."""
+    import copy
+
+    from baselines.llm.attention import ATTENTION, use_packed_gqa
+
+    model, _ = tiny
+    model = copy.deepcopy(model)
+    model.set_attn_implementation("sdpa")
+    assert model.config.num_attention_heads > model.config.num_key_value_heads  # 4 on 2
+    real = torch.nn.functional.scaled_dot_product_attention
+    calls: list[bool] = []
+
+    def spy(query, *args, **kwargs):
+        calls.append(bool(kwargs.get("enable_gqa", False)))
+        return real(query, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    ids = torch.randint(5, 60, (3, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0  # row 1 left-padded by 3
+
+    def decode_step(padded: bool) -> torch.Tensor:
+        m = mask if padded else torch.ones_like(ids)
+        with torch.no_grad():
+            out = model(input_ids=ids[:, :8], attention_mask=m[:, :8], use_cache=True)
+            assert calls  # the prefill: transformers' SDPA
+            calls.clear()
+            step = model(input_ids=ids[:, 8:], attention_mask=m, cache=out.past_key_values)
+            return step.logits[:, -1]
+
+    expected = {False: decode_step(False)}
+    assert calls and all(calls)  # unpadded: enable_gqa, as the module says
+    expected[True] = decode_step(True)
+    assert use_packed_gqa(model) and model.config._attn_implementation == ATTENTION
+    for padded in (False, True):
+        got = decode_step(padded)
+        assert calls == []
+        assert torch.allclose(got, expected[padded], atol=1e-5)
+    # A model on another implementation is left alone.
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")
+    assert not use_packed_gqa(eager) and eager.config._attn_implementation == "eager"

@@ -3,6 +3,7 @@ that eval and the trainer both play in it."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,14 @@ import agentgym  # noqa: F401
 from agentgym import lockstep
 from agentgym.agents import RandomAgent
 from agentgym.eval import evaluate
-from agentgym.lockstep import END_EPISODE, Action, LocalEnvs, play_lockstep
+from agentgym.lockstep import (
+    END_EPISODE,
+    MAX_STEP_THREADS,
+    Action,
+    LocalEnvs,
+    declares_io_bound,
+    play_lockstep,
+)
 
 FROZEN = "agentgym/FrozenLake-v0"
 LEFT = "<think>go</think><answer>Left</answer>"
@@ -172,3 +180,57 @@ def test_a_malformed_step_result_ends_only_its_episode() -> None:
     assert played[0].error is None and len(played[0].steps) >= 1
     for env in envs:
         env.close()
+
+
+class _WaitsForTheOthers(gym.Env):
+    """Steps only once ``parties`` environments are stepping at the same time (a barrier): as a
+    browser or sandbox would, it waits on something outside, and it declares so."""
+
+    metadata = {"io_bound": True}
+
+    def __init__(self, barrier: threading.Barrier, name: str):
+        self.barrier, self.name = barrier, name
+        self.observation_space = gym.spaces.Text(100)
+        self.action_space = gym.spaces.Text(100)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        info = {"instructions": "Wait.", "max_turns": 1, "actions_left": 1}
+        return f"{self.name} ready", {**info, "max_actions_per_turn": 1}
+
+    def step(self, action):
+        self.barrier.wait(timeout=120)  # BrokenBarrierError when stepped one at a time
+        if action == "fail":
+            raise RuntimeError(f"{self.name} failed")
+        return f"{self.name} got {action}", 1.0, True, False, {}
+
+
+def test_io_bound_environments_step_together_in_threads() -> None:
+    """Three environments that each wait until all three are stepping: played one after the
+    other they would never return; declared I/O-bound, they step in threads, and the results come
+    back in order. A failing step still lets the others finish, then ends only its episode
+    (catch) or is raised (no catch)."""
+    barrier = threading.Barrier(3)
+    envs = [_WaitsForTheOthers(barrier, f"env{i}") for i in range(3)]
+    pool = LocalEnvs(envs)
+    assert declares_io_bound(envs[0]) and pool.threads == MAX_STEP_THREADS
+    played = play_lockstep(pool, [0, 1, 2], lambda live: [f"a{e.index}" for e in live])
+    assert [e.steps[0].action for e in played] == ["a0", "a1", "a2"]
+    assert [e.observation for e in played] == [f"env{i} got a{i}" for i in range(3)]
+    actions = ["a0", "fail", "a2"]
+    caught = play_lockstep(
+        LocalEnvs(envs, catch=True), [0, 1, 2], lambda live: actions, catch_errors=True
+    )
+    assert [e.error for e in caught] == [None, "env step failed: RuntimeError: env1 failed", None]
+    assert [len(e.steps) for e in caught] == [1, 0, 1]
+    with pytest.raises(RuntimeError, match="env1 failed"):
+        play_lockstep(LocalEnvs(envs), [0, 1, 2], lambda live: actions)
+    assert barrier.n_waiting == 0 and not barrier.broken  # nobody left waiting
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        LocalEnvs(envs, threads=0)
+    # Not declared I/O-bound: stepped in the calling thread.
+    sokoban = gym.make("agentgym/Sokoban-v0")
+    try:
+        assert not declares_io_bound(sokoban) and LocalEnvs([sokoban]).threads == 1
+    finally:
+        sokoban.close()

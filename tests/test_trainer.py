@@ -480,11 +480,17 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-7), key
     # AdamW's first step is about lr * sign(grad): entries whose gradient is ~0 amplify float
     # rounding (seen: 2e-6 on 4 of 6,144 entries with the global-generator rollouts; 1.2e-5 on 1
-    # of 8,192 with the per-episode generators' batch); 3e-5 is 0.3 % of the step size
-    # lr = 0.01, while a mis-weighted micro-batch moves entries by a sizeable part of lr.
-    # The gradient's scale is checked above (grad_norm), which AdamW's update hides.
+    # of 8,192 with the per-episode generators' batch; 8.9e-5 on 1 of 2,048 with the sampler by
+    # inversion, issue 41); 3e-5 is 0.3 % of the step size lr = 0.01, while a mis-weighted
+    # micro-batch moves entries by a sizeable part of lr. So: every entry within 2e-4 (2 % of
+    # a step) and at most 1 in 1,000 past 3e-5. The gradient's scale is checked above
+    # (grad_norm), which AdamW's update hides.
+    outliers = total = 0
     for a, b in zip(w1, w2, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=3e-5)
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-4)
+        outliers += int(((a - b).abs() > 3e-5).sum())
+        total += a.numel()
+    assert outliers <= total // 1000
 
 
 def test_bf16_autocast_keeps_float32_master_weights_and_optimizer_state(tmp_path: Path) -> None:

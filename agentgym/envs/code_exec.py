@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from agentgym.envs.code_exec_grading import (
     WRONG_VALUE,
@@ -153,6 +153,10 @@ class CodeExecEnv(TextEnv):
     """
 
     turn_limit_terminates = True  # the attempts are the task's rule
+
+    #: Steps wait on another process (a browser, a sandbox): :class:`agentgym.lockstep.LocalEnvs`
+    #: steps a batch of them in threads.
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "io_bound": True}
 
     def __init__(
         self,

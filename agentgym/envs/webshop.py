@@ -60,7 +60,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -115,6 +115,10 @@ class WebShopEnv(TextEnv):
         sandboxes.web.browser.BrowserError: ``backend="browser"`` and Chromium or ChromeDriver is
             missing (the message says how to install them).
     """
+
+    #: Steps wait on another process (a browser, a sandbox): :class:`agentgym.lockstep.LocalEnvs`
+    #: steps a batch of them in threads.
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "io_bound": True}
 
     def __init__(
         self,

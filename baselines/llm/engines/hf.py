@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from baselines.llm.attention import use_packed_gqa
 from baselines.llm.engines.base import (
     Generation,
     SamplingSettings,
@@ -239,6 +240,18 @@ def _reserved_layer_class() -> type:
             self.keys, self.values = self._keys[:, :, :filled], self._values[:, :, :filled]
             return self.keys, self.values
 
+        def keep_rows(self, index: torch.Tensor) -> None:
+            """Keep only the batch rows ``index`` (int64 ``[B']``): a new buffer of the same
+            capacity holding their filled part (rows of a decoding batch that are done leave
+            it)."""
+            assert self._keys is not None and self._values is not None
+            keys = self._keys.new_zeros((len(index), *self._keys.shape[1:]))
+            values = self._values.new_zeros((len(index), *self._values.shape[1:]))
+            keys[:, :, : self.filled] = self._keys[:, :, : self.filled].index_select(0, index)
+            values[:, :, : self.filled] = self._values[:, :, : self.filled].index_select(0, index)
+            self._keys, self._values = keys, values
+            self.keys, self.values = keys[:, :, : self.filled], values[:, :, : self.filled]
+
         def _dtype(self, dtype: torch.dtype) -> torch.dtype:
             return self.low if self.low is not None and dtype == torch.float32 else dtype
 
@@ -249,11 +262,12 @@ def _reserved_layer_class() -> type:
             if self._keys is None or self.filled + n > self._keys.shape[-2]:
                 # The reserved capacity first; doubling only if a write ever goes past it.
                 size = max(self.capacity, n) if self._keys is None else 2 * (self.filled + n)
-                keys = key_states.new_empty(
+                # Zeroed: attention may read the unused part (baselines.llm.attention).
+                keys = key_states.new_zeros(
                     (*key_states.shape[:2], size, key_states.shape[-1]),
                     dtype=self._dtype(key_states.dtype),
                 )
-                values = value_states.new_empty(
+                values = value_states.new_zeros(
                     (*value_states.shape[:2], size, value_states.shape[-1]),
                     dtype=self._dtype(value_states.dtype),
                 )
@@ -306,12 +320,18 @@ def sample_rows(
 ) -> torch.Tensor:
     """One token per row of ``probs`` (float ``[B, V]``, rows summing to 1), drawn for ``rows``.
 
-    With ``generators`` (one per row of ``probs``, on its device) row ``r`` draws with
-    ``torch.multinomial(probs[r], 1, generator=generators[r])``, so its token depends only on its
-    own distribution and generator: not on the other rows of the batch. Rows not in ``rows``
-    (episodes that already stopped) draw nothing, so a generator advances once per token its
-    episode samples, whatever the batch. Without ``generators`` one batched draw from torch's
-    global generator.
+    With ``generators`` (one per row of ``probs``, on its device) row ``r`` draws by inversion of
+    its distribution: one uniform ``u`` from ``generators[r]`` (``torch.rand``, float64), and the
+    first token whose cumulative probability exceeds ``u`` times the row's total (float64 sums, in
+    two levels: blocks of 1,024 tokens, then the tokens of one block), so its token depends only
+    on its own distribution and generator: not on the other rows of the batch. A token of
+    probability 0 (cut by top-p) is never drawn. Inversion needs one uniform a row where
+    ``torch.multinomial`` draws ``V`` exponentials (ATen's one-sample path: ``argmax(p /
+    Exp(1))``): a step of 16 rows of SmolLM2's 49,152 tokens took 23.0 ms with one
+    ``torch.multinomial`` a row, 0.66 ms by inversion (``benchmarks/bench_generation.py
+    --micro``). Rows not in ``rows`` (episodes that already stopped) draw nothing, so a
+    generator advances once per token its episode samples, whatever the batch.
+    Without ``generators`` one batched ``torch.multinomial`` from torch's global generator.
 
     Returns:
         int64 ``[B]``: the drawn ids (0 for rows not in ``rows``).
@@ -332,9 +352,41 @@ def sample_rows(
             "torch.Generator per prompt"
         )
     chosen = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
-    for r in rows:
-        chosen[r] = torch.multinomial(probs[r], 1, generator=generators[r])[0]
+    if not rows:
+        return chosen
+    index = torch.tensor(rows, dtype=torch.long, device=probs.device)
+    u = torch.cat(
+        [
+            torch.rand(1, generator=generators[r], dtype=torch.float64, device=probs.device)
+            for r in rows
+        ]
+    )
+    picked = probs.index_select(0, index)
+    # Two levels (one pass over the row, then one block of _BLOCK tokens): the block whose
+    # cumulative mass passes u x total, then the token inside it.
+    vocab = picked.shape[1]
+    blocks = -(-vocab // _BLOCK)
+    if blocks * _BLOCK != vocab:
+        picked = torch.nn.functional.pad(picked, (0, blocks * _BLOCK - vocab))
+    picked = picked.view(len(rows), blocks, _BLOCK)
+    block_cdf = picked.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)  # [R, blocks]
+    target = (u * block_cdf[:, -1]).unsqueeze(1)
+    block = torch.searchsorted(block_cdf, target, right=True)
+    # u x total can round up to the total: then the last block of positive mass.
+    block = torch.minimum(block, torch.searchsorted(block_cdf, block_cdf[:, -1:].contiguous()))
+    below = torch.where(block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)), 0.0)
+    inner = picked.gather(1, block.unsqueeze(2).expand(-1, -1, _BLOCK)).squeeze(1)
+    inner_cdf = inner.to(torch.float64).cumsum(dim=-1)  # [R, _BLOCK]
+    drawn = torch.searchsorted(inner_cdf, (target - below).contiguous(), right=True)
+    # The block's own sum and its cumsum round differently: at most its last positive token.
+    last = torch.searchsorted(inner_cdf, inner_cdf[:, -1:].contiguous())
+    drawn = torch.minimum(drawn, last)
+    chosen[index] = (block * _BLOCK + drawn).squeeze(1)
     return chosen
+
+
+#: Tokens per block of :func:`sample_rows`' two-level inversion.
+_BLOCK = 1024
 
 
 @torch.no_grad()
@@ -359,6 +411,11 @@ def generate_cached(
     row and step (:func:`sample_rows`: from the row's own generator when ``generators`` is given,
     else from torch's global generator); greedy (``temperature = 0``) takes the argmax.
     Stopping and log-probs are those of :func:`generate` (module docstring).
+
+    Rows leave the decoding batch as they finish: once a quarter of the rows still in it are
+    done, their keys/values go to ``store`` and the cache, mask and positions keep only the live
+    rows (a turn's tail, its few longest replies, no longer decodes the whole batch's width).
+    A row's logits do not depend on the rows beside it, so its ids are those it samples alone.
 
     The new prompt tokens are prefilled in chunks of ``max(1, prefill_chunk_tokens // rows)``
     columns, each a forward over the cache so far (chunked prefill, as vLLM's
@@ -478,19 +535,64 @@ def generate_cached(
     lps: list[list[float]] = [[] for _ in range(batch)]
     done = [False] * batch
     fed = 0  # sampled tokens fed back (their keys/values are in the cache)
+    # The rows of the decoding batch, as prompt indices: a row that is done leaves the batch
+    # (with its keys/values stored first) once a quarter of the batch is done, so the steps
+    # after it decode only the live rows (the turn's tail is its longest replies).
+    active = list(range(batch))
+    compactable = _supports_prefix_cache(cache)
+    amp = torch.is_autocast_enabled(device.type)
+    low = torch.get_autocast_dtype(device.type) if amp else None
+    if store is not None and compactable:
+        first = cache.layers[0]
+        store.cache_dtypes = (first.keys.dtype, first.values.dtype)
+
+    def keep(rows: list[int], where: list[int]) -> None:
+        """Store rows ``rows`` (prompt indices) of the batch, found at batch rows ``where``."""
+        assert store is not None
+        held = store.nbytes()
+        for r, j in zip(rows, where, strict=True):
+            # The last sampled token of a row is never fed back (a row that stopped early had
+            # a pad fed in its column after that), so its keys/values are not cached.
+            g = max(0, min(len(tokens[r]) - 1, fed))
+            x = len(suffix[r])
+            index = torch.cat(
+                [
+                    torch.arange(past - cached[r], past),
+                    torch.arange(past + width - x, past + width),
+                    torch.arange(past + width, past + width + g),
+                ]
+            ).to(device)
+            kv = [
+                (
+                    _stored(layer.keys[j].index_select(1, index), low),
+                    _stored(layer.values[j].index_select(1, index), low),
+                )
+                for layer in cache.layers
+            ]
+            size = sum(k.nbytes + v.nbytes for k, v in kv)
+            if store.max_bytes and held + size > store.max_bytes:
+                store.dropped += 1  # this episode's next turn is prefilled in full
+                continue
+            held += size
+            store.entries.append((list(prompt_ids[r]) + tokens[r][:g], kv))
+
     for step in range(sampling.max_new_tokens):
         scores = logits.float()
         logp = torch.log_softmax(scores / t, dim=-1)
         if sampling.temperature > 0:
-            scaled = scores / sampling.temperature
             if sampling.top_p < 1.0:
-                scaled = _top_p_filter(scaled, sampling.top_p)
-            live = [r for r in range(batch) if not done[r]]
-            chosen = sample_rows(torch.softmax(scaled, dim=-1), live, generators)
+                probs = torch.softmax(
+                    _top_p_filter(scores / sampling.temperature, sampling.top_p), -1
+                )
+            else:
+                probs = logp.exp()  # t is the temperature: the same distribution
+            live = [j for j, r in enumerate(active) if not done[r]]
+            rows = None if generators is None else [generators[r] for r in active]
+            chosen = sample_rows(probs, live, rows)
         else:
             chosen = scores.argmax(dim=-1)
         chosen_lp = logp.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
-        for r, (token, lp) in enumerate(zip(chosen.tolist(), chosen_lp, strict=True)):
+        for r, token, lp in zip(active, chosen.tolist(), chosen_lp, strict=True):
             if done[r]:
                 continue
             tokens[r].append(token)
@@ -502,10 +604,20 @@ def generate_cached(
                 done[r] = any(tail.endswith(stop) for stop in stops)
         if all(done) or step == sampling.max_new_tokens - 1:
             break
-        feed = torch.tensor(
-            [[pad] if done[r] else [tokens[r][-1]] for r in range(batch)], device=device
+        finished = [j for j, r in enumerate(active) if done[r]]
+        if compactable and 4 * len(finished) >= len(active):
+            if store is not None:
+                keep([active[j] for j in finished], finished)
+            stay = [j for j, r in enumerate(active) if not done[r]]
+            index = torch.tensor(stay, dtype=torch.long, device=device)
+            for layer in cache.layers:
+                _keep_batch_rows(layer, index)
+            mask, last = mask.index_select(0, index), last.index_select(0, index)
+            active = [active[j] for j in stay]
+        feed = torch.tensor([[pad] if done[r] else [tokens[r][-1]] for r in active], device=device)
+        mask = torch.cat(
+            [mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1
         )
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
         last = last + 1
         out = model(
             input_ids=feed,
@@ -529,39 +641,19 @@ def generate_cached(
         store.hits += sum(1 for h in hits if h >= 0)
         store.reused_tokens += sum(cached)
         store.prefilled_tokens += sum(len(x) for x in suffix)
-        if _supports_prefix_cache(cache):
-            # Stored in the autocast dtype when there is one (class docstring: lossless).
-            amp = torch.is_autocast_enabled(device.type)
-            low = torch.get_autocast_dtype(device.type) if amp else None
-            first = cache.layers[0]
-            store.cache_dtypes = (first.keys.dtype, first.values.dtype)
-            held = store.nbytes()
-            for r in range(batch):
-                # The last sampled token of a row is never fed back (a row that stopped early
-                # had a pad fed in its column after that), so its keys/values are not cached.
-                g = max(0, min(len(tokens[r]) - 1, fed))
-                x = len(suffix[r])
-                index = torch.cat(
-                    [
-                        torch.arange(past - cached[r], past),
-                        torch.arange(past + width - x, past + width),
-                        torch.arange(past + width, past + width + g),
-                    ]
-                ).to(device)
-                kv = [
-                    (
-                        _stored(layer.keys[r].index_select(1, index), low),
-                        _stored(layer.values[r].index_select(1, index), low),
-                    )
-                    for layer in cache.layers
-                ]
-                size = sum(k.nbytes + v.nbytes for k, v in kv)
-                if store.max_bytes and held + size > store.max_bytes:
-                    store.dropped += 1  # this episode's next turn is prefilled in full
-                    continue
-                held += size
-                store.entries.append((list(prompt_ids[r]) + tokens[r][:g], kv))
+        if compactable:
+            keep(active, list(range(len(active))))
     return results
+
+
+def _keep_batch_rows(layer: Any, index: torch.Tensor) -> None:
+    """Keep only the batch rows ``index`` (int64 ``[B']``) of a plain cache layer (a reserved
+    layer keeps its capacity; a ``DynamicLayer`` its filled part)."""
+    if hasattr(layer, "keep_rows"):
+        layer.keep_rows(index)
+    else:
+        layer.keys = layer.keys.index_select(0, index)
+        layer.values = layer.values.index_select(0, index)
 
 
 def _stored(x: torch.Tensor, low: torch.dtype | None) -> torch.Tensor:
@@ -590,7 +682,9 @@ class HFEngine:
     lock-step batch reuses the keys/values of the previous turn's prompt and reply (a
     :class:`PrefixCache`, emptied whenever the weights change), so turn k prefills only the new
     text instead of the whole history. ``kv_cache=False`` uses ``model.generate``
-    (:func:`generate`), which prefills every prompt in full.
+    (:func:`generate`), which prefills every prompt in full. A model on transformers' SDPA
+    attention is switched to :func:`baselines.llm.attention.sdpa_packed_gqa` (the same attention;
+    one-token CPU decoding steps on the fast kernel whether or not the batch is padded).
 
     Args:
         model: a Hugging Face causal LM (the trainer's policy itself, so weights are always
@@ -619,6 +713,7 @@ class HFEngine:
         prefill_chunk_tokens: int = PREFILL_CHUNK_TOKENS,
     ):
         self.model, self.tokenizer = model, tokenizer
+        use_packed_gqa(model)  # one-token CPU decoding steps on the fast SDPA path
         self.cache = PrefixCache(kv_cache_bytes) if kv_cache else None
         self.max_batch_tokens = int(max_batch_tokens)
         self.prefill_chunk_tokens = int(prefill_chunk_tokens)
@@ -685,6 +780,7 @@ class HFEngine:
 
     def sync_weights(self, model: Any) -> float:
         self.model = model
+        use_packed_gqa(model)
         if self.cache is not None:
             self.cache.clear()
         return 0.0

@@ -1,0 +1,297 @@
+"""Multi-turn rollout speed against the machine's limit: Sokoban turns of 16 and 64 episodes,
+the previous commit's engine against this tree's, each beside its floor.
+
+Usage::
+
+    python benchmarks/bench_generation.py [--episodes 16 64] [--before-commit HEAD~1]
+        [--threads 1] [--max-new-tokens 128] [--no-before] [--micro]
+
+Each rollout runs in its own child process (``children.spawn``: its own peak RSS, and the
+``before`` tree imported from a ``git archive`` of ``--before-commit``): ``E`` Sokoban episodes
+(``E / 8`` groups of 8, seeds 0.., 5 turns) through the trainer's loop
+(:func:`baselines.episodes.collect_rollouts`) with the engine settings of ``sokoban.yaml``
+(temperature 1, ``</answer>`` stop, ``max_new_tokens`` 128, and the tree's own defaults of
+``rollout.generation_batch_tokens``, ``kv_cache_gib`` and ``prefill_chunk_tokens``, which
+sokoban.yaml leaves; one ``torch.Generator`` per episode) on the
+embedded SmolLM2-135M under bf16 autocast where the CPU has it, ``--threads`` torch threads.
+
+The floor: the FLOPs of processing every token of every episode once (each episode's final
+context: ``2 x non-embedding parameters`` a token, attention's ``4 x layers x hidden x
+position``, and the LM head ``2 x vocab x hidden`` for each sampled token only), over the matmul
+rate measured in the same run: a child times ``x @ W^T`` under the same autocast for the
+model's own weight shapes (q, k, v, o, gate, up, down, LM head) at 512 rows, ``--threads``
+threads, at the start and the end; the higher is used. Printed per tree and batch: seconds,
+generation seconds, sampled and prefilled tokens a second, prefix-store reuse and drops, peak RSS,
+the floor in seconds and the ratio seconds / floor (issue 41's aim: 3). ``--micro`` adds the
+kernels behind the changes: the attention of one decoding step (SDPA with ``enable_gqa``, as
+transformers calls it for an unpadded batch; SDPA on packed heads, as for a padded one; and
+:func:`baselines.llm.attention.sdpa_packed_gqa` on the engine's reserved buffer) and
+one sampling step (``torch.multinomial`` a row against inversion), each on the shapes of
+16 and 64 Sokoban rows. Never run by tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from children import add_child_options, run_if_child, spawn
+from timing import median_seconds
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = "agentgym/Sokoban-v0"
+
+
+def _model_flop(model) -> dict:
+    config = model.config
+    emb = model.get_input_embeddings().weight
+    non_embedding = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
+    if model.get_output_embeddings().weight is not emb:
+        non_embedding -= model.get_output_embeddings().weight.numel()
+    return {
+        "non_embedding": non_embedding,
+        "layers": config.num_hidden_layers,
+        "attn_width": config.num_attention_heads * getattr(config, "head_dim", None)
+        or config.hidden_size,
+        "hidden": emb.shape[1],
+        "vocab": emb.shape[0],
+    }
+
+
+def rollout_child(a: dict) -> None:
+    """``a``: {"episodes", "threads", "max_new_tokens"}; prints ``RESULT {json}``."""
+    import resource
+
+    from agentgym.threads import set_omp_wait_policy
+
+    set_omp_wait_policy()
+    import torch
+
+    from baselines.config import RolloutConfig
+    from baselines.episodes import collect_rollouts
+    from baselines.llm.engines import HFEngine, SamplingSettings
+    from baselines.llm.policy import load_policy
+    from baselines.llm.scoring import autocast, resolve_autocast
+
+    torch.set_num_threads(a["threads"])
+    model, tok = load_policy("embedded", device="cpu", dtype="float32")
+    model.eval()
+    count = a["episodes"]
+    sampling = SamplingSettings(
+        max_new_tokens=a["max_new_tokens"], temperature=1.0, stop_strings=("</answer>",)
+    )
+    # The tree's own defaults of sokoban.yaml's rollout section (the config leaves them).
+    rollout = RolloutConfig(env_id=ENV)
+    engine = HFEngine(
+        model,
+        tok,
+        max_batch_tokens=rollout.generation_batch_tokens,
+        kv_cache_bytes=int(rollout.kv_cache_gib * 2**30),
+        prefill_chunk_tokens=rollout.prefill_chunk_tokens,
+    )
+    generators = [torch.Generator().manual_seed(1000 + i) for i in range(count)]
+    timings: dict[str, float] = {}
+    amp = resolve_autocast("auto", "cpu")
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with autocast("cpu", amp):
+        episodes = collect_rollouts(
+            model,
+            tok,
+            ENV,
+            list(range(count // 8)),
+            8,
+            sampling,
+            engine=engine,
+            generators=generators,
+            timings=timings,
+        )
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    contexts = [len(e.turns[-1].sample.prompt_ids) + len(e.turns[-1].sample.sampled_ids)
+                for e in episodes if e.turns]  # fmt: skip
+    sampled = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
+    cache = engine.cache
+    result = {
+        "seconds": wall,
+        "generation_s": timings.get("timing/generation_s", 0.0),
+        "env_s": timings.get("timing/env_s", 0.0),
+        "sampled": sampled,
+        "contexts": contexts,
+        "prefilled": cache.prefilled_tokens,
+        "reused": cache.reused_tokens,
+        "dropped": cache.dropped,
+        "turns": sum(len(e.turns) for e in episodes),
+        "peak_gb": peak * 1024 / 1e9,
+        "rise_gb": (peak - loaded) * 1024 / 1e9,
+        "amp": str(amp),
+        **_model_flop(model),
+    }
+    print("RESULT " + json.dumps(result))
+
+
+def matmul_child(a: dict) -> None:
+    """GFLOP/s of ``x [512, in] @ W^T`` under the rollout's autocast, summed over the model's own
+    weight shapes; prints the rate."""
+    import statistics
+
+    from agentgym.threads import set_omp_wait_policy
+
+    set_omp_wait_policy()
+    import torch
+
+    from baselines.llm.policy import load_policy
+    from baselines.llm.scoring import autocast, resolve_autocast
+
+    torch.set_num_threads(a["threads"])
+    model, _ = load_policy("embedded", device="cpu", dtype="float32")
+    layer = model.model.layers[0]
+    weights = [m.weight for m in layer.modules() if isinstance(m, torch.nn.Linear)]
+    weights.append(model.get_output_embeddings().weight)
+    rows = 512
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    flop = sum(2 * rows * w.shape[0] * w.shape[1] for w in weights)
+    amp = resolve_autocast("auto", "cpu")
+    times = []
+    with torch.no_grad(), autocast("cpu", amp):
+        for i in range(7):
+            t0 = time.perf_counter()
+            for x, w in zip(xs, weights, strict=True):
+                torch.nn.functional.linear(x, w)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+    print(flop / statistics.median(times) / 1e9)
+
+
+def micro_child(a: dict) -> None:
+    """The kernels: one decoding step's SDPA and one sampling step; prints ``RESULT {json}``."""
+
+    from agentgym.threads import set_omp_wait_policy
+
+    set_omp_wait_policy()
+    import torch
+    import torch.nn.functional as F
+
+    from baselines.llm.attention import sdpa_packed_gqa
+    from baselines.llm.engines import sample_rows
+
+    torch.set_num_threads(a["threads"])
+
+    def ms(fn) -> float:
+        return median_seconds(fn, repeats=10, warmups=1) * 1e3
+
+    out = {}
+    g = torch.Generator().manual_seed(0)
+    layer = torch.nn.Module()
+    layer.num_key_value_groups = 3
+    for rows, keys in ((16, 600), (64, 1200)):
+        q = torch.randn(rows, 9, 1, 64, generator=g).bfloat16()
+        # The engine's cache: the filled part of a buffer reserved for 128 more tokens.
+        k = torch.randn(rows, 3, keys + 128, 64, generator=g).bfloat16()[:, :, :keys]
+        v = torch.randn(rows, 3, keys + 128, 64, generator=g).bfloat16()[:, :, :keys]
+        mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+        gqa = ms(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        packed = q.reshape(rows, 3, 3, 64)
+        pack = ms(lambda p=packed, k=k, v=v, m=mask: F.scaled_dot_product_attention(p, k, v, m))
+        ours = ms(lambda q=q, k=k, v=v, m=mask: sdpa_packed_gqa(layer, q, k, v, m, scaling=0.125))
+        out[f"decode attention {rows} rows x {keys} keys (bf16, 9 on 3 heads)"] = (gqa, pack, ours)
+    for rows in (16, 64):
+        probs = torch.softmax(torch.randn(rows, 49152, generator=g), dim=-1)
+        gens = [torch.Generator().manual_seed(r) for r in range(rows)]
+        multi = ms(lambda p=probs, gs=gens: [torch.multinomial(p[r], 1, generator=gs[r])
+                                             for r in range(len(gs))])  # fmt: skip
+        inv = ms(lambda p=probs, gs=gens: sample_rows(p, list(range(len(gs))), gs))
+        out[f"sampling {rows} rows x 49,152 tokens"] = (multi, inv)
+    out = {name: [round(x, 3) for x in times] for name, times in out.items()}
+    print("RESULT " + json.dumps(out))
+
+
+CHILDREN = {"rollout": rollout_child, "matmul": matmul_child, "micro": micro_child}
+
+
+def floor_gflop(r: dict) -> float:
+    """The rollout's ideal GFLOP (module docstring)."""
+    trunk = sum(2 * r["non_embedding"] * n for n in r["contexts"])
+    attention = sum(4 * r["layers"] * r["attn_width"] * n * (n - 1) / 2 for n in r["contexts"])
+    head = 2 * r["vocab"] * r["hidden"] * r["sampled"]
+    return (trunk + attention + head) / 1e9
+
+
+def _tree(commit: str) -> Path:
+    tree = Path(tempfile.gettempdir()) / f"agentgym-before-{commit}"
+    if not (tree / "baselines").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--before-commit", default="HEAD~1")
+    parser.add_argument("--no-before", action="store_true", help="this tree only")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--micro", action="store_true", help="also time the kernels")
+    add_child_options(parser, CHILDREN)
+    args = parser.parse_args()
+    if run_if_child(args, CHILDREN):
+        return
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", args.before_commit],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    trees = {} if args.no_before else {f"before {commit}": _tree(commit)}
+    trees["after (this tree)"] = REPO
+    print(f"load (1/5/15 min) at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    def rate() -> float:
+        return float(spawn(__file__, "matmul", {"threads": args.threads}, REPO).split()[-1])
+
+    rates = [rate()]
+    print(f"matmul on the model's shapes, {args.threads} thread(s): {rates[0]:.0f} GFLOP/s")
+    if args.micro:
+        micro = json.loads(spawn(__file__, "micro", {"threads": args.threads}, REPO)
+                           .split("RESULT ", 1)[1].splitlines()[0])  # fmt: skip
+        for name, times in micro.items():
+            if len(times) == 3:
+                print(f"  {name}: SDPA enable_gqa (unpadded, before) {times[0]:.2f} ms, SDPA "
+                      f"packed (padded, before) {times[1]:.2f} ms, after {times[2]:.2f} ms")  # fmt: skip
+            else:
+                print(f"  {name}: torch.multinomial a row (before) {times[0]:.2f} ms, by "
+                      f"inversion (after) {times[1]:.2f} ms")  # fmt: skip
+    results = {}
+    for count in args.episodes:
+        for name, tree in trees.items():
+            payload = {"episodes": count, "threads": args.threads,
+                       "max_new_tokens": args.max_new_tokens}  # fmt: skip
+            out = spawn(__file__, "rollout", payload, tree)
+            results[(count, name)] = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            r = results[(count, name)]
+            print(f"  {count} episodes, {name}: {r['seconds']:.1f} s", flush=True)
+    rates.append(rate())
+    peak = max(rates)
+    print(f"matmul at the end: {rates[1]:.0f} GFLOP/s; floor uses {peak:.0f}")
+    print(f"load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print()
+    print(f"{'episodes':>8} {'tree':<22} {'wall_s':>7} {'gen_s':>7} {'sampled/s':>9} "
+          f"{'prefill/s':>9} {'reused':>7} {'dropped':>7} {'peak_GB':>7} {'floor_s':>7} "
+          f"{'ratio':>6}")  # fmt: skip
+    for (count, name), r in results.items():
+        floor = floor_gflop(r) / peak
+        print(f"{count:>8} {name:<22} {r['seconds']:>7.1f} {r['generation_s']:>7.1f} "
+              f"{r['sampled'] / r['seconds']:>9.1f} {r['prefilled'] / r['seconds']:>9.1f} "
+              f"{r['reused']:>7} {r['dropped']:>7} {r['peak_gb']:>7.2f} {floor:>7.1f} "
+              f"{r['seconds'] / floor:>6.1f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
