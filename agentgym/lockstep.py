@@ -159,8 +159,9 @@ class LocalEnvs:
     step in a thread pool of up to ``threads`` threads, so one turn's steps overlap instead of
     queueing one behind the other: the cores are not idle while a page loads or a container runs
     a test. Each environment is stepped by one thread at a time, and the results come back in
-    the order asked, so an episode sees what it would see stepped alone. Others step in the
-    calling thread (their steps cost microseconds; a thread would cost more).
+    the order asked, so an episode sees what it would see stepped alone. A pool with no
+    I/O-bound environment steps in the calling thread (steps of microseconds; a thread would
+    cost more); one that has any steps all of its environments in the threads.
 
     Args:
         envs: one environment per episode slot.
