@@ -36,11 +36,10 @@ import argparse
 import json
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from children import add_child_options, run_if_child, spawn
+from children import add_child_options, archived_tree, run_if_child, spawn
 from timing import median_seconds
 
 REPO = Path(__file__).resolve().parent.parent
@@ -222,17 +221,6 @@ def floor_gflop(r: dict) -> float:
     return (trunk + attention + head) / 1e9
 
 
-def _tree(commit: str) -> Path:
-    tree = Path(tempfile.gettempdir()) / f"agentgym-before-{commit}"
-    if not (tree / "baselines").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, nargs="+", default=[16, 64])
@@ -249,7 +237,7 @@ def main() -> None:
         ["git", "-C", str(REPO), "rev-parse", "--short", args.before_commit],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    trees = {} if args.no_before else {f"before {commit}": _tree(commit)}
+    trees = {} if args.no_before else {f"before {commit}": archived_tree(REPO, commit)}
     trees["after (this tree)"] = REPO
     print(f"load (1/5/15 min) at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -58,14 +58,13 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from children import add_child_options, run_if_child, spawn
+from children import add_child_options, archived_tree, run_if_child, spawn
 
 #: ``--child NAME``: this file runs as one of the ``*_child`` functions below, against the tree its
 #: PYTHONPATH names (``--update-only``'s before tree too), importing what it needs itself.
@@ -370,18 +369,7 @@ def update_gflop(r: dict, head: str) -> float:
 
 
 def _before_tree(args: argparse.Namespace) -> Path:
-    if args.before:
-        return Path(args.before)
-    tree = Path(tempfile.gettempdir()) / f"agentgym-before-{args.before_commit}"
-    if not (tree / "baselines" / "trainer.py").is_file():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.before_commit],
-            capture_output=True,
-            check=True,
-        )
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
+    return Path(args.before) if args.before else archived_tree(REPO, args.before_commit)
 
 
 def matmul_peaks(threads: list[int]) -> dict[tuple[int, str], float]:

@@ -64,3 +64,18 @@ def run_module_reporting_peak_rss(module: str, argv: list[str]) -> None:
     atexit.register(report)
     sys.argv = [module, *argv]
     runpy.run_module(module, run_name="__main__")
+
+
+def archived_tree(repo: Path, commit: str) -> Path:
+    """``commit`` of the git checkout ``repo`` as a source tree in the temporary folder (``git
+    archive``, extracted once and reused), for a child to import the code as it was there."""
+    import tempfile
+
+    tree = Path(tempfile.gettempdir()) / f"agentgym-before-{commit}"
+    if not (tree / "baselines").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", commit], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree

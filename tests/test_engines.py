@@ -71,6 +71,14 @@ def _by_hand(model, prompt: list[int], sampled: list[int], temperature: float) -
     return [logp[start + k, token].item() for k, token in enumerate(sampled)]
 
 
+def _assert_scored_afresh(model, prompts, generations, temperature: float) -> None:
+    """Each generation's log-probs equal its whole sequence scored afresh (:func:`_by_hand`)."""
+    for prompt, gen in zip(prompts, generations, strict=True):
+        assert gen.logprobs == pytest.approx(
+            _by_hand(model, prompt, gen.sampled_ids, temperature), abs=1e-5
+        )
+
+
 def test_hf_engine_logprobs_match_one_sequence_at_a_time_and_greedy_is_the_argmax(tiny) -> None:
     model, tokenizer = tiny
     sampling = SamplingSettings(max_new_tokens=5, temperature=0.0, stop_strings=())
@@ -199,20 +207,14 @@ def test_kv_cache_sampling_logprobs_and_weight_changes(tiny) -> None:
     follow = [p + g.sampled_ids + p[-5:] for p, g in zip(prompts, first, strict=True)]
     second = engine.generate(follow, sampling)
     assert engine.cache.hits == 2 and engine.cache.reused_tokens >= sum(map(len, prompts))
-    for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(
-            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
-        )
+    _assert_scored_afresh(model, follow, second, 0.7)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model(input_ids=torch.tensor([prompts[0]])).logits.sum().backward()
     optimizer.step()
     last = [f + g.sampled_ids + f[-3:] for f, g in zip(follow, second, strict=True)]
     third = engine.generate(last, sampling)
     assert engine.cache.hits == 2  # nothing reused from before the step
-    for prompt, gen in zip(last, third, strict=True):
-        assert gen.logprobs == pytest.approx(
-            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
-        )
+    _assert_scored_afresh(model, last, third, 0.7)
 
 
 def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
@@ -229,10 +231,7 @@ def test_kv_cache_of_a_row_that_stopped_before_the_others(tiny) -> None:
     follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, first, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
     assert engine.cache.hits == 3
-    for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(
-            _by_hand(model, prompt, gen.sampled_ids, 1.0), abs=1e-5
-        )
+    _assert_scored_afresh(model, follow, second, 1.0)
 
 
 def test_kv_cache_bound_drops_entries_and_the_dropped_episode_is_prefilled_in_full(tiny) -> None:
@@ -257,10 +256,7 @@ def test_kv_cache_bound_drops_entries_and_the_dropped_episode_is_prefilled_in_fu
     second = engine.generate(follow, sampling)
     assert engine.cache.hits == 1
     assert engine.cache.reused_tokens == len(prompts[0]) + len(first[0].sampled_ids) - 1
-    for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(
-            _by_hand(model, prompt, gen.sampled_ids, 0.7), abs=1e-5
-        )
+    _assert_scored_afresh(model, follow, second, 0.7)
 
 
 def test_kv_cache_is_stored_in_the_autocast_dtype(tiny) -> None:
@@ -535,10 +531,7 @@ def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tin
     follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
     assert engine.cache.hits == 4
-    for prompt, gen in zip(follow, second, strict=True):
-        assert gen.logprobs == pytest.approx(
-            _by_hand(model, prompt, gen.sampled_ids, 1.0), abs=1e-5
-        )
+    _assert_scored_afresh(model, follow, second, 1.0)
 
 
 def test_packed_grouped_query_attention_equals_transformers_sdpa(tiny, monkeypatch) -> None:
