@@ -13,6 +13,15 @@ rollout time (aim < 2%), the MI diagnostics' share of a step (aim < 10%), the KV
 the MI scorer over plain teacher forcing on the step's own (prompt, reasoning) pairs (aim >= 5x),
 tokens trained per step with SNR-Aware Filtering and without, and peak memory. Never run by tests.
 
+``--update-floor CONFIG`` (issue 41): the update of one captured multi-turn batch of CONFIG (by
+default 4 Sokoban rows of ``sokoban.yaml``), the previous commit against this tree, beside its
+FLOP floor over the bf16 matmul rate on the model's own shapes measured in the same run
+(:func:`update_floor`, :func:`floor_gflop`)::
+
+    python benchmarks/bench_trainer.py --update-floor baselines/configs/sokoban.yaml --threads 1
+        [--capture rollout.num_groups=2 rollout.group_size=2] [--floor-before 7b0f209]
+        [--repeats 2] [--rounds 1]
+
 ``--update-only`` (issue 22): the update alone, before and after the scoring rewrite, on ONE
 captured main-job batch::
 
@@ -185,7 +194,9 @@ QUICK = "baselines/configs/quick.yaml"
 
 
 def capture_child(a: dict) -> None:
-    """Roll out the main job once and save the batch. ``a``: {"config", "file", "out_dir", "model"}."""
+    """Roll out the main job (or ``a["config"]``) once and save the batch.
+
+    ``a``: {"config", "file", "out_dir", "model", optional "overrides"}."""
     import dataclasses
 
     import torch
@@ -202,7 +213,8 @@ def capture_child(a: dict) -> None:
             "rollout.val_episodes=0",
             "diagnostics.every=0",
         ]
-        + a["model"],
+        + a["model"]
+        + a.get("overrides", []),
     )
     trainer = Trainer(cfg, progress=False)
     episodes, timings = trainer._rollout(0)
@@ -269,14 +281,15 @@ def update_child(a: dict) -> None:
         else:  # 23535da: the step set GRPO advantages before _update
             batch.advantages = grpo_token_advantages(batch, rewards, normalize_std=True)
             trainer._update(batch, metrics, timings)
-        return time.perf_counter() - t0, metrics
+        return time.perf_counter() - t0, metrics, timings
 
     load0 = os.getloadavg()[0]
     update()  # warm-up
-    runs, metrics = [], {}
+    runs, prepass, metrics = [], [], {}
     for _ in range(a["repeats"]):
-        seconds, metrics = update()
+        seconds, metrics, timings = update()
         runs.append(seconds)
+        prepass.append(timings.get("timing/ref_old_logprob_s", 0.0))
     model = trainer.model
     params = sum(p.numel() for p in model.parameters())
     emb = model.get_input_embeddings().weight
@@ -290,9 +303,17 @@ def update_child(a: dict) -> None:
         packs = trainer._batches(list(range(b["input_ids"].shape[0])))
     lengths = b["attention_mask"].sum(1)
     padded = sum(len(p) * int(lengths[p].max()) for p in packs)
+    mc = model.config
     result = {
         "seconds": statistics.median(runs),
         "runs": runs,
+        "prepass_s": statistics.median(prepass),
+        "prepass": _has_prepass(trainer, int(b["input_ids"].shape[0])),
+        "critic_model": getattr(trainer, "critic_worker", None) is not None,
+        "row_lengths": lengths.tolist(),
+        "layers": mc.num_hidden_layers,
+        "attention_width": mc.num_attention_heads
+        * getattr(mc, "head_dim", mc.hidden_size // mc.num_attention_heads),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads": torch.get_num_threads(),
         "non_embedding": params - emb.numel(),
@@ -309,6 +330,57 @@ def update_child(a: dict) -> None:
         "load": [load0, os.getloadavg()[0]],
     }
     print("RESULT " + json.dumps(result))
+
+
+def _has_prepass(trainer, rows: int) -> bool:
+    """The update scores the batch once before it trains (old or reference log-probs, values)."""
+    actor = getattr(trainer, "actor", None)
+    if actor is None:
+        return False
+    return bool(
+        actor.needs_old_logprobs(rows)
+        or trainer.config.algorithm.kl_coef > 0
+        or actor.value_head is not None
+        or getattr(trainer, "critic_worker", None) is not None
+    )
+
+
+def shapes_child(a: dict) -> None:
+    """bf16 matmul GFLOP/s on the model's own linear shapes (``a``: {"threads", "tokens"}): each
+    distinct (in, out) of the embedded model's ``nn.Linear`` layers, forward ``x @ W.T`` and both
+    backward products, ``tokens`` rows; the FLOP-weighted rate (total GFLOP over total seconds),
+    median of 5 after 2 warm-ups, in bf16 (what the trainer's autocast computes in)."""
+    import statistics
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from baselines.llm.policy import embedded_model_path
+
+    torch.set_num_threads(a["threads"])
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_path())
+    shapes = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            key = (module.in_features, module.out_features)
+            shapes[key] = shapes.get(key, 0) + 1
+    t = a["tokens"]
+    flop = seconds = 0.0
+    for (i, o), count in shapes.items():
+        x = torch.randn(t, i, dtype=torch.bfloat16)
+        w = torch.randn(o, i, dtype=torch.bfloat16)
+        g = torch.randn(t, o, dtype=torch.bfloat16)
+        for left, right in ((x, w.T), (g, w), (g.T, x)):
+            for _ in range(2):
+                left @ right
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                left @ right
+                times.append(time.perf_counter() - t0)
+            flop += count * 2 * t * i * o
+            seconds += count * statistics.median(times)
+    print(flop / seconds / 1e9)
 
 
 def matmul_child(a: dict) -> None:
@@ -330,7 +402,12 @@ def matmul_child(a: dict) -> None:
     print(2 * 2048**3 / statistics.median(times) / 1e9)
 
 
-CHILDREN = {"capture": capture_child, "update": update_child, "matmul": matmul_child}
+CHILDREN = {
+    "capture": capture_child,
+    "update": update_child,
+    "matmul": matmul_child,
+    "shapes": shapes_child,
+}
 
 #: name -> (code tree: "before" or "after", overrides, compute dtype for the peak, head model).
 UPDATE_CONFIGS = {
@@ -469,6 +546,112 @@ def update_only(args: argparse.Namespace) -> None:
         print(f"threads={n}: " + "  ".join(ratios))
 
 
+def floor_gflop(r: dict) -> dict[str, float]:
+    """The ideal GFLOP of one update (``--update-floor``): every pass the algorithm needs, each
+    matmul counted once, nothing recomputed, no padding.
+
+    ``passes`` = 3 forwards' worth (forward 1 + backward 2) plus 1 for the pre-update pass
+    (old/reference log-probs, values) when the update has one; a separate critic model adds its
+    own trunk's passes. Multiply-adds count 2::
+
+        trunk     = 2 * N_ne * T_real * passes
+        attention = sum over rows of 2 * T_row^2 * (heads * head_dim) * layers * passes
+                    (causal: QK^T and PV over the T^2 / 2 visible pairs each)
+        head      = 2 * H * V * S * passes          (the LM head at the S loss positions)
+
+    ``N_ne``: parameters without the (tied) embedding. Returns GFLOP per part and ``total``.
+    """
+    passes = 3 + int(r["prepass"])
+    trunk = 2 * r["non_embedding"] * r["real"] * passes
+    attention = sum(2 * t * t * r["attention_width"] * r["layers"] for t in r["row_lengths"])
+    attention *= passes
+    head = 2 * r["hidden"] * r["vocab"] * r["loss"] * passes
+    critic = 0.0
+    if r["critic_model"]:  # the critic's trunk: its pre-pass, forward and backward
+        critic = 4 * (trunk / passes + attention / passes)
+    parts = {"trunk": trunk, "attention": attention, "head": head, "critic": critic}
+    parts = {k: v / 1e9 for k, v in parts.items()}
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def update_floor(args: argparse.Namespace) -> None:
+    """``--update-floor CONFIG`` (issue 41): the update of one captured multi-turn batch of
+    CONFIG (rolled out once with ``--capture``'s overrides into ``--batch-floor``, default
+    ``$TMPDIR/agentgym-<config>-batch.pt``, and reused while that file exists), the tree at
+    ``--floor-before`` against this one, ``--rounds`` times alternating, beside its floor
+    (:func:`floor_gflop` over the bf16 matmul rate on the model's own linear shapes, measured
+    before and after in the same run; the higher is the rate)."""
+    config = args.update_floor
+    stem = Path(config).stem
+    batch_file = Path(args.batch_floor or Path(tempfile.gettempdir()) / f"agentgym-{stem}-batch.pt")
+    before = archived_tree(REPO, args.floor_before)
+    print(f"load (1/5/15 min) at start: {_load()}; config {config}; before {args.floor_before}")
+    if not batch_file.is_file():
+        info = _child(
+            "capture",
+            {
+                "config": config,
+                "file": str(batch_file),
+                "out_dir": tempfile.mkdtemp(),
+                "model": [],
+                "overrides": args.capture,
+            },
+            REPO,
+        )
+        print(f"captured {batch_file} ({' '.join(args.capture)}): {info.strip().splitlines()[-1]}")
+    saved = torch.load(batch_file, weights_only=False)["batch"]
+    lengths = saved["attention_mask"].sum(1)
+    print(
+        f"batch: {saved['input_ids'].shape[0]} rows of {lengths.tolist()} tokens, "
+        f"{int(saved['loss_mask'].sum())} loss tokens"
+    )
+    tokens = int(lengths.float().mean())
+    n = args.threads[0]
+    rates = [float(_child("shapes", {"threads": n, "tokens": tokens}, REPO).split()[-1])]
+    print(f"bf16 matmul on the model's linear shapes ({tokens} rows, {n} thread): {rates[0]:.0f}")
+    results = {}
+    for rnd in range(args.rounds):  # the trees alternate, round by round
+        for name, tree in (("before", before), ("after", REPO)):
+            payload = {
+                "config": config,
+                "file": str(batch_file.resolve()),
+                "out_dir": tempfile.mkdtemp(prefix="bench-update-"),
+                "threads": n,
+                "overrides": [],
+                "repeats": args.repeats,
+                "model": [],
+            }
+            load = _load()
+            out = _child("update", payload, tree)
+            r = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            results.setdefault(name, []).append(r)
+            runs = ", ".join(f"{x:.1f}" for x in r["runs"])
+            print(
+                f"  {name} round {rnd}: {r['seconds']:.1f} s (runs {runs}; load {load})", flush=True
+            )
+    rates.append(float(_child("shapes", {"threads": n, "tokens": tokens}, REPO).split()[-1]))
+    rate = max(rates)
+    print(
+        f"matmul rate (start, end): {rates[0]:.0f}, {rates[1]:.0f} GFLOP/s; load at end {_load()}"
+    )
+    print()
+    print(
+        f"{'tree':7s} {'update_s':>8s} {'prepass_s':>9s} {'rss_MB':>7s} {'trunk':>6s} "
+        f"{'attn':>5s} {'head':>5s} {'GFLOP':>6s} {'floor_s':>7s} {'x_floor':>7s}"
+    )
+    for name, rs in results.items():
+        seconds = sorted(r["seconds"] for r in rs)[len(rs) // 2]
+        r = rs[0]
+        f = floor_gflop(r)
+        floor = f["total"] / rate
+        print(
+            f"{name:7s} {seconds:8.1f} {r['prepass_s']:9.1f} {max(x['rss_mb'] for x in rs):7.0f} "
+            f"{f['trunk']:6.0f} {f['attention']:5.0f} {f['head']:5.0f} {f['total']:6.0f} "
+            f"{floor:7.1f} {seconds / floor:7.2f}"
+        )
+
+
 def _pick(keys: list[str]) -> list[str]:
     """``--configs a c`` -> the matching ``UPDATE_CONFIGS`` names, in the order given."""
     by_key = {name.split()[0]: name for name in UPDATE_CONFIGS}
@@ -525,9 +708,28 @@ def main() -> None:
         choices=["a", "b", "c", "c'"],
         help="--update-only: which configurations, in this order",
     )
+    parser.add_argument(
+        "--update-floor",
+        default="",
+        metavar="CONFIG",
+        help="issue 41: the update of a captured CONFIG batch, --floor-before vs this tree, "
+        "beside its floor",
+    )
+    parser.add_argument("--floor-before", default="7b0f209")
+    parser.add_argument(
+        "--capture",
+        nargs="*",
+        default=["rollout.num_groups=2", "rollout.group_size=2"],
+        help="--update-floor: overrides of the captured rollout",
+    )
+    parser.add_argument("--batch-floor", default="", help="--update-floor: the batch file")
+    parser.add_argument("--rounds", type=int, default=1)
     add_child_options(parser, CHILDREN)
     args = parser.parse_args()
     if run_if_child(args, CHILDREN):
+        return
+    if args.update_floor:
+        update_floor(args)
         return
     if args.update_only:
         update_only(args)

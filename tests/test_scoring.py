@@ -151,3 +151,56 @@ def test_an_oversized_micro_batch_is_checkpointed_with_the_same_gradients():
     assert len(ckpt_grads) == len(plain_grads) > 0
     for a, b in zip(plain_grads, ckpt_grads, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_the_oversized_row_recomputes_no_matmul_and_no_attention():
+    """checkpointed_if is selective (issue 41): the backward of a checkpointed micro-batch runs
+    exactly the matmuls and attention kernels of the backward without checkpointing (it keeps
+    their forward outputs), while full checkpointing (model.gradient_checkpointing) runs every
+    layer's forward matmuls again; the gradients are the plain path's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from baselines.llm.scoring import checkpointed_if, set_checkpointing
+
+    heavy = {"mm", "addmm", "bmm", "_scaled_dot_product_flash_attention_for_cpu"}
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls += func.overloadpacket.__name__ in heavy
+            return func(*args, **(kwargs or {}))
+
+    model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b c d e f g"] * 2)
+    model.train()
+    ids, attn, _ = _batch(model.config.vocab_size)
+    ids, attn = ids[:1], torch.ones_like(attn[:1])  # one unpadded row: SDPA's flash kernel
+    mask = torch.ones(1, ids.shape[1] - 1)
+
+    def backward_calls(mode: str):
+        model.zero_grad(set_to_none=True)
+        if mode == "full":
+            set_checkpointing(model, True)
+        try:
+            with checkpointed_if(model, mode == "selective"):
+                logp = score_targets(model, ids, attn, mask, temperature=1.0)["logprobs"]
+                count = Count()
+                with count:
+                    logp.sum().backward()
+        finally:
+            set_checkpointing(model, False)
+        return count.calls, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    plain, plain_grads = backward_calls("plain")
+    selective, selective_grads = backward_calls("selective")
+    full, _ = backward_calls("full")
+    layers = model.config.num_hidden_layers
+    assert plain > 0
+    assert selective == plain
+    # Full checkpointing redoes each layer's forward: the q, k, v, o, gate and up matmuls and the
+    # attention (down's output feeds nothing the backward reads: torch stops the recompute early).
+    assert full == plain + 7 * layers
+    for a, b in zip(plain_grads, selective_grads, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
