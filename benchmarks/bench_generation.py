@@ -21,7 +21,8 @@ position``, and the LM head ``2 x vocab x hidden`` for each sampled token only),
 rate measured in the same run: a child times ``x @ W^T`` under the same autocast for the
 model's own weight shapes (q, k, v, o, gate, up, down, LM head) at 512 rows, ``--threads``
 threads, at the start and the end; the higher is used. Printed per tree and batch: seconds,
-generation seconds, sampled and prefilled tokens a second, prefix-store reuse and drops, peak RSS,
+generation seconds, sampled and prefilled tokens a second, prefix-store reuse, prompt tokens
+shared between rows with one prompt (not prefilled) and drops, peak RSS,
 the floor in seconds and the ratio seconds / floor (issue 41's aim: 3). ``--micro`` adds the
 kernels behind the changes: the attention of one decoding step (SDPA with ``enable_gqa``, as
 transformers calls it for an unpadded batch; SDPA on packed heads, as for a padded one; and
@@ -124,6 +125,7 @@ def rollout_child(a: dict) -> None:
         "contexts": contexts,
         "prefilled": cache.prefilled_tokens,
         "reused": cache.reused_tokens,
+        "shared": getattr(cache, "shared_tokens", 0),  # a tree before the shared first prompts: 0
         "dropped": cache.dropped,
         "turns": sum(len(e.turns) for e in episodes),
         "peak_gb": peak * 1024 / 1e9,
@@ -271,13 +273,13 @@ def main() -> None:
     print(f"load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     print(f"{'episodes':>8} {'tree':<22} {'wall_s':>7} {'gen_s':>7} {'sampled/s':>9} "
-          f"{'prefill/s':>9} {'reused':>7} {'dropped':>7} {'peak_GB':>7} {'floor_s':>7} "
-          f"{'ratio':>6}")  # fmt: skip
+          f"{'prefill/s':>9} {'reused':>7} {'shared':>7} {'dropped':>7} {'peak_GB':>7} "
+          f"{'floor_s':>7} {'ratio':>6}")  # fmt: skip
     for (count, name), r in results.items():
         floor = floor_gflop(r) / peak
         print(f"{count:>8} {name:<22} {r['seconds']:>7.1f} {r['generation_s']:>7.1f} "
               f"{r['sampled'] / r['seconds']:>9.1f} {r['prefilled'] / r['seconds']:>9.1f} "
-              f"{r['reused']:>7} {r['dropped']:>7} {r['peak_gb']:>7.2f} {floor:>7.1f} "
+              f"{r['reused']:>7} {r.get('shared', 0):>7} {r['dropped']:>7} {r['peak_gb']:>7.2f} {floor:>7.1f} "
               f"{r['seconds'] / floor:>6.1f}")  # fmt: skip
 
 

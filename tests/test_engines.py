@@ -499,6 +499,14 @@ def test_reserved_cache_layer_equals_concatenation_and_grows_past_its_capacity(t
     assert layer.get_seq_length() == 6 and layer.filled == 6
 
 
+def _assert_each_as_if_alone(model, tokenizer, prompts, sampling, batch, gens) -> None:
+    """Row r of ``batch`` has the ids and log-probs of prompt r decoded alone with ``gens([r])``."""
+    for r, prompt in enumerate(prompts):
+        alone = HFEngine(model, tokenizer).generate([prompt], sampling, generators=gens([r]))
+        assert alone[0].sampled_ids == batch[r].sampled_ids
+        assert alone[0].logprobs == pytest.approx(batch[r].logprobs, abs=1e-5)
+
+
 def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tiny) -> None:
     """Stop string "o", one generator per row (seeds 0-3): rows 3 and 2 stop after 3 and 5 of the
     10 tokens (found by running it). Once a quarter of the batch is done the done rows leave it:
@@ -524,13 +532,47 @@ def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tin
         hook.remove()
     assert [len(g.sampled_ids) for g in batch] == [10, 10, 5, 3]
     assert rows_seen[0] == 4 and rows_seen[-1] == 2 and sorted(set(rows_seen)) == [2, 3, 4]
-    for r, prompt in enumerate(prompts):
-        alone = HFEngine(model, tokenizer).generate([prompt], sampling, generators=gens([r]))
-        assert alone[0].sampled_ids == batch[r].sampled_ids
-        assert alone[0].logprobs == pytest.approx(batch[r].logprobs, abs=1e-5)
+    _assert_each_as_if_alone(model, tokenizer, prompts, sampling, batch, gens)
     follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
     assert engine.cache.hits == 4
+    _assert_scored_afresh(model, follow, second, 1.0)
+
+
+def test_rows_with_one_prompt_are_prefilled_once_and_sample_as_if_alone(tiny) -> None:
+    """A group's first turn: rows 0, 2 and 3 share a prompt (seed 7), row 1 has its own (seed
+    8). The prefill forward (chunked at 2 rows x 8 columns) sees 2 rows, not 4, the store counts
+    the prompt tokens prefilled (the 2 distinct prompts) and those shared (2 copies), and every
+    row's ids and log-probs are those of the row decoded alone with its own generator; the next
+    turn reuses every row's own stored prefix."""
+    model, tokenizer = tiny
+    a, b = _prompts(tokenizer, seeds=(7, 8))
+    prompts = [a, b, a, a]
+    sampling = SamplingSettings(max_new_tokens=8, temperature=1.0, stop_strings=())
+
+    def gens(rows=range(4)):
+        return [torch.Generator().manual_seed(50 + r) for r in rows]
+
+    shapes: list[tuple[int, int]] = []
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        engine = HFEngine(model, tokenizer, prefill_chunk_tokens=16)
+        batch = engine.generate(prompts, sampling, generators=gens())
+    finally:
+        hook.remove()
+    prefill = [shape for shape in shapes if shape[1] > 1]
+    assert {rows for rows, _ in prefill} == {2}
+    assert sum(columns for _, columns in prefill) == max(len(a), len(b))
+    assert engine.cache.prefilled_tokens == len(a) + len(b)
+    assert engine.cache.shared_tokens == 2 * len(a)
+    assert len({tuple(g.sampled_ids) for g in batch[::2] + batch[3:]}) > 1  # rows diverge
+    _assert_each_as_if_alone(model, tokenizer, prompts, sampling, batch, gens)
+    follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
+    second = engine.generate(follow, SamplingSettings(max_new_tokens=4, stop_strings=()))
+    assert engine.cache.hits == 4 and engine.cache.shared_tokens == 2 * len(a)
     _assert_scored_afresh(model, follow, second, 1.0)
 
 
