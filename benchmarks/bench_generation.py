@@ -4,11 +4,11 @@ the previous commit's engine against this tree's, each beside its floor.
 Usage::
 
     python benchmarks/bench_generation.py [--episodes 16 64] [--before-commit HEAD~1]
-        [--threads 1] [--max-new-tokens 128] [--no-before] [--micro]
+        [--threads 1] [--max-new-tokens 128] [--group-size 8] [--no-before] [--micro]
 
 Each rollout runs in its own child process (``children.spawn``: its own peak RSS, and the
 ``before`` tree imported from a ``git archive`` of ``--before-commit``): ``E`` Sokoban episodes
-(``E / 8`` groups of 8, seeds 0.., 5 turns) through the trainer's loop
+(``E / G`` groups of ``G = --group-size`` episodes, 8 by default; seeds 0.., 5 turns) through the trainer's loop
 (:func:`baselines.episodes.collect_rollouts`) with the engine settings of ``sokoban.yaml``
 (temperature 1, ``</answer>`` stop, ``max_new_tokens`` 128, and the tree's own defaults of
 ``rollout.generation_batch_tokens``, ``kv_cache_gib`` and ``prefill_chunk_tokens``, which
@@ -104,8 +104,8 @@ def rollout_child(a: dict) -> None:
             model,
             tok,
             ENV,
-            list(range(count // 8)),
-            8,
+            list(range(count // a.get("group_size", 8))),
+            a.get("group_size", 8),
             sampling,
             engine=engine,
             generators=generators,
@@ -230,6 +230,12 @@ def main() -> None:
     parser.add_argument("--no-before", action="store_true", help="this tree only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=8,
+        help="episodes a seed (1: distinct seeds, as validation)",
+    )
     parser.add_argument("--micro", action="store_true", help="also time the kernels")
     add_child_options(parser, CHILDREN)
     args = parser.parse_args()
@@ -262,7 +268,8 @@ def main() -> None:
     for count in args.episodes:
         for name, tree in trees.items():
             payload = {"episodes": count, "threads": args.threads,
-                       "max_new_tokens": args.max_new_tokens}  # fmt: skip
+                       "max_new_tokens": args.max_new_tokens,
+                       "group_size": args.group_size}  # fmt: skip
             out = spawn(__file__, "rollout", payload, tree)
             results[(count, name)] = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
             r = results[(count, name)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -23,7 +24,7 @@ from baselines.llm.engines import (
     recompute_logprobs,
     vllm_available,
 )
-from baselines.llm.engines.hf import _top_p_filter
+from baselines.llm.engines.hf import MIN_SHARED_PREFIX, _top_p_filter
 from baselines.llm.policy import load_policy
 from tests.helpers import first_prompt_ids
 
@@ -531,7 +532,8 @@ def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tin
     finally:
         hook.remove()
     assert [len(g.sampled_ids) for g in batch] == [10, 10, 5, 3]
-    assert rows_seen[0] == 4 and rows_seen[-1] == 2 and sorted(set(rows_seen)) == [2, 3, 4]
+    # First the 4 prompts' shared instructions, once (one row), then the batch.
+    assert rows_seen[:2] == [1, 4] and rows_seen[-1] == 2 and sorted(set(rows_seen)) == [1, 2, 3, 4]
     _assert_each_as_if_alone(model, tokenizer, prompts, sampling, batch, gens)
     follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=6, stop_strings=()))
@@ -540,14 +542,18 @@ def test_rows_that_are_done_leave_the_decoding_batch_and_their_keys_are_kept(tin
 
 
 def test_rows_with_one_prompt_are_prefilled_once_and_sample_as_if_alone(tiny) -> None:
-    """A group's first turn: rows 0, 2 and 3 share a prompt (seed 7), row 1 has its own (seed
-    8). The prefill forward (chunked at 2 rows x 8 columns) sees 2 rows, not 4, the store counts
-    the prompt tokens prefilled (the 2 distinct prompts) and those shared (2 copies), and every
-    row's ids and log-probs are those of the row decoded alone with its own generator; the next
-    turn reuses every row's own stored prefix."""
+    """A group's first turn: rows 0, 2 and 3 share a prompt (Sokoban seed 7), row 1 has its own
+    (seed 8); both begin with the same instructions (n tokens: their common prefix, by
+    ``os.path.commonprefix``). Prefill in chunks of 16 tokens: the n shared tokens once, as one
+    row, then the rest of the 2 distinct prompts as 2 rows, not 4. The store counts the tokens
+    prefilled (n + the two remainders) and those shared (every other prompt token). Every row's
+    ids and log-probs are those of the row decoded alone with its own generator; the next turn
+    reuses every row's own stored prefix."""
     model, tokenizer = tiny
     a, b = _prompts(tokenizer, seeds=(7, 8))
     prompts = [a, b, a, a]
+    n = min(len(os.path.commonprefix([a, b])), len(a) - 1, len(b) - 1)
+    assert n >= MIN_SHARED_PREFIX
     sampling = SamplingSettings(max_new_tokens=8, temperature=1.0, stop_strings=())
 
     def gens(rows=range(4)):
@@ -563,16 +569,17 @@ def test_rows_with_one_prompt_are_prefilled_once_and_sample_as_if_alone(tiny) ->
         batch = engine.generate(prompts, sampling, generators=gens())
     finally:
         hook.remove()
-    prefill = [shape for shape in shapes if shape[1] > 1]
-    assert {rows for rows, _ in prefill} == {2}
-    assert sum(columns for _, columns in prefill) == max(len(a), len(b))
-    assert engine.cache.prefilled_tokens == len(a) + len(b)
-    assert engine.cache.shared_tokens == 2 * len(a)
+    # The decoding steps are 4-row forwards of one column (no row stops before 8 tokens).
+    assert sum(columns for rows, columns in shapes if rows == 1) == n
+    assert sum(columns for rows, columns in shapes if rows == 2) == max(len(a), len(b)) - n
+    assert [shape for shape in shapes if shape[0] not in (1, 2)] == [(4, 1)] * 7
+    assert engine.cache.prefilled_tokens == len(a) + len(b) - n
+    assert engine.cache.shared_tokens == 2 * len(a) + n  # all 4 prompts less those prefilled
     assert len({tuple(g.sampled_ids) for g in batch[::2] + batch[3:]}) > 1  # rows diverge
     _assert_each_as_if_alone(model, tokenizer, prompts, sampling, batch, gens)
     follow = [p + g.sampled_ids + p[-4:] for p, g in zip(prompts, batch, strict=True)]
     second = engine.generate(follow, SamplingSettings(max_new_tokens=4, stop_strings=()))
-    assert engine.cache.hits == 4 and engine.cache.shared_tokens == 2 * len(a)
+    assert engine.cache.hits == 4 and engine.cache.shared_tokens == 2 * len(a) + n
     _assert_scored_afresh(model, follow, second, 1.0)
 
 
