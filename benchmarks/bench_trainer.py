@@ -618,7 +618,8 @@ def update_floor(args: argparse.Namespace) -> None:
                 "file": str(batch_file.resolve()),
                 "out_dir": tempfile.mkdtemp(prefix="bench-update-"),
                 "threads": n,
-                "overrides": [],
+                # the model the batch was captured with (e.g. a warm start's model.path)
+                "overrides": [o for o in args.capture if o.startswith("model.")],
                 "repeats": args.repeats,
                 "model": [],
             }
