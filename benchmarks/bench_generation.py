@@ -8,7 +8,8 @@ Usage::
 
 Each rollout runs in its own child process (``children.spawn``: its own peak RSS, and the
 ``before`` tree imported from a ``git archive`` of ``--before-commit``): ``E`` Sokoban episodes
-(``E / G`` groups of ``G = --group-size`` episodes, 8 by default; seeds 0.., 5 turns) through the trainer's loop
+(``E / G`` groups of ``G = --group-size`` episodes, 8 by default; seeds 0.., 5 turns;
+``--kv-cache-gib`` overrides the prefix store's bound) through the trainer's loop
 (:func:`baselines.episodes.collect_rollouts`) with the engine settings of ``sokoban.yaml``
 (temperature 1, ``</answer>`` stop, ``max_new_tokens`` 128, and the tree's own defaults of
 ``rollout.generation_batch_tokens``, ``kv_cache_gib`` and ``prefill_chunk_tokens``, which
@@ -91,7 +92,7 @@ def rollout_child(a: dict) -> None:
         model,
         tok,
         max_batch_tokens=rollout.generation_batch_tokens,
-        kv_cache_bytes=int(rollout.kv_cache_gib * 2**30),
+        kv_cache_bytes=int(a.get("kv_cache_gib", rollout.kv_cache_gib) * 2**30),
         prefill_chunk_tokens=rollout.prefill_chunk_tokens,
     )
     generators = [torch.Generator().manual_seed(1000 + i) for i in range(count)]
@@ -231,6 +232,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument(
+        "--kv-cache-gib",
+        type=float,
+        default=None,
+        help="the prefix store's bound (default: the tree's)",
+    )
+    parser.add_argument(
         "--group-size",
         type=int,
         default=8,
@@ -270,6 +277,8 @@ def main() -> None:
             payload = {"episodes": count, "threads": args.threads,
                        "max_new_tokens": args.max_new_tokens,
                        "group_size": args.group_size}  # fmt: skip
+            if args.kv_cache_gib is not None:
+                payload["kv_cache_gib"] = args.kv_cache_gib
             out = spawn(__file__, "rollout", payload, tree)
             results[(count, name)] = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
             r = results[(count, name)]
