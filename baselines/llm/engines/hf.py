@@ -6,6 +6,7 @@ the turns of a batch (:func:`generate_cached`, :class:`PrefixCache`), or ``model
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -424,7 +425,10 @@ def generate_cached(
     group, whose episodes reset with one seed) are prefilled once: the other rows of the prompt
     start decoding from copies of the first one's keys, values and logits (vLLM's automatic
     prefix caching, for whole prompts), then each samples from its own generator. 16 Sokoban
-    episodes in groups of 8 prefill 2 first prompts of ~415 tokens, not 16.
+    episodes in groups of 8 prefill 2 first prompts of ~415 tokens, not 16. Rows with nothing
+    stored and distinct prompts that begin alike (an environment's instructions) get their
+    longest common prefix prefilled once and copied in like a stored prefix
+    (:func:`_share_common_prefix`).
 
     The new prompt tokens are prefilled in chunks of ``max(1, prefill_chunk_tokens // rows)``
     columns, each a forward over the cache so far (chunked prefill, as vLLM's
@@ -712,8 +716,6 @@ def _share_common_prefix(
     Returns:
         The entry's index in ``store.entries``, or -1 when nothing was shared.
     """
-    import os
-
     distinct = {tuple(prompt_ids[r]) for r, h in enumerate(hits) if h < 0}
     if len(distinct) < 2:
         return -1
