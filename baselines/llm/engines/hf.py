@@ -302,8 +302,7 @@ def _decoding_cache(model: Any, capacity: int) -> Any:
     layers = getattr(cache, "layers", None)
     if layers and all(type(layer) is DynamicLayer for layer in layers):
         reserved = _reserved_layer_class()
-        kind = next(model.parameters()).device.type
-        low = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
+        low = _autocast_low(next(model.parameters()).device.type)
         cache.layers = [reserved(capacity, low) for _ in layers]
     return cache
 
@@ -572,8 +571,7 @@ def generate_cached(
     # after it decode only the live rows (the turn's tail is its longest replies).
     active = list(range(batch))
     compactable = _supports_prefix_cache(cache)
-    amp = torch.is_autocast_enabled(device.type)
-    low = torch.get_autocast_dtype(device.type) if amp else None
+    low = _autocast_low(device.type)
     if store is not None and compactable:
         first = cache.layers[0]
         store.cache_dtypes = (first.keys.dtype, first.values.dtype)
@@ -741,8 +739,7 @@ def _share_common_prefix(
             **extra,
         )
         cache = getattr(out, "cache", None) or out.past_key_values
-    amp = torch.is_autocast_enabled(device.type)
-    low = torch.get_autocast_dtype(device.type) if amp else None
+    low = _autocast_low(device.type)
     kv = [(_stored(layer.keys[0], low), _stored(layer.values[0], low)) for layer in cache.layers]
     store.entries.append((list(shared[:n]), kv))
     return len(store.entries) - 1
@@ -756,6 +753,11 @@ def _keep_batch_rows(layer: Any, index: torch.Tensor) -> None:
     else:
         layer.keys = layer.keys.index_select(0, index)
         layer.values = layer.values.index_select(0, index)
+
+
+def _autocast_low(kind: str) -> torch.dtype | None:
+    """The autocast dtype on device type ``kind`` when autocast is on there, else None."""
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
 
 
 def _stored(x: torch.Tensor, low: torch.dtype | None) -> torch.Tensor:
