@@ -163,6 +163,89 @@ def test_two_grpo_trainer_steps_move_the_weights(tmp_path: Path) -> None:
     assert changed
 
 
+@pytest.mark.parametrize("ending", ["stop", "end", "length"])
+def test_a_reply_ended_by_the_stop_string_is_a_finished_completion_for_trl(
+    tmp_path: Path, ending: str
+) -> None:
+    """TRL calls a completion truncated when its last id is not an EOS (or pad), and with
+    ``mask_truncated_completions`` drops its loss (``GRPOTrainer._generate_and_score_completions``,
+    TRL 1.16). A reply the episode loop ended at ``</answer>`` is finished: the rollout closes it
+    with the EOS as a template id (mask 0, log-prob 0.0). One ended by a sampled ``<|im_end|>``
+    is left as sampled; one that reached neither (cut by length) stays truncated."""
+    from trl import GRPOTrainer
+
+    env_kwargs = {"max_turns": 1}
+    model, tokenizer = _tiny("Sokoban-v0", env_kwargs)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    body = _think_reply(tokenizer, "push the box", "Up")[:-1]  # ends "... </answer>"
+    reply = {"stop": body, "end": [*body, im_end], "length": body[:-1]}[ending]
+    engine = ScriptedEngine(tokenizer, [reply], {im_end})
+    rollout = AgentgymRollout("Sokoban-v0", tokenizer, env_kwargs=env_kwargs, engine=engine)
+    trainer = GRPOTrainer(
+        **_kwargs(model, tokenizer, rollout, 2),
+        args=_args(tmp_path, mask_truncated_completions=True),
+    )
+    out = rollout(_prompts(rollout, 2, 4), trainer)
+    eos_and_pad = [*trainer.eos_token_ids, tokenizer.pad_token_id]  # TRL's own test
+    for ids, mask, logprobs in zip(
+        out["completion_ids"], out["env_mask"], out["logprobs"], strict=True
+    ):
+        assert [t for t, m in zip(ids, mask, strict=True) if m] == reply  # sampled ids untouched
+        assert (ids[-1] not in eos_and_pad) == (ending == "length")
+        if ending == "stop":
+            assert ids[-len(reply) - 1 :] == [*reply, tokenizer.eos_token_id]
+            assert mask[-1] == 0 and logprobs[-1] == 0.0
+        else:
+            assert ids[-len(reply) :] == reply and mask[-1] == 1
+
+
+def test_trls_private_api_is_the_one_the_adapter_was_checked_against(tmp_path: Path) -> None:
+    """Fails, naming what moved, when the installed TRL is not the release the adapter was
+    checked against or its private methods and attributes differ from those listed."""
+    import inspect
+
+    import trl
+    from packaging.requirements import Requirement
+    from trl import GRPOTrainer
+
+    from baselines.integrations.trl import (
+        TRL_PRIVATE_ATTRIBUTES,
+        TRL_PRIVATE_METHODS,
+        TRL_TESTED_VERSION,
+    )
+
+    # the trl extra's requirement ("trl>=...") in pyproject.toml
+    spec = Requirement(re.search(r'"(trl[<>=!~][^"]*)"', (ROOT / "pyproject.toml").read_text())[1])
+    assert TRL_TESTED_VERSION in spec.specifier, (spec, TRL_TESTED_VERSION)
+    assert trl.__version__ in spec.specifier, (
+        f"TRL {trl.__version__} is installed; the adapter was checked against "
+        f"{TRL_TESTED_VERSION} (pyproject.toml: {spec})"
+    )
+
+    def moved_methods(methods: dict[str, tuple[str, ...]]) -> list[str]:
+        moved = []
+        for name, leading in methods.items():
+            method = getattr(GRPOTrainer, name, None)
+            if method is None:
+                moved.append(f"GRPOTrainer.{name} is gone")
+                continue
+            params = tuple(inspect.signature(method).parameters)[: len(leading)]
+            if params != leading:
+                moved.append(f"GRPOTrainer.{name}{params} (checked: {leading})")
+        return moved
+
+    # the check catches a renamed parameter and a missing method
+    assert len(moved_methods({"_compute_loss": ("self", "model", "batch"), "_gone": ()})) == 2
+    moved = moved_methods(TRL_PRIVATE_METHODS)
+    model, tokenizer = _tiny("Sokoban-v0", {"max_turns": 1})
+    rollout = AgentgymRollout("Sokoban-v0", tokenizer, env_kwargs={"max_turns": 1})
+    trainer = GRPOTrainer(**_kwargs(model, tokenizer, rollout, 2), args=_args(tmp_path))
+    moved += [
+        f"GRPOTrainer().{a} is gone" for a in TRL_PRIVATE_ATTRIBUTES if not hasattr(trainer, a)
+    ]
+    assert not moved, f"TRL {trl.__version__} moved what the adapter relies on: {moved}"
+
+
 # ---------------------------------------------------------------------- history rewritten
 
 
@@ -291,7 +374,10 @@ def test_the_filter_inside_trl_drops_the_groups_snr_filter_drops(tmp_path: Path)
             assert float(output["advantages"][b]) != 0.0
         else:
             assert int(loss_mask.sum()) == 0 and float(output["advantages"][b]) == 0.0
-    kept_tokens = sum(int(output["completion_mask"][b].sum()) for b in kept_rows)
+    # the trained tokens of the kept rows (a closing EOS of a finished reply is not one)
+    kept_tokens = sum(
+        int((output["completion_mask"][b] * output["tool_mask"][b]).sum()) for b in kept_rows
+    )
     assert int(output["num_items_in_batch"]) == kept_tokens
     logged = {k: v[-1] for k, v in trainer._metrics["train"].items()}
     assert logged["filter/num_groups"] == 4.0 and logged["filter/num_kept"] == 2.0
@@ -324,7 +410,8 @@ def test_the_filtered_loss_is_the_loss_over_the_kept_groups_alone(
     rewards = torch.tensor(REWARDS)  # TRL's advantages: (r - mean) / (std + 1e-4)
     mean, std = rewards.mean(1, keepdim=True), rewards.std(1, keepdim=True)
     advantages = ((rewards - mean) / (std + 1e-4)).flatten()[kept]
-    tokens = torch.stack([output["completion_mask"][b].sum() for b in kept]).float()
+    loss_mask = output["completion_mask"] * output["tool_mask"]  # trained ids (not a closing EOS)
+    tokens = torch.stack([loss_mask[b].sum() for b in kept]).float()
     if loss_type == "dapo":
         by_hand = -float((ratio * advantages * tokens).sum() / tokens.sum())
     else:

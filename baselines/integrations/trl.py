@@ -61,6 +61,20 @@ written: that path is untested here. In server mode every process must call the 
 number of times (a collective): give every rank the same number of turns (fixed ``max_turns``,
 episodes that run to it) or use colocate mode.
 
+**TRL's private API.** ``rollout_func`` is experimental in TRL, and :class:`AgentgymGRPOTrainer`
+overrides or calls methods TRL (and transformers' ``Trainer`` under it) keep private:
+:data:`TRL_PRIVATE_METHODS` lists each with the leading parameters it relies on, and
+:data:`TRL_PRIVATE_ATTRIBUTES` the attributes it reads, as of TRL :data:`TRL_TESTED_VERSION`.
+``pyproject.toml`` pins TRL to that minor release, and
+``tests/test_trl.py::test_trls_private_api_is_the_one_the_adapter_was_checked_against`` fails,
+naming what moved, when an installed TRL differs.
+
+**Finished replies.** TRL counts a completion as truncated when its last id is not an EOS (its
+``completions/clipped_ratio``; with ``mask_truncated_completions`` such a completion carries no
+loss). A reply the episode loop ended at a stop string (``</answer>``) is finished, so the rollout
+closes it with the tokenizer's EOS as a template id (mask 0, never trained;
+:func:`episode_sequence`); a reply cut at ``max_new_tokens`` stays truncated.
+
 Example (the README's "With Hugging Face TRL" holds the full CPU version, which a test runs)::
 
     from trl import GRPOConfig
@@ -179,8 +193,15 @@ class EpisodeSequence:
     row_index: list[int]
 
 
-def episode_sequence(episode: EpisodeRecord) -> EpisodeSequence:
+def episode_sequence(episode: EpisodeRecord, close_id: int | None = None) -> EpisodeSequence:
     """Lay an episode's training rows end to end as one TRL sequence.
+
+    ``close_id``: an end-of-turn id appended after the last reply (``env_mask`` 0, log-prob 0.0:
+    the template's id that closes the turn, never trained on). :class:`AgentgymRollout` passes it
+    when the last reply ended at a stop string (``</answer>``): TRL counts a completion whose last
+    id is not an EOS as truncated, and with ``mask_truncated_completions`` drops its loss, but the
+    reply ended as the episode loop ends finished replies (issue 42). A reply cut at
+    ``max_new_tokens`` gets none and stays truncated for TRL.
 
     Raises:
         ValueError: the episode has no row (it sampled nothing: a first prompt that did not fit
@@ -205,6 +226,11 @@ def episode_sequence(episode: EpisodeRecord) -> EpisodeSequence:
         out.env_mask += row.loss_mask
         out.logprobs += row.logprobs
         out.row_index += [r] * len(row.input_ids)
+    if close_id is not None:
+        out.completion_ids.append(int(close_id))
+        out.env_mask.append(0)
+        out.logprobs.append(0.0)
+        out.row_index.append(len(episode.rows) - 1)
     return out
 
 
@@ -478,7 +504,20 @@ class AgentgymRollout:
                 generators=generators,
                 first_group=first,
             )
-        return RolloutBatch(episodes, [episode_sequence(e) for e in episodes], timings)
+        sequences = [episode_sequence(e, self._close_id(e)) for e in episodes]
+        return RolloutBatch(episodes, sequences, timings)
+
+    def _close_id(self, episode: EpisodeRecord) -> int | None:
+        """The tokenizer's EOS when ``episode``'s last reply ended at a stop string (it is then a
+        finished completion for TRL, :func:`episode_sequence`), else None."""
+        eos = self.tokenizer.eos_token_id
+        if eos is None or not episode.turns or not self.stop_strings:
+            return None
+        sample = episode.turns[-1].sample
+        if sample is None or sample.ended_with_eos or not sample.sampled_ids:
+            return None
+        n, why = _cut(self.tokenizer, sample.sampled_ids, set(), self.stop_strings)
+        return int(eos) if why == "stop" and n == len(sample.sampled_ids) else None
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         """TRL's ``rollout_func`` contract: one episode per prompt.
@@ -517,6 +556,45 @@ class AgentgymRollout:
             "turns": [len(e.turns) for e in batch.episodes],
         }
 
+
+#: The TRL release the adapter was last checked against (``pyproject.toml`` pins ``trl`` to its
+#: minor release).
+TRL_TESTED_VERSION = "1.16.0"
+
+#: TRL's private methods :class:`AgentgymGRPOTrainer` overrides or calls (``GRPOTrainer``'s, and
+#: transformers' ``Trainer``'s for the checkpoint ones), each with the leading parameters the
+#: adapter passes or receives, as of :data:`TRL_TESTED_VERSION`. ``_get_per_token_logps_and_entropies``
+#: returns ``(logps, entropies, aux)`` there.
+TRL_PRIVATE_METHODS: dict[str, tuple[str, ...]] = {
+    "_generate_and_score_completions": ("self", "inputs"),
+    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    "_get_per_token_logps_and_entropies": (
+        "self",
+        "model",
+        "input_ids",
+        "attention_mask",
+        "logits_to_keep",
+        "batch_size",
+    ),  # fmt: skip
+    "_compute_loss": ("self", "model", "inputs"),
+    "_save_checkpoint": ("self", "model", "trial"),
+    "_load_optimizer_and_scheduler": ("self", "checkpoint"),
+    "_get_output_dir": ("self", "trial"),
+}
+
+#: Attributes of a built ``GRPOTrainer`` the adapter reads (``_metrics`` is private) or relies on
+#: (``eos_token_ids``: TRL's truncation test, which the closing EOS of a finished reply passes).
+TRL_PRIVATE_ATTRIBUTES = (
+    "_metrics",
+    "loss_type",
+    "beta",
+    "num_generations",
+    "num_generations_eval",
+    "temperature",
+    "model_wrapped",
+    "accelerator",
+    "eos_token_ids",
+)
 
 #: The key of a prompt's first message that holds the episode's reset seed
 #: (:meth:`AgentgymRollout.dataset`).
