@@ -29,6 +29,7 @@ import yaml
 
 from baselines.collapse import DetectorSettings
 from baselines.rl.filtering import FilterConfig
+from baselines.rl.losses import LOSS_AGG_MODES
 
 if typing.TYPE_CHECKING:
     from baselines.llm.engines import SamplingSettings
@@ -233,6 +234,17 @@ def sampling_settings(rollout: Any, /, **overrides: Any) -> SamplingSettings:
     return SamplingSettings(**settings)
 
 
+#: ``algorithm.loss_agg_mode: auto`` per algorithm (docs/ragen2.md, "Formulas and defaults"):
+#: PPO and GRPO token-mean (RAGEN ``config/base.yaml``, ``loss_agg_mode: "token-mean"``), Dr.GRPO
+#: the constant-normaliser sum of its paper (arXiv:2503.20783), TRL's ``dr_grpo`` and verl's
+#: ``seq-mean-token-sum-norm``.
+DEFAULT_LOSS_AGG_MODES = {
+    "ppo": "token-mean",
+    "grpo": "token-mean",
+    "drgrpo": "seq-mean-token-sum-norm",
+}
+
+
 @dataclass
 class AlgorithmConfig:
     """The RL algorithm (StarPO's trajectory-level formulation, RAGEN).
@@ -250,6 +262,22 @@ class AlgorithmConfig:
             whole episode's (with gamma = 1). GRPO and Dr.GRPO read episode rewards only.
         clip_low: lower clip bound: ratio >= 1 - clip_low.
         clip_high: upper clip bound: ratio <= 1 + clip_high (DAPO's clip-higher).
+        clip_ratio_c: dual-clip PPO's bound, > 1: a token with advantage A < 0 loses at most
+            ``-A * clip_ratio_c`` however far its ratio has grown (Ye et al. 2020,
+            arXiv:1912.09729; verl ``verl/trainer/ppo/core_algos.py``,
+            ``compute_policy_loss_vanilla``, ``clip_ratio_c`` default 3.0, which RAGEN keeps).
+        loss_agg_mode: how the policy's per-token losses (surrogate, entropy, KL) become one
+            scalar, by verl's names (:func:`baselines.rl.losses.agg_loss`): ``"token-mean"``,
+            ``"seq-mean-token-sum"``, ``"seq-mean-token-mean"``, ``"seq-mean-token-sum-norm"``,
+            or ``"auto"``: the algorithm's default (:data:`DEFAULT_LOSS_AGG_MODES`: token-mean for
+            PPO and GRPO, RAGEN's ``config/base.yaml`` default; seq-mean-token-sum-norm for
+            Dr.GRPO, as its paper, TRL's ``dr_grpo`` and verl's Dr.GRPO recipe; docs/ragen2.md).
+            The gradient does not depend on the micro-batch split. The value loss stays a
+            token mean.
+        loss_agg_horizon: the constant divisor of ``seq-mean-token-sum-norm`` (Dr.GRPO's
+            ``MAX_TOKENS``, TRL's ``max_completion_length``), in tokens, > 0: a bound on one
+            sequence's sampled tokens, by default ``rollout.max_context_tokens``' default 4096.
+            Only a scale of the loss (Adam all but ignores it; ``grad_clip`` does not).
         entropy_coef: weight of the entropy bonus (RAGEN-2 main table and ``config/base.yaml:34``:
             0.001).
         kl_coef: weight of the KL penalty to the frozen reference model (0: no reference; the
@@ -305,6 +333,9 @@ class AlgorithmConfig:
     turn_rewards: bool = True
     clip_low: float = 0.2
     clip_high: float = 0.28
+    clip_ratio_c: float = 3.0
+    loss_agg_mode: str = "auto"
+    loss_agg_horizon: int = 4096
     entropy_coef: float = 0.001
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
@@ -321,9 +352,23 @@ class AlgorithmConfig:
     ppo_epochs: int = 1
     ppo_mini_batch_size: int = 0
 
+    @property
+    def agg_mode(self) -> str:
+        """``loss_agg_mode`` with ``"auto"`` resolved to the algorithm's default."""
+        if self.loss_agg_mode == "auto":
+            return DEFAULT_LOSS_AGG_MODES[self.name]
+        return self.loss_agg_mode
+
     def validate(self) -> None:
         _one_of("algorithm.name", self.name, ("grpo", "drgrpo", "ppo"))
         _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "k3"))
+        _one_of("algorithm.loss_agg_mode", self.loss_agg_mode, ("auto", *LOSS_AGG_MODES))
+        _at_least("algorithm.loss_agg_horizon", self.loss_agg_horizon, 1)
+        if not self.clip_ratio_c > 1:
+            raise ValueError(
+                f"algorithm.clip_ratio_c: dual-clip PPO's bound must be > 1 (verl's default "
+                f"3.0), got {self.clip_ratio_c!r}"
+            )
         _one_of("algorithm.critic", self.critic, ("head", "model"))
         if self.critic == "model" and self.name != "ppo":
             raise ValueError(

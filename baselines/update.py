@@ -12,8 +12,13 @@ mini-batch -> micro-batch -> score -> loss -> backward -> clip -> step.
 - :meth:`Actor.update`: ``ppo_epochs`` passes, one AdamW step per mini-batch of
   ``ppo_mini_batch_size`` sequences (RAGEN's PPO mini-batches; 0: the whole batch), each run as
   micro-batches of at most ``micro_batch_tokens`` padded tokens (:func:`pack_by_tokens`) whose
-  losses are weighted by their share of the mini-batch's sampled tokens, so the accumulated
-  gradient is that of the token mean over the whole mini-batch.
+  losses are weighted by their share of the mini-batch's sampled tokens (``token-mean``) or of
+  its sequences (the ``seq-mean-*`` modes of ``algorithm.loss_agg_mode``), so the accumulated
+  gradient is that of the aggregate over the whole mini-batch, whatever the split.
+- :meth:`_Worker.step`: a step whose gradient norm is not finite is skipped (the gradients
+  zeroed, the weights untouched), counted in ``actor/nonfinite_grad_steps`` (or ``critic/...``)
+  and warned about once per worker (verl ``verl/workers/actor/dp_actor.py``,
+  ``DataParallelPPOActor._optimizer_step``: ``if not torch.isfinite(grad_norm)``).
 - :class:`Critic` (``algorithm.critic: model``): the same two verbs for the critic model, its own
   loop and its own AdamW (RAGEN updates actor and critic on the same batch with the same
   ``ppo_mini_batch_size``, ``config/base.yaml:31,77``). Running it after the actor's loop rather
@@ -46,6 +51,7 @@ reads).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -57,7 +63,7 @@ import torch
 from baselines.distributed import Ranks
 from baselines.llm.scoring import autocast, checkpointed_if, score_targets
 from baselines.rl.batch import RolloutBatch
-from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
+from baselines.rl.losses import agg_loss, kl_penalty, masked_mean, policy_loss, value_loss
 from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
 
 if TYPE_CHECKING:
@@ -90,6 +96,7 @@ class _Figures:
         self.meter, self.step = _Meter(), _Meter()
         self.steps: list[dict[str, float]] = []
         self.grad_norms: list[float] = []
+        self.nonfinite_steps = 0
 
     def add(self, stats: dict[str, torch.Tensor], tokens: float, mini_tokens: float) -> None:
         """One micro-batch's stats, weighted by its share of the batch and of its mini-batch."""
@@ -97,8 +104,12 @@ class _Figures:
         self.step.add(stats, tokens / mini_tokens)
 
     def end_step(self, grad_norm: torch.Tensor) -> None:
-        """An optimizer step taken with ``grad_norm`` (before clipping)."""
-        self.grad_norms.append(float(grad_norm))
+        """An optimizer step taken with ``grad_norm`` (before clipping; a non-finite one: the
+        step was skipped, :meth:`_Worker.step`, and the norm is left out of the mean)."""
+        if math.isfinite(float(grad_norm)):
+            self.grad_norms.append(float(grad_norm))
+        else:
+            self.nonfinite_steps += 1
         self.steps.append(self.ranks.sum_floats(self.step.sums))
         self.step = _Meter()
 
@@ -175,6 +186,7 @@ class _Worker:
     algorithm: AlgorithmConfig
     placement: Placement
     minibatch_stats: list[dict[str, float]] = field(default_factory=list, init=False)
+    _warned_nonfinite: bool = field(default=False, init=False, repr=False)
 
     @property
     def ranks(self) -> Ranks:
@@ -202,35 +214,64 @@ class _Worker:
 
     def schedule(
         self, batch: RolloutBatch
-    ) -> Iterator[tuple[int, float, Iterator[tuple[RolloutBatch, float]]]]:
-        """``(epoch, the mini-batch's sampled tokens, this rank's micro-batches)`` for each
-        optimizer step: ``ppo_epochs`` passes over :func:`minibatch_indices`, mini-batches
-        without a sampled token left out, each mini-batch's rows split over ranks. The
-        micro-batches come one at a time, on the device, with their sampled tokens."""
+    ) -> Iterator[tuple[int, tuple[float, float], Iterator[tuple[RolloutBatch, float, float]]]]:
+        """``(epoch, the mini-batch's (sampled tokens, sequences), this rank's micro-batches)``
+        for each optimizer step: ``ppo_epochs`` passes over :func:`minibatch_indices`,
+        mini-batches without a sampled token left out, each mini-batch's rows split over ranks.
+        The micro-batches come one at a time, on the device, with their sampled tokens and
+        sequences (rows with a sampled token: :func:`baselines.rl.losses.agg_units`); the
+        mini-batch's counts are over all ranks, so each micro-batch's share of them weights its
+        loss."""
         ac = self.algorithm
         for epoch in range(ac.ppo_epochs):
             for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
-                mini_tokens = float(batch.loss_mask[torch.as_tensor(mini)].sum())
+                mask = batch.loss_mask[torch.as_tensor(mini)]
+                mini_tokens = float(mask.sum())
                 if mini_tokens == 0:
                     continue
+                mini_seqs = float(mask.bool().any(-1).sum())
                 mine = [mini[i] for i in self.ranks.block(len(mini))]
                 packs = self.micro_batches(batch, mine) if mine else []
-                yield epoch, mini_tokens, self._on_device(batch, packs)
+                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, packs)
 
     def _on_device(
         self, batch: RolloutBatch, packs: list[list[int]]
-    ) -> Iterator[tuple[RolloutBatch, float]]:
+    ) -> Iterator[tuple[RolloutBatch, float, float]]:
         for rows in packs:
             part = batch.select(rows).to(self.device)
-            yield part, float(part.loss_mask.sum())
+            mask = part.loss_mask
+            yield part, float(mask.sum()), float(mask.bool().any(-1).sum())
+
+    #: The metric that counts skipped steps (:meth:`step`); the critic's is ``critic/...``.
+    nonfinite_metric = "actor/nonfinite_grad_steps"
 
     def step(self) -> torch.Tensor:
         """SUM-reduce the gradients over ranks (the one-process gradient on every rank), clip
-        them to ``algorithm.grad_clip`` and take the AdamW step; returns the norm before clipping."""
+        them to ``algorithm.grad_clip`` and take the AdamW step; returns the norm before clipping.
+
+        A non-finite norm (an inf or NaN anywhere in the gradient) skips the step, as verl does
+        (``verl/workers/actor/dp_actor.py``, ``DataParallelPPOActor._optimizer_step``): the
+        gradients are zeroed and AdamW's weights and moments stay as they were, where stepping
+        would write NaN into every weight. Every rank holds the same summed gradient, so every
+        rank skips. Counted by :class:`_Figures` (:attr:`nonfinite_metric`), warned once per
+        worker."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.ranks.sum_gradients(params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.algorithm.grad_clip)
-        self.optimizer.step()
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+            return grad_norm
+        self.optimizer.zero_grad(set_to_none=True)
+        if not self._warned_nonfinite:
+            self._warned_nonfinite = True
+            warnings.warn(
+                f"{self.nonfinite_metric.split('/')[0]}: the gradient norm is {float(grad_norm)}; "
+                f"the optimizer step was skipped (counted in {self.nonfinite_metric}, warned "
+                "once). If it recurs, lower algorithm.lr (or algorithm.critic_lr), and check "
+                "the batch for NaN or inf rewards, advantages or log-probs",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return grad_norm
 
     def score_rows(
@@ -356,38 +397,56 @@ class Actor(_Worker):
         return out.view(shape)
 
     def loss(
-        self, part: RolloutBatch, scored: dict[str, torch.Tensor | None], old: torch.Tensor
+        self,
+        part: RolloutBatch,
+        scored: dict[str, torch.Tensor | None],
+        old: torch.Tensor,
+        shares: tuple[float, float] = (1.0, 1.0),
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss of one micro-batch, token-mean over its sampled tokens (RAGEN-2 / verl):
+        """The loss of one micro-batch, as its share of the mini-batch's (RAGEN-2 / verl
+        ``update_policy``):
 
-            loss = pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)]
-                   [+ value_coef * vf_loss  (PPO with a value head on the policy's trunk)]
+            loss = s_agg * (pg_loss - entropy_coef * entropy [+ kl_coef * KL(pi || pi_ref)])
+                   [+ s_tok * value_coef * vf_loss  (PPO with a value head on the policy's trunk)]
 
-        ``pg_loss``: :func:`policy_loss` (clipped surrogate, DAPO's clip-higher); entropy: the
-        sampling distribution's at the sampled positions; KL: :func:`kl_penalty` (k3 bounded as
-        verl bounds it); ``vf_loss``: :func:`value_loss`. With ``algorithm.critic=model`` the
-        value loss is the critic's own (:meth:`Critic.update`), not a term here.
-        Returns the loss and detached stats.
+        ``pg_loss``: :func:`policy_loss` (dual-clip surrogate, DAPO's clip-higher, the log-ratio
+        clamped); it, the entropy and the KL (:func:`kl_penalty`, k3 bounded as verl bounds it)
+        are aggregated by ``algorithm.loss_agg_mode`` (:func:`agg_loss`), as verl's
+        ``update_policy`` aggregates all three; ``vf_loss``: :func:`value_loss`, a token mean.
+        ``shares = (s_agg, s_tok)``: the micro-batch's share of the mini-batch's aggregation
+        units (tokens or sequences, :func:`baselines.rl.losses.agg_units`) and of its tokens, so
+        that the sum over micro-batches is the mini-batch's loss. With ``algorithm.critic=model``
+        the value loss is the critic's own (:meth:`Critic.update`), not a term here.
+        Returns the loss and detached stats (token means, whatever the aggregation).
         """
         ac = self.algorithm
+        mode, horizon = ac.agg_mode, ac.loss_agg_horizon
+        s_agg, s_tok = shares
         mask = part.loss_mask
         pg, stats = policy_loss(
-            scored["logprobs"], old, part.advantages, mask, ac.clip_low, ac.clip_high
+            scored["logprobs"],
+            old,
+            part.advantages,
+            mask,
+            ac.clip_low,
+            ac.clip_high,
+            ac.clip_ratio_c,
+            mode,
+            horizon,
         )
-        entropy = masked_mean(scored["entropy"], mask)
+        entropy = agg_loss(scored["entropy"], mask, mode, horizon)
         loss = pg - ac.entropy_coef * entropy
-        stats["actor/entropy"] = entropy.detach()
+        stats["actor/entropy"] = masked_mean(scored["entropy"].detach(), mask)
         if ac.kl_coef > 0:
-            kl = masked_mean(
-                kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator), mask
-            )
-            loss = loss + ac.kl_coef * kl
-            stats["actor/kl_ref"] = kl.detach()
+            kl_tokens = kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator)
+            loss = loss + ac.kl_coef * agg_loss(kl_tokens, mask, mode, horizon)
+            stats["actor/kl_ref"] = masked_mean(kl_tokens.detach(), mask)
+        loss = loss * s_agg
         if scored["values"] is not None:
             vf, vstats = value_loss(
                 scored["values"], part.values, part.returns, mask, ac.value_clip
             )
-            loss = loss + ac.value_coef * vf
+            loss = loss + (s_tok * ac.value_coef) * vf
             stats.update(vstats)
         return loss, stats
 
@@ -406,7 +465,8 @@ class Actor(_Worker):
 
         Returns:
             The logged figures: ``actor/*`` (token-weighted means over the passes,
-            ``grad_norm`` before clipping, ``optimizer_steps``, ``lr``) and, with engine
+            ``grad_norm`` before clipping (mean over the finite ones), ``optimizer_steps``
+            (steps taken), ``nonfinite_grad_steps`` (steps skipped), ``lr``) and, with engine
             log-probs, ``rollout/logprob_diff_*``. The gradients are freed afterwards (as large
             as the weights, unused until the next update).
         """
@@ -414,15 +474,18 @@ class Actor(_Worker):
         gap = _LogprobGap(engine_logprobs, batch, from_old=need_old)
         head = self.value_head is not None
         self.model.train()
-        for epoch, mini_tokens, micro_batches in self.schedule(batch):
+        per_sequence = self.algorithm.agg_mode != "token-mean"
+        for epoch, (mini_tokens, mini_seqs), micro_batches in self.schedule(batch):
             self.optimizer.zero_grad(set_to_none=True)
-            for part, tokens in micro_batches:
+            for part, tokens, seqs in micro_batches:
+                token_share = tokens / mini_tokens
+                shares = (seqs / mini_seqs if per_sequence else token_share, token_share)
                 with checkpointed_if(self.model, self.oversized(part)):
                     scored = self.score(self.model, part, want_entropy=True, want_values=head)
                     gap.add(scored["logprobs"], part, epoch)
                     old = part.old_logprobs if need_old else scored["logprobs"].detach()
-                    loss, stats = self.loss(part, scored, old)
-                    (loss * (tokens / mini_tokens)).backward()
+                    loss, stats = self.loss(part, scored, old, shares)
+                    loss.backward()
                 figures.add(stats, tokens, mini_tokens)
             figures.end_step(self.step())
         self.optimizer.zero_grad(set_to_none=True)
@@ -432,6 +495,7 @@ class Actor(_Worker):
             **figures.means(),
             "actor/grad_norm": float(np.mean(norms)) if norms else math.nan,
             "actor/optimizer_steps": float(len(norms)),
+            "actor/nonfinite_grad_steps": float(figures.nonfinite_steps),
             "actor/lr": self.algorithm.lr,
             **gap.metrics(self.ranks),
         }
@@ -444,6 +508,8 @@ class Critic(_Worker):
     :class:`baselines.llm.critic.CriticModel` and its own AdamW (``algorithm.critic_lr``), with
     the actor's mini-batches and micro-batches (see the module docstring for why its own loop
     gives the numbers of running it inside the actor's)."""
+
+    nonfinite_metric = "critic/nonfinite_grad_steps"
 
     def compute_values(self, batch: RolloutBatch) -> torch.Tensor:
         """The critic's values of every row, float32 ``[R, T-1]`` (verl's ``compute_values``)."""
@@ -461,14 +527,15 @@ class Critic(_Worker):
         optimizer step, each micro-batch's :func:`value_loss` alone (no coefficient), weighted by
         its token share as the actor's; its own SUM-reduction, clipping and AdamW step.
 
-        Returns ``critic/*``: the value-loss figures and ``critic/grad_norm`` (before clipping,
-        as ``actor/grad_norm``; the policy's stays its own)."""
+        Returns ``critic/*``: the value-loss figures, ``critic/grad_norm`` (before clipping,
+        as ``actor/grad_norm``; the policy's stays its own) and ``critic/nonfinite_grad_steps``
+        (its steps skipped for a non-finite norm, :meth:`_Worker.step`)."""
         ac = self.algorithm
         figures = _Figures(batch.num_tokens, self.ranks)
         self.model.train()
-        for _epoch, mini_tokens, micro_batches in self.schedule(batch):
+        for _epoch, (mini_tokens, _), micro_batches in self.schedule(batch):
             self.optimizer.zero_grad(set_to_none=True)
-            for part, tokens in micro_batches:
+            for part, tokens, _seqs in micro_batches:
                 with checkpointed_if(self.model.model, self.oversized(part)):
                     vf, stats = value_loss(
                         self.values(part), part.values, part.returns, part.loss_mask, ac.value_clip
@@ -479,4 +546,8 @@ class Critic(_Worker):
         self.optimizer.zero_grad(set_to_none=True)  # as large as its weights: freed
         self.minibatch_stats = figures.steps
         norms = figures.grad_norms
-        return {**figures.means(), **({"critic/grad_norm": float(np.mean(norms))} if norms else {})}
+        return {
+            **figures.means(),
+            **({"critic/grad_norm": float(np.mean(norms))} if norms else {}),
+            "critic/nonfinite_grad_steps": float(figures.nonfinite_steps),
+        }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
 
@@ -230,6 +231,8 @@ def test_paper_faithful_configs_hold_ragens_settings(name: str) -> None:
     assert (ac.name, ac.gamma, ac.lam, ac.turn_rewards) == ("ppo", 1.0, 1.0, False)
     assert (ac.lr, ac.critic_lr, ac.clip_low, ac.clip_high) == (1e-6, 1e-5, 0.2, 0.28)
     assert (ac.entropy_coef, ac.kl_coef, ac.ppo_mini_batch_size) == (0.001, 0.0, 32)
+    # Main table PPO: token-mean (run_main_table_diff_algo.sh:229-231); verl's dual clip, 3.0.
+    assert (ac.loss_agg_mode, ac.agg_mode, ac.clip_ratio_c) == ("token-mean", "token-mean", 3.0)
     # A separate critic from the policy's checkpoint, own AdamW at lr 1e-5 (config/base.yaml:76-87).
     assert ac.critic == "model"
     assert _filter_settings(config) == MAIN_TABLE_FILTER
@@ -314,3 +317,25 @@ def test_sampling_settings_is_the_one_map_from_rollout_settings() -> None:
     held = types.SimpleNamespace(max_new_tokens=16, think_prefix=True, max_context_tokens=1024)
     made = sampling_settings(held, temperature=1, top_p=0.95, stop_strings=("</a>",))
     assert made == SamplingSettings(16, 1.0, 0.95, True, 1024, ("</a>",))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.clip_ratio_c=1.0", "algorithm.clip_ratio_c: dual-clip PPO's bound must be > 1"),
+        ("algorithm.loss_agg_mode=sum", "algorithm.loss_agg_mode: must be one of"),
+        ("algorithm.loss_agg_horizon=0", "algorithm.loss_agg_horizon: must be >= 1"),
+    ],
+)
+def test_loss_safety_settings_are_checked(override: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "mode"),
+    [("ppo", "token-mean"), ("grpo", "token-mean"), ("drgrpo", "seq-mean-token-sum-norm")],
+)
+def test_loss_agg_mode_auto_takes_the_algorithms_default(algorithm: str, mode: str) -> None:
+    config = load_config(None, [f"algorithm.name={algorithm}"])
+    assert (config.algorithm.loss_agg_mode, config.algorithm.agg_mode) == ("auto", mode)

@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from baselines.llm.scoring import entropy_from_logits, logprobs_from_logits
-from baselines.rl.losses import kl_penalty, masked_mean, policy_loss, value_loss
+from baselines.rl.losses import (
+    LOSS_AGG_MODES,
+    agg_loss,
+    agg_units,
+    kl_penalty,
+    masked_mean,
+    policy_loss,
+    value_loss,
+)
 
 
 def test_policy_loss_asymmetric_clip_hand_values():
@@ -29,9 +37,12 @@ def test_policy_loss_asymmetric_clip_hand_values():
     assert stats["actor/pg_clipfrac_high"].item() == pytest.approx(0.2)
     assert stats["actor/pg_clipfrac"].item() == pytest.approx(0.4)
     assert stats["actor/ratio_mean"].item() == pytest.approx(1.1, abs=1e-6)
-    # k3 = (r - 1) - log r: 0.7 -> 0.0566749, 1.5 -> 0.0945349, 1.1 -> 0.0046898
-    kl = (2 * (-0.3 - math.log(0.7)) + 2 * (0.5 - math.log(1.5)) + (0.1 - math.log(1.1))) / 5
+    # verl's ppo_kl, k1 of KL(old || new): mean(-log r) = -(2 ln 0.7 + 2 ln 1.5 + ln 1.1) / 5
+    # = -(-0.7133499 + 0.8109302 + 0.0953102) / 5 = -0.0385781 (k1 can be negative).
+    kl = -(2 * math.log(0.7) + 2 * math.log(1.5) + math.log(1.1)) / 5
     assert stats["actor/ppo_kl"].item() == pytest.approx(kl, abs=1e-6)
+    # No ratio reaches the dual clip's 3 (t4 has A < 0 but r = 1.5).
+    assert stats["actor/pg_clipfrac_lower"].item() == 0.0
     # Gradient d loss / d logprob = -A r / 5 on unclipped tokens, 0 on clipped or masked ones.
     loss.backward()
     expected_grad = torch.tensor([[0.0, 0.0, -1.1 / 5, -0.7 / 5, 1.5 / 5, 0.0]])
@@ -134,3 +145,94 @@ def test_k3_is_bounded_as_verl_bounds_it():
     # Inside the bounds nothing changes: log r = 2 -> e^2 - 3 = 4.389056.
     two = kl_penalty(torch.tensor([0.0]), torch.tensor([2.0]), "k3")
     assert two.item() == pytest.approx(math.exp(2) - 3, abs=1e-5)
+
+
+def test_dual_clip_caps_a_negative_advantage_loss_as_verl_does():
+    # Issue 42's repro: log-ratio 5, A = -1. r = e^5 = 148.413159.
+    # Without the dual clip: max(-A r, -A clip(r, 0.8, 1.28)) = max(148.41, 1.28) = 148.41.
+    # With it (verl clip_ratio_c = 3): min(148.41, -A * 3) = 3; the branch is a constant, so the
+    # token gets no gradient.
+    logprobs = torch.tensor([[5.0]], requires_grad=True)
+    old, adv, mask = torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1)
+    loss, stats = policy_loss(logprobs, old, adv, mask)
+    assert loss.item() == pytest.approx(3.0)
+    assert math.exp(5) == pytest.approx(148.413159, abs=1e-6)  # what the loss was before
+    assert stats["actor/pg_clipfrac_lower"].item() == 1.0
+    loss.backward()
+    assert logprobs.grad.item() == 0.0
+    # A positive advantage is not dual-clipped: r = e^5 > 1.28, loss = -A * 1.28.
+    pos, pos_stats = policy_loss(torch.tensor([[5.0]]), old, -adv, mask)
+    assert pos.item() == pytest.approx(-1.28)
+    assert pos_stats["actor/pg_clipfrac_lower"].item() == 0.0
+    # Below clip_ratio_c nothing changes: r = 2, A = -1 -> max(2, 1.28) = 2 < 3.
+    two, _ = policy_loss(torch.tensor([[math.log(2.0)]]), old, adv, mask)
+    assert two.item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        policy_loss(logprobs, old, adv, mask, clip_ratio_c=1.0)
+
+
+def test_a_log_ratio_of_100_gives_a_finite_loss_and_gradient():
+    # exp(100) = 2.7e43 overflows float32 (max 3.4e38) to inf; clamped to 20, r = e^20 = 4.85e8.
+    # A = -1: dual clip, loss 3. A = +1: max(-4.85e8, -1.28) = -1.28. Token mean: 0.86. Without
+    # the clamp the backward multiplies inf by the zero gradient of the unselected branch: NaN.
+    logprobs = torch.tensor([[100.0, 100.0]], requires_grad=True)
+    adv = torch.tensor([[-1.0, 1.0]])
+    loss, stats = policy_loss(logprobs, torch.zeros(1, 2), adv, torch.ones(1, 2))
+    assert loss.item() == pytest.approx((3.0 - 1.28) / 2)
+    loss.backward()
+    assert torch.isfinite(logprobs.grad).all()
+    assert all(torch.isfinite(v).all() for v in stats.values())
+    assert stats["actor/ppo_kl"].item() == pytest.approx(-20.0)  # the clamped log-ratio
+
+
+def test_agg_loss_modes_hand_values():
+    # Row 0: losses 1, 2, 3 (3 tokens); row 1: 4 (1 token, the rest masked, a NaN among them);
+    # row 2: no sampled token (counts for nothing).
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, float("nan"), 9.0], [7.0, 7.0, 7.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
+    # token-mean: (1+2+3+4)/4 = 2.5; seq-mean-token-sum: (6+4)/2 = 5;
+    # seq-mean-token-mean: (2+4)/2 = 3; seq-mean-token-sum-norm, horizon 10: (6+4)/(2*10) = 0.5.
+    expected = {
+        "token-mean": 2.5,
+        "seq-mean-token-sum": 5.0,
+        "seq-mean-token-mean": 3.0,
+        "seq-mean-token-sum-norm": 0.5,
+    }
+    for mode, value in expected.items():
+        assert agg_loss(loss, mask, mode, horizon=10).item() == pytest.approx(value), mode
+    assert agg_units(mask, "token-mean").item() == 4
+    assert agg_units(mask, "seq-mean-token-mean").item() == 2
+    assert agg_loss(loss, torch.zeros(3, 3), "seq-mean-token-mean").item() == 0.0
+    with pytest.raises(ValueError, match="horizon"):
+        agg_loss(loss, mask, "seq-mean-token-sum-norm")
+    with pytest.raises(ValueError, match="token-mean"):
+        agg_loss(loss, mask, "sum")
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_micro_batch_split_gives_the_gradient_of_one_batch(mode):
+    # The learner's rule (baselines/update.py, Actor.update): each micro-batch's loss times its
+    # share of the mini-batch's agg_units, summed. In float64 the split changes only the order
+    # of the additions: agreement to 1e-12 (float64 eps 2.2e-16 times a few dozen terms of
+    # size <= 10, with margin).
+    gen = torch.Generator().manual_seed(0)
+    rows, width = 7, 9
+    logprobs = (-3 * torch.rand(rows, width, generator=gen, dtype=torch.float64)).requires_grad_()
+    old = logprobs.detach() + 0.5 * torch.randn(rows, width, generator=gen, dtype=torch.float64)
+    adv = torch.randn(rows, 1, generator=gen, dtype=torch.float64).expand(rows, width)
+    lengths = torch.tensor([9, 1, 4, 0, 7, 2, 5])  # row 3: no sampled token
+    mask = (torch.arange(width)[None, :] < lengths[:, None]).to(torch.float64)
+    kwargs = {"loss_agg_mode": mode, "horizon": 16}
+
+    whole, _ = policy_loss(logprobs, old, adv, mask, **kwargs)
+    (g_whole,) = torch.autograd.grad(whole, logprobs)
+    total_units = agg_units(mask, mode)
+    split = 0
+    for part in ([0, 1], [2, 3, 4], [5], [6]):
+        idx = torch.tensor(part)
+        loss, _ = policy_loss(logprobs[idx], old[idx], adv[idx], mask[idx], **kwargs)
+        split = split + loss * (agg_units(mask[idx], mode) / total_units)
+    (g_split,) = torch.autograd.grad(split, logprobs)
+    assert split.item() == pytest.approx(whole.item(), abs=1e-12)
+    torch.testing.assert_close(g_split, g_whole, rtol=0, atol=1e-12)
+    assert g_whole.abs().sum() > 0

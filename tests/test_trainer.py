@@ -700,3 +700,22 @@ def test_a_run_that_stops_early_validates_the_policy_it_ends_with(tmp_path: Path
     assert "val/success_rate" not in history[0]
     assert history[1]["val/success_rate"] == 0.0  # both arms pay 0
     assert 0.0 <= history[1]["val/valid_action_rate"] <= 1.0
+
+
+def test_a_non_finite_gradient_skips_the_step_and_is_counted(tmp_path: Path) -> None:
+    """verl's safety net (``dp_actor.py``, ``_optimizer_step``): an inf planted in one gradient
+    (a hook on the first parameter) makes the norm non-finite; the step is skipped, the weights
+    stay exactly as they were, the skip is counted and warned about once."""
+    config = _config(tmp_path, "train.steps=1", *SMALL_STEP, "algorithm.entropy_coef=0.01")
+    trainer = Trainer(config, progress=False)
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    params[0].register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    with pytest.warns(RuntimeWarning, match="lower algorithm.lr"):
+        metrics = trainer.step(0)
+    trainer.close()
+    assert metrics["actor/nonfinite_grad_steps"] == 1.0
+    assert metrics["actor/optimizer_steps"] == 0.0
+    for p, b in zip(params, before, strict=True):
+        assert torch.isfinite(p).all()
+        assert torch.equal(p.detach(), b)
