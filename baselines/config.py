@@ -282,7 +282,13 @@ class AlgorithmConfig:
             0.001).
         kl_coef: weight of the KL penalty to the frozen reference model (0: no reference; the
             main table runs with ``use_kl_loss=False``).
-        kl_estimator: ``"k1"`` or ``"k3"`` (Schulman, 2020).
+        kl_estimator: the per-token estimator whose gradient is the KL term's, ``"k2"``
+            (default), ``"k1"`` or ``"k3"`` (Schulman, 2020; :func:`baselines.rl.losses.kl_penalty`).
+            As a loss on tokens sampled from the policy, only k2's gradient is the reverse KL's,
+            E[(log pi - log pi_ref) grad log pi] = grad KL(pi || pi_ref); k1's is zero in
+            expectation and k3's is grad KL(pi_ref || pi), the forward KL's
+            (``tests/test_losses.py`` checks all three exactly on a small vocabulary). The value
+            logged as ``actor/kl_ref`` is k3's, unbiased for KL(pi || pi_ref), whatever this says.
         signal_fraction: share of each step's groups whose rewards reach the update, in [0, 1]
             (1: all, as RAGEN). The others' rewards are replaced by 0 before filtering and
             advantages, so they carry no task signal and only the regularisers (entropy, KL) or
@@ -338,7 +344,7 @@ class AlgorithmConfig:
     loss_agg_horizon: int = 4096
     entropy_coef: float = 0.001
     kl_coef: float = 0.0
-    kl_estimator: str = "k3"
+    kl_estimator: str = "k2"
     signal_fraction: float = 1.0
     critic: str = "head"
     value_coef: float = 0.5
@@ -361,7 +367,7 @@ class AlgorithmConfig:
 
     def validate(self) -> None:
         _one_of("algorithm.name", self.name, ("grpo", "drgrpo", "ppo"))
-        _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "k3"))
+        _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "k2", "k3"))
         _one_of("algorithm.loss_agg_mode", self.loss_agg_mode, ("auto", *LOSS_AGG_MODES))
         _at_least("algorithm.loss_agg_horizon", self.loss_agg_horizon, 1)
         if not self.clip_ratio_c > 1:

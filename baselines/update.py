@@ -438,9 +438,12 @@ class Actor(_Worker):
         loss = pg - ac.entropy_coef * entropy
         stats["actor/entropy"] = masked_mean(scored["entropy"].detach(), mask)
         if ac.kl_coef > 0:
+            # The loss's estimator is the one whose gradient is the reverse KL's (k2 by default,
+            # AlgorithmConfig.kl_estimator); the logged value is k3's, unbiased for the KL.
             kl_tokens = kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator)
             loss = loss + ac.kl_coef * agg_loss(kl_tokens, mask, mode, horizon)
-            stats["actor/kl_ref"] = masked_mean(kl_tokens.detach(), mask)
+            k3 = kl_penalty(scored["logprobs"].detach(), part.ref_logprobs, "k3")
+            stats["actor/kl_ref"] = masked_mean(k3, mask)
         loss = loss * s_agg
         if scored["values"] is not None:
             vf, vstats = value_loss(

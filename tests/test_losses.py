@@ -93,6 +93,37 @@ def test_kl_estimators_are_unbiased_for_kl_policy_to_reference():
         assert est == pytest.approx(exact, abs=1e-12)
 
 
+def test_only_k2_as_a_loss_has_the_reverse_kl_gradient():
+    # On a 5-token vocabulary the expectation over y ~ pi is a sum, so the estimator's expected
+    # gradient is exact: grad_theta sum_y pi(y) k(log pi_theta(y), log q(y)), with pi(y) the
+    # (detached) sampling weight. The true gradient is autograd's of KL(pi || q) itself.
+    # By hand: grad k2 = (log pi - log q) grad log pi, whose expectation is grad KL(pi || q)
+    # (sum_y pi grad log pi = 0 removes the rest); grad k1 = grad log pi, expectation 0;
+    # grad k3 = (1 - q/pi) grad log pi, expectation sum_y (pi - q) grad log pi = grad KL(q || pi).
+    theta = torch.tensor([0.3, -1.2, 2.0, 0.0, -0.5], dtype=torch.float64, requires_grad=True)
+    q = torch.tensor([0.1, 0.2, 0.3, 0.25, 0.15], dtype=torch.float64)
+
+    def grad(f):
+        (g,) = torch.autograd.grad(f(torch.log_softmax(theta, -1)), theta)
+        return g
+
+    reverse = grad(lambda lp: (lp.exp() * (lp - q.log())).sum())
+    forward = grad(lambda lp: (q * (q.log() - lp)).sum())
+    assert reverse.abs().max() > 0.05 and (reverse - forward).abs().max() > 0.05  # they differ
+
+    def expected(kind):
+        return grad(lambda lp: (lp.exp().detach() * kl_penalty(lp, q.log(), kind)).sum())
+
+    torch.testing.assert_close(expected("k2"), reverse, rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        expected("k1"), torch.zeros(5, dtype=torch.float64), atol=1e-12, rtol=0
+    )
+    torch.testing.assert_close(expected("k3"), forward, rtol=0, atol=1e-12)
+    from baselines.config import AlgorithmConfig
+
+    assert AlgorithmConfig().kl_estimator == "k2"  # the trainer's KL loss uses k2 by default
+
+
 def test_masked_mean_ignores_masked_nan_and_empty_is_zero():
     x = torch.tensor([1.0, 3.0, float("nan")])
     assert masked_mean(x, torch.tensor([1, 1, 0])).item() == 2.0
