@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["Ranks", "block", "world_size_from_environment"]
+__all__ = ["Ranks", "block", "check_launch", "world_size_from_environment"]
 
 T = TypeVar("T")
 
@@ -45,6 +45,42 @@ def world_size_from_environment() -> int:
     if size < 1:
         raise ValueError(f"WORLD_SIZE={raw!r}: expected a positive integer (torchrun sets it)")
     return size
+
+
+#: What ``accelerate launch`` sets for an engine this trainer does not run, and the engine's name.
+#: Each rank holds a whole replica (module docstring): under these settings it would train
+#: replicated and say nothing (issue 42).
+_UNSUPPORTED_LAUNCH = {
+    "ACCELERATE_USE_FSDP": "FSDP",
+    "ACCELERATE_USE_DEEPSPEED": "DeepSpeed",
+    "ACCELERATE_USE_MEGATRON_LM": "Megatron-LM",
+    "ACCELERATE_USE_PARALLELISM_CONFIG": "accelerate's parallelism config (TP/CP)",
+}
+
+
+def check_launch(environ: dict[str, str] | None = None) -> None:
+    """Refuse a launch whose sharding or parallel engine the trainer would silently ignore.
+
+    ``accelerate launch`` with an FSDP, DeepSpeed or Megatron-LM configuration (for example
+    ``baselines/configs/trl/fsdp.yaml``, which is the TRL recipe's) tells the processes through
+    ``ACCELERATE_USE_*`` variables; the trainer's ranks are replicas that share gradients
+    (:meth:`Ranks.sum_gradients`) and shard nothing.
+
+    Raises:
+        ValueError: one of those variables is ``true``; the message names the supported launches.
+    """
+    env = os.environ if environ is None else environ
+    for variable, engine in _UNSUPPORTED_LAUNCH.items():
+        if env.get(variable, "false").strip().lower() in ("true", "1", "yes"):
+            raise ValueError(
+                f"launched with {engine} ({variable}={env[variable]}), which python -m "
+                "baselines.train does not run: each of its ranks holds a whole replica and "
+                "would train replicated without sharding anything. Launch it with torchrun "
+                "--nproc_per_node N -m baselines.train, or accelerate launch with a plain "
+                "multi-GPU or multi-CPU configuration (no --use_fsdp, --use_deepspeed or "
+                "--use_megatron_lm); sharded training runs through the TRL path "
+                "(baselines.integrations.trl_recipe with baselines/configs/trl/fsdp.yaml)"
+            )
 
 
 def block(n: int, rank: int, world_size: int) -> range:
@@ -94,8 +130,10 @@ class Ranks:
             device: ``model.device`` (``"auto"``, ``"cpu"`` or ``"cuda"``).
 
         Raises:
-            ValueError: a bad ``WORLD_SIZE``, or ``device="cuda"`` without a CUDA device.
+            ValueError: a bad ``WORLD_SIZE``, ``device="cuda"`` without a CUDA device, or a
+                launch with an engine the trainer does not run (:func:`check_launch`).
         """
+        check_launch()
         size = world_size_from_environment()
         if size == 1:
             return cls()

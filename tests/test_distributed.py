@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from baselines.distributed import Ranks, block, world_size_from_environment
+from baselines.distributed import Ranks, block, check_launch, world_size_from_environment
 from baselines.episodes import (
     TRAIN_STREAM,
     VALIDATION_STREAM,
@@ -63,6 +63,24 @@ def test_world_size_from_environment(monkeypatch) -> None:
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(ValueError, match="positive integer"):
         world_size_from_environment()
+
+
+@pytest.mark.parametrize(
+    "variable", ["ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_MEGATRON_LM"]
+)
+def test_a_launch_with_an_engine_the_trainer_does_not_run_is_refused(monkeypatch, variable):
+    # accelerate launch --use_fsdp (or a config with distributed_type FSDP) sets
+    # ACCELERATE_USE_FSDP=true in every process; the trainer's ranks would train replicated.
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for other in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_MEGATRON_LM"):
+        monkeypatch.setenv(other, "false")
+    assert Ranks.from_environment("cpu") == Ranks()  # "false" is a plain launch
+    monkeypatch.setenv(variable, "true")
+    with pytest.raises(ValueError, match="torchrun --nproc_per_node N -m baselines.train"):
+        Ranks.from_environment("cpu")
+    with pytest.raises(ValueError, match=variable):
+        check_launch({variable: "True"})
+    check_launch({variable: "false"})
 
 
 def test_one_process_collectives_are_the_identity() -> None:
