@@ -481,8 +481,12 @@ class MemoryLine:
 
     @property
     def rollout_phase(self) -> int:
-        """Bytes during the rollout: no gradients, no activations."""
-        return self.weights + self.optimizer + self.critic + self.reference + self.rollout
+        """Bytes during the rollout: no gradients, no activations. With the HF engine the policy
+        itself generates inside the trainer's autocast block, whose cache keeps the bf16 copies
+        of the weights it used (:attr:`autocast_copies`) until the rollout ends; vLLM's own
+        weights are inside its share."""
+        copies = 0 if self.rollout_resident else self.autocast_copies
+        return self.weights + self.optimizer + self.critic + self.reference + self.rollout + copies
 
     @property
     def total(self) -> int:
@@ -652,6 +656,8 @@ def memory_line(
         labels["rollout"] = (
             f"rollout (vLLM, {share})" if gpu_bytes else "rollout (vLLM, no gpu_bytes)"
         )
+        if rc.engine == "auto":  # resolved at run time: vLLM where it is installed
+            labels["rollout"] += "; engine auto taken as vLLM (rollout.engine=hf: the HF engine)"
     else:
         slot = 2 * _BF16 * s.layers * s.kv  # a key and a value per layer, bf16
         slots = rc.generation_batch_tokens or (
@@ -661,48 +667,62 @@ def memory_line(
         resident = False
         labels["rollout"] = f"rollout (HF: {rc.kv_cache_gib:g} GiB store + {slots:,} slots)"
 
+    copies = autocast_copy_bytes(model_config)
+    labels["autocast_copies"] = "autocast bf16 weight copies"
+    labels["head"] = f"LM head ({DEFAULT_CHUNK_ROWS}-row chunks, backward)"
+    labels["recompute"] = "recompute (one layer, checkpointing)"
+    in_policy_adamw = value_head if ac.name == "ppo" and ac.critic == "head" else 0
+    optimizer_step = _F32 * max(trained + in_policy_adamw, critic_trained)
+    labels["optimizer_step"] = "AdamW step temporary"
+
+    def line(tokens: int, mode: str, padded: int, what: str) -> MemoryLine:
+        recompute = 0
+        if mode != "none":
+            layer_copies = _BF16 * (_linear_weights_per_layer(s) + _biases_per_layer(s))
+            recompute = tokens * _layer_bytes(s, "none", padded) + layer_copies
+        head = head_bytes(model_config, scored_tokens=tokens)
+        return MemoryLine(
+            weights=weights,
+            gradients=gradients,
+            optimizer=optimizer,
+            critic=critic,
+            reference=reference,
+            rollout=rollout,
+            rollout_resident=resident,
+            activations=tokens
+            * activation_bytes_per_token(
+                model_config, checkpointing=mode, padded_row_tokens=padded
+            ),
+            recompute=recompute,
+            autocast_copies=copies,
+            head=head,
+            head_held=head - head_bytes(model_config),
+            head_copy=_BF16 * s.vocab * s.hidden,
+            optimizer_step=optimizer_step,
+            checkpointing=mode,
+            micro_batch_tokens=tokens,
+            gpu_bytes=gpu_bytes,
+            labels={**labels, "activations": f"activations ({what}, {mode})"},
+        )
+
     tokens = ac.micro_batch_tokens
     mode = "full" if mc.gradient_checkpointing else "none"
     row = min(rc.max_context_tokens, tokens)
     padded = row if tokens // row >= 2 else 0
-    activations = tokens * activation_bytes_per_token(
-        model_config, checkpointing=mode, padded_row_tokens=padded
-    )
     rows = "one unpadded row" if not padded else f"rows padded to {padded:,}"
-    labels["activations"] = f"activations ({tokens:,} tokens, {rows}, {mode})"
-    recompute = 0
-    if mode != "none":
-        layer_copies = _BF16 * (_linear_weights_per_layer(s) + _biases_per_layer(s))
-        recompute = tokens * _layer_bytes(s, "none", padded) + layer_copies
-    labels["recompute"] = "recompute (one layer, checkpointing)"
-    copies = autocast_copy_bytes(model_config)
-    labels["autocast_copies"] = "autocast bf16 weight copies"
-    head = head_bytes(model_config, scored_tokens=tokens)
-    head_held = head_bytes(model_config, scored_tokens=tokens) - head_bytes(model_config)
-    labels["head"] = f"LM head ({DEFAULT_CHUNK_ROWS}-row chunks, backward)"
-    in_policy_adamw = value_head if ac.name == "ppo" and ac.critic == "head" else 0
-    optimizer_step = _F32 * max(trained + in_policy_adamw, critic_trained)
-    labels["optimizer_step"] = "AdamW step temporary"
-    return MemoryLine(
-        weights=weights,
-        gradients=gradients,
-        optimizer=optimizer,
-        critic=critic,
-        reference=reference,
-        rollout=rollout,
-        rollout_resident=resident,
-        activations=activations,
-        recompute=recompute,
-        autocast_copies=copies,
-        head=head,
-        head_held=head_held,
-        head_copy=_BF16 * s.vocab * s.hidden,
-        optimizer_step=optimizer_step,
-        checkpointing=mode,
-        micro_batch_tokens=tokens,
-        gpu_bytes=gpu_bytes,
-        labels=labels,
-    )
+    best = line(tokens, mode, padded, f"up to {tokens:,} tokens, {rows}")
+    if mode == "none" and rc.max_context_tokens > tokens:
+        # A row longer than the budget is trained alone under selective checkpointing
+        # (baselines.llm.scoring.checkpointed_if): counted when it is the larger pass.
+        long = line(
+            rc.max_context_tokens,
+            "selective",
+            0,
+            f"one row of {rc.max_context_tokens:,} tokens over the budget",
+        )
+        if long.update_pass > best.update_pass:
+            best = long
+    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -731,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-mib", type=int, default=143_771, help="device memory in MiB (default: an H200)"
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may follow the options
     try:
         config = load_config(args.config, args.overrides)
         source = args.model_config or config.model.path
@@ -746,11 +766,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"no model config at {path}: pass --model-config PATH (a config.json, e.g. "
                 "Qwen2.5-3B-Instruct's, or the folder holding it)"
             )
+        if args.gpu_mib <= 0:
+            raise ValueError(f"--gpu-mib must be > 0 (an H200: 143771); got {args.gpu_mib}")
+        import json
+
         from transformers import AutoConfig
 
-        line = memory_line(
-            config, AutoConfig.from_pretrained(path.parent), gpu_bytes=args.gpu_mib * 2**20
-        )
+        try:  # the file named, whatever its name (not the config.json beside it)
+            fields = json.loads(path.read_text())
+            model_type = fields.pop("model_type")
+            model_config = AutoConfig.for_model(model_type, **fields)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, OSError) as err:
+            raise ValueError(
+                f"{path} is not a Hugging Face model config (a JSON object with a model_type): "
+                f"{type(err).__name__}: {err}"
+            ) from None
+        line = memory_line(config, model_config, gpu_bytes=args.gpu_mib * 2**20)
     except (ValueError, FileNotFoundError, ModuleNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -557,3 +557,41 @@ def test_the_command_prints_the_shipped_configs_line_and_names_the_fix(tmp_path,
     # model.path is a placeholder folder without config.json: the message names the option
     assert main(["baselines/configs/ragen2/sokoban.yaml"]) == 2
     assert "--model-config" in capsys.readouterr().err
+
+
+def test_a_row_longer_than_the_budget_is_counted_alone_under_selective_checkpointing():
+    # sokoban.yaml: micro-batches of 1,024 tokens, rows up to 4,096. A longer row is trained
+    # alone with selective checkpointing (scoring.checkpointed_if); at 4,096 tokens that pass is
+    # larger than the 1,024-token one, so the line counts it.
+    smol = smollm2_135m()
+    line = memory_line(load_config("baselines/configs/sokoban.yaml", ["rollout.engine=hf"]), smol)
+    assert line.checkpointing == "selective" and line.micro_batch_tokens == 4096
+    assert line.activations == 4096 * activation_bytes_per_token(smol, checkpointing="selective")
+    short = memory_line(
+        load_config(
+            "baselines/configs/sokoban.yaml",
+            ["rollout.engine=hf", "rollout.max_context_tokens=1024"],
+        ),
+        smol,
+    )
+    assert short.checkpointing == "none" and line.update_pass > short.update_pass
+    # the HF engine generates inside the trainer's autocast block: its bf16 weight copies count
+    assert line.rollout_phase == (
+        line.weights + line.optimizer + line.critic + line.rollout + autocast_copy_bytes(smol)
+    )
+
+
+def test_the_command_reads_the_config_file_it_is_given(tmp_path, capsys):
+    from baselines.memory import main
+
+    # a SmolLM2 config.json beside qwen.json: --model-config qwen.json must read qwen.json
+    smollm2_135m().to_json_file(tmp_path / "config.json")
+    qwen25_3b().to_json_file(tmp_path / "qwen.json")
+    argv = ["baselines/configs/ragen2/sokoban.yaml", "--model-config", str(tmp_path / "qwen.json")]
+    assert main([*argv, "algorithm.critic=head"]) == 0  # an override after the options
+    assert "3,085,938,688 params" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{not json")
+    assert (
+        main(["baselines/configs/sokoban.yaml", "--model-config", str(tmp_path / "bad.json")]) == 2
+    )
+    assert "not a Hugging Face model config" in capsys.readouterr().err
