@@ -444,12 +444,16 @@ def test_equal_rewards_everywhere_step_only_on_a_regulariser(
         assert line["actor/pg_loss"] == 0.0  # the step is the entropy bonus's alone
 
 
+@pytest.mark.parametrize(
+    "mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+)
 def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """Rows one at a time (a 16-token budget) or all in one micro-batch: the same update, since
-    each micro-batch's loss is weighted by its share of the mini-batch's sampled tokens. Every
-    row is longer than 16 tokens, so each runs alone under gradient checkpointing."""
+    each micro-batch's loss is weighted by its share of the mini-batch's sampled tokens (or, in
+    the seq-mean modes, of its sequences). Every row is longer than 16 tokens, so each runs alone
+    under gradient checkpointing."""
     import baselines.update as update_module
 
     checkpointed = []
@@ -468,6 +472,8 @@ def test_token_budget_micro_batches_give_the_gradient_of_one_batch(
             *SMALL_STEP,
             "algorithm.entropy_coef=0.01",
             f"algorithm.micro_batch_tokens={budget}",
+            f"algorithm.loss_agg_mode={mode}",
+            "rollout.max_new_tokens=12",  # replies of several lengths: tokens and rows differ
         )
         trainer = Trainer(config, progress=False)
         metrics = trainer.step(0)
