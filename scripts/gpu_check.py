@@ -352,6 +352,7 @@ def check_ppo_3b(args) -> str:
     FAIL when the peak is over the prediction by more than :data:`PEAK_SLACK`."""
     from transformers import AutoTokenizer
 
+    policy_path()  # SKIP, as the other checks, where no policy (tokenizer) is at hand
     tokenizer = AutoTokenizer.from_pretrained(args.shape_from or _embedded_folder())
     with _scratch("qwen25-3b-shape-") as folder:
         return _ppo_3b(folder, tokenizer)
