@@ -146,6 +146,11 @@ def _biases_per_layer(s: _Shape) -> int:
     return qkv + o + mlp
 
 
+def _layer_copy_bytes(s: _Shape) -> int:
+    """Bytes of the bf16 copies autocast makes of one decoder layer's linear weights and biases."""
+    return _BF16 * (_linear_weights_per_layer(s) + _biases_per_layer(s))
+
+
 def parameter_count(model_config: Any) -> int:
     """Parameters of a Llama / Mistral / Qwen2 causal LM, exactly as transformers builds it.
 
@@ -391,8 +396,7 @@ def autocast_copy_bytes(model_config: Any) -> int:
         ValueError: an unsupported ``model_type``.
     """
     s = _shape(model_config)
-    linear = s.layers * (_linear_weights_per_layer(s) + _biases_per_layer(s))
-    return _BF16 * (linear + s.vocab * s.hidden)
+    return s.layers * _layer_copy_bytes(s) + _BF16 * s.vocab * s.hidden
 
 
 @dataclass(frozen=True)
@@ -678,8 +682,7 @@ def memory_line(
     def line(tokens: int, mode: str, padded: int, what: str) -> MemoryLine:
         recompute = 0
         if mode != "none":
-            layer_copies = _BF16 * (_linear_weights_per_layer(s) + _biases_per_layer(s))
-            recompute = tokens * _layer_bytes(s, "none", padded) + layer_copies
+            recompute = tokens * _layer_bytes(s, "none", padded) + _layer_copy_bytes(s)
         head = head_bytes(model_config, scored_tokens=tokens)
         return MemoryLine(
             weights=weights,

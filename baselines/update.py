@@ -442,7 +442,10 @@ class Actor(_Worker):
             # AlgorithmConfig.kl_estimator); the logged value is k3's, unbiased for the KL.
             kl_tokens = kl_penalty(scored["logprobs"], part.ref_logprobs, ac.kl_estimator)
             loss = loss + ac.kl_coef * agg_loss(kl_tokens, mask, mode, horizon)
-            k3 = kl_penalty(scored["logprobs"].detach(), part.ref_logprobs, "k3")
+            if ac.kl_estimator == "k3":
+                k3 = kl_tokens.detach()
+            else:
+                k3 = kl_penalty(scored["logprobs"].detach(), part.ref_logprobs, "k3")
             stats["actor/kl_ref"] = masked_mean(k3, mask)
         loss = loss * s_agg
         if scored["values"] is not None:
