@@ -12,8 +12,11 @@ process group; everything else here is a plain function of ``(rank, world_size)`
   read the same whole batch everywhere;
 * :meth:`Ranks.broadcast` sends rank 0's object to every rank (what rank 0 alone computes and
   control flow reads);
-* :meth:`Ranks.sum_` and :meth:`Ranks.sum_gradients` SUM-reduce tensors in place
-  (``torch.distributed.all_reduce``).
+* :meth:`Ranks.sum_` SUM-reduces a tensor in place (``torch.distributed.all_reduce``): the
+  rows a no-grad pass scored, each on its owner rank;
+* :meth:`Ranks.data_parallel` wraps a learner's module in PyTorch's
+  ``DistributedDataParallel``, which reduces the gradients (bucketed, overlapped with the
+  backward pass); nothing here reduces a gradient by hand.
 
 With one process every method is the identity and nothing imports ``torch.distributed``.
 """
@@ -63,8 +66,8 @@ def check_launch(environ: dict[str, str] | None = None) -> None:
 
     ``accelerate launch`` with an FSDP, DeepSpeed or Megatron-LM configuration (for example
     ``baselines/configs/trl/fsdp.yaml``, which is the TRL recipe's) tells the processes through
-    ``ACCELERATE_USE_*`` variables; the trainer's ranks are replicas that share gradients
-    (:meth:`Ranks.sum_gradients`) and shard nothing.
+    ``ACCELERATE_USE_*`` variables; the trainer's ranks are DDP replicas
+    (:meth:`Ranks.data_parallel`) and shard nothing.
 
     Raises:
         ValueError: one of those variables is ``true``; the message names the supported launches.
@@ -214,25 +217,43 @@ class Ranks:
             torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
         return tensor
 
-    def sum_gradients(self, params: list[torch.nn.Parameter]) -> None:
-        """SUM-reduce every parameter's ``.grad`` over ranks, in place.
+    def data_parallel(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` wrapped in ``torch.nn.parallel.DistributedDataParallel`` (DDP), or
+        ``module`` itself with one process.
 
-        A parameter that has a gradient on some rank gets the sum on every rank (a rank that ran
-        no micro-batch for it adds zeros); one that has none anywhere keeps ``grad = None``, so
-        AdamW skips it exactly as one process would. One ``all_reduce`` per parameter, no flat
-        copy: no extra memory, as many messages as parameter tensors.
+        DDP registers a hook on every trainable parameter and all-reduces the gradients in
+        buckets as the backward pass fills them, overlapping the communication with the rest of
+        the backward; under its ``no_sync()`` a backward only accumulates locally. DDP averages
+        over ranks: the trainer's losses are shares of the whole mini-batch (the sum over ranks
+        is wanted), so they are multiplied by :attr:`world_size` before the backward pass
+        (exact for a power-of-two world size). Its construction broadcasts rank 0's parameters
+        and buffers. The forward pass must go through the wrapper (its reducer arms the hooks
+        there): the learners wrap the whole scoring pass in a module
+        (:class:`baselines.update.ActorPass`).
+
+        Settings: ``find_unused_parameters=True``, so that a trainable parameter no pass
+        reached on a rank is reduced as zero rather than stalling its bucket (and one reached
+        nowhere keeps ``grad = None``, which AdamW skips as one process would), at the cost of
+        one walk of the autograd graph per forward; ``forward_sync_buffers=False`` (the buffers,
+        rotary frequencies, are constants, synced once at construction); ``device_ids`` this rank's GPU under nccl, none on
+        CPU (gloo).
+
+        Raises:
+            ValueError: ``module`` has no trainable parameter (DDP would have nothing to do).
         """
         if not self.distributed:
-            return
-        device = params[0].device if params else torch.device("cpu")
-        has = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
-        torch.distributed.all_reduce(has, op=torch.distributed.ReduceOp.MAX)
-        for p, anywhere in zip(params, has.tolist(), strict=True):
-            if not anywhere:
-                continue
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.SUM)
+            return module
+        if not any(p.requires_grad for p in module.parameters()):
+            raise ValueError("data_parallel: the module has no trainable parameter")
+        from torch.nn.parallel import DistributedDataParallel
+
+        device = torch.device(self.device)
+        return DistributedDataParallel(
+            module,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=True,
+            forward_sync_buffers=False,
+        )
 
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """Per key, the sum over ranks of ``values`` (keys missing on a rank count 0), the same

@@ -54,8 +54,9 @@ identical weights and optimizer state. Each rank plays a contiguous block of ``P
 rank, so the filter, the advantages and the decision to update read the whole ``P x N`` batch
 alike; the pre-update scoring and each mini-batch's rows are split over ranks, each rank's
 micro-batch losses are weighted by their share of the mini-batch's *global* sampled tokens, and
-the gradients are SUM-reduced before clipping and the AdamW step (:mod:`baselines.update` says why
-this is not a DDP wrapper). The MI diagnostics (and the entropies an entropy filter reads) are
+PyTorch's ``DistributedDataParallel`` reduces the gradients before clipping and the AdamW step
+(:mod:`baselines.update`: every rank runs as many micro-batches, the last one's backward
+synchronising). The MI diagnostics (and the entropies an entropy filter reads) are
 computed on rank 0 and broadcast; validation episodes are split and gathered. Rank 0 alone writes
 ``metrics.jsonl``, samples, dumps, plots, trackers and checkpoints (the others wait at a barrier
 after each save); a checkpoint holds no per-rank state, so a run resumes at any world size.

@@ -34,13 +34,17 @@ mini-batch -> micro-batch -> score -> loss -> backward -> clip -> step.
 Data parallel (several ranks, :mod:`baselines.distributed`): every rank holds the whole batch;
 each mini-batch's rows are split over ranks in contiguous blocks (:meth:`Ranks.block`), each
 rank weights its micro-batch losses by ``tokens / (the mini-batch's sampled tokens over all
-ranks)``, and the accumulated gradients are SUM-reduced (:meth:`Ranks.sum_gradients`) before
-``clip_grad_norm_`` and the AdamW step: the sum is the one-process gradient, so every rank takes
-the same step. Not DDP: :func:`baselines.llm.scoring.score_targets` runs the model's body and reads
-the LM head at the loss positions itself, bypassing a DDP wrapper's ``forward`` (whose hooks arm
-the reducer), and accumulation over micro-batches would need ``no_sync`` anyway; one explicit
-all-reduce per optimizer step is what DDP with ``no_sync`` does. The logged sums are gathered and
-added (:meth:`Ranks.sum_floats`).
+ranks)``, and PyTorch's ``DistributedDataParallel`` reduces the gradients
+(:meth:`Ranks.data_parallel`): each worker's gradient pass is one module, :class:`ActorPass` (the
+policy's scoring with its value head) or the critic model, wrapped in DDP, so its reducer's hooks
+are armed by the forward; every micro-batch but the last of an optimizer step runs under
+``no_sync()`` (local accumulation) and the last one's backward all-reduces the accumulated
+gradients, bucketed and overlapped with that backward. The sum is the one-process gradient, so
+every rank takes the same ``clip_grad_norm_`` and AdamW step. Every rank must run the same number
+of synchronising backward passes: the ranks' micro-batch counts are made equal
+(:func:`baselines.rl.minibatches.split_packs`, verl's ``same_micro_num_in_dp``), a rank short of
+rows running a zero-weighted pass. The logged sums are gathered and added
+(:meth:`Ranks.sum_floats`).
 
 The learner reads ``algorithm``'s settings (:class:`baselines.config.AlgorithmConfig`, imported
 for its type only: at run time this module needs nothing of baselines but ``rl``, ``llm`` and
@@ -60,16 +64,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from baselines.distributed import Ranks
+from baselines.distributed import Ranks, block
 from baselines.llm.scoring import autocast, checkpointed_if, score_targets
 from baselines.rl.batch import RolloutBatch
 from baselines.rl.losses import agg_loss, kl_penalty, masked_mean, policy_loss, value_loss
-from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
+from baselines.rl.minibatches import minibatch_indices, pack_by_tokens, split_packs
 
 if TYPE_CHECKING:
     from baselines.config import AlgorithmConfig
 
-__all__ = ["Actor", "Critic", "Placement"]
+__all__ = ["Actor", "ActorPass", "Critic", "Placement"]
 
 
 class _Meter:
@@ -157,6 +161,48 @@ class _LogprobGap:
         }
 
 
+class ActorPass(torch.nn.Module):
+    """The actor's gradient pass as one module: the policy's log-probs and entropy at the loss
+    positions (:func:`baselines.llm.scoring.score_targets`) and, with a value head on its trunk,
+    the values. It is what DDP wraps (:meth:`baselines.distributed.Ranks.data_parallel`): DDP
+    arms its reducer in the wrapper's ``forward``, which ``score_targets`` (the trunk run, then
+    the LM head read at the loss positions only) would bypass on the bare policy. It holds no
+    parameter of its own: ``policy`` and ``value_head`` are the worker's modules.
+
+    Args:
+        policy: the policy (a Hugging Face causal LM or peft model), float32 master weights.
+        value_head: the value head on its trunk, or None.
+        temperature: the divisor of the logits (the rollouts' sampling temperature).
+    """
+
+    def __init__(
+        self, policy: torch.nn.Module, value_head: torch.nn.Module | None, temperature: float
+    ) -> None:
+        super().__init__()
+        self.policy, self.value_head, self.temperature = policy, value_head, temperature
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        loss_mask: torch.Tensor,
+        want_values: bool = False,
+    ) -> dict[str, torch.Tensor | None]:
+        """float32 ``[B, T-1]`` ``logprobs``, ``entropy`` and ``values`` (None without
+        ``want_values``), 0 off ``loss_mask``; run it under the worker's autocast."""
+        out = score_targets(
+            self.policy,
+            input_ids,
+            attention_mask,
+            loss_mask,
+            temperature=self.temperature,
+            want_entropy=True,
+            want_hidden=want_values,
+        )
+        out["values"] = self.value_head(out.pop("hidden")) if want_values else None
+        return out
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a worker runs: this process's place among the data-parallel ranks, the device of
@@ -187,6 +233,28 @@ class _Worker:
     placement: Placement
     minibatch_stats: list[dict[str, float]] = field(default_factory=list, init=False)
     _warned_nonfinite: bool = field(default=False, init=False, repr=False)
+    #: The gradient pass: :meth:`pass_module` under DDP with several ranks, itself with one.
+    learner: torch.nn.Module = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.learner = self.ranks.data_parallel(self.pass_module())
+
+    def pass_module(self) -> torch.nn.Module:
+        """The module whose forward is the worker's gradient pass (wrapped by DDP)."""
+        return self.model
+
+    def sync(self, last: bool) -> Any:
+        """The context of a micro-batch's backward: DDP's ``no_sync()`` (accumulate locally)
+        for all but the ``last`` micro-batch of an optimizer step, whose backward all-reduces."""
+        if last or not self.ranks.distributed:
+            return nullcontext()
+        return self.learner.no_sync()
+
+    @property
+    def grad_scale(self) -> float:
+        """The factor of each loss before its backward pass: the world size, since DDP
+        averages the gradients over ranks and the losses are shares of the whole mini-batch."""
+        return float(self.ranks.world_size)
 
     @property
     def ranks(self) -> Ranks:
@@ -214,15 +282,23 @@ class _Worker:
 
     def schedule(
         self, batch: RolloutBatch
-    ) -> Iterator[tuple[int, tuple[float, float], Iterator[tuple[RolloutBatch, float, float]]]]:
+    ) -> Iterator[
+        tuple[int, tuple[float, float], Iterator[tuple[RolloutBatch, float, float, bool]]]
+    ]:
         """``(epoch, the mini-batch's (sampled tokens, sequences), this rank's micro-batches)``
         for each optimizer step: ``ppo_epochs`` passes over :func:`minibatch_indices`,
         mini-batches without a sampled token left out, each mini-batch's rows split over ranks.
-        The micro-batches come one at a time, on the device, with their sampled tokens and
-        sequences (rows with a sampled token: :func:`baselines.rl.losses.agg_units`); the
-        mini-batch's counts are over all ranks, so each micro-batch's share of them weights its
-        loss."""
+        The micro-batches come one at a time, on the device, as ``(part, sampled tokens,
+        sequences, last)`` (sequences: rows with a sampled token,
+        :func:`baselines.rl.losses.agg_units`; ``last``: the step's last micro-batch, whose
+        backward synchronises, :meth:`sync`); the mini-batch's counts are over all ranks, so each
+        micro-batch's share of them weights its loss. With several ranks every rank runs as many
+        micro-batches as the rank with the most (:func:`split_packs`; every rank holds the batch,
+        so each works out every rank's packing without a message); a rank short of rows runs a
+        *dummy*, one row of the mini-batch with 0 tokens and 0 sequences, whose loss is
+        weighted 0."""
         ac = self.algorithm
+        world = self.ranks.world_size
         for epoch in range(ac.ppo_epochs):
             for mini in minibatch_indices(batch.num_rows, ac.ppo_mini_batch_size):
                 mask = batch.loss_mask[torch.as_tensor(mini)]
@@ -230,24 +306,31 @@ class _Worker:
                 if mini_tokens == 0:
                     continue
                 mini_seqs = float(mask.bool().any(-1).sum())
-                mine = [mini[i] for i in self.ranks.block(len(mini))]
-                packs = self.micro_batches(batch, mine) if mine else []
-                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, packs)
+                blocks = [[mini[i] for i in block(len(mini), r, world)] for r in range(world)]
+                packs = [self.micro_batches(batch, rows) if rows else [] for rows in blocks]
+                count = max(len(p) for p in packs)
+                mine = split_packs(packs[self.ranks.rank], count)
+                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, mine, mini[0])
 
     def _on_device(
-        self, batch: RolloutBatch, packs: list[list[int]]
-    ) -> Iterator[tuple[RolloutBatch, float, float]]:
-        for rows in packs:
+        self, batch: RolloutBatch, packs: list[list[int] | None], dummy_row: int
+    ) -> Iterator[tuple[RolloutBatch, float, float, bool]]:
+        for i, rows in enumerate(packs):
+            last = i == len(packs) - 1
+            if rows is None:  # split_packs' padding: a zero-weighted pass
+                yield batch.select([dummy_row]).to(self.device), 0.0, 0.0, last
+                continue
             part = batch.select(rows).to(self.device)
             mask = part.loss_mask
-            yield part, float(mask.sum()), float(mask.bool().any(-1).sum())
+            yield part, float(mask.sum()), float(mask.bool().any(-1).sum()), last
 
     #: The metric that counts skipped steps (:meth:`step`); the critic's is ``critic/...``.
     nonfinite_metric = "actor/nonfinite_grad_steps"
 
     def step(self) -> torch.Tensor:
-        """SUM-reduce the gradients over ranks (the one-process gradient on every rank), clip
-        them to ``algorithm.grad_clip`` and take the AdamW step; returns the norm before clipping.
+        """Clip the gradients (already the one-process gradient on every rank: DDP reduced them
+        in the step's last backward, :meth:`sync`) to ``algorithm.grad_clip`` and take the AdamW
+        step; returns the norm before clipping.
 
         A non-finite norm (an inf or NaN anywhere in the gradient) skips the step, as verl does
         (``verl/workers/actor/dp_actor.py``, ``DataParallelPPOActor._optimizer_step``): the
@@ -256,7 +339,6 @@ class _Worker:
         rank skips. Counted by :class:`_Figures` (:attr:`nonfinite_metric`), warned once per
         worker."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        self.ranks.sum_gradients(params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.algorithm.grad_clip)
         if torch.isfinite(grad_norm):
             self.optimizer.step()
@@ -315,6 +397,10 @@ class Actor(_Worker):
     reference: torch.nn.Module | None = None
     value_head: torch.nn.Module | None = None
     lora: bool = False
+
+    def pass_module(self) -> torch.nn.Module:
+        """:class:`ActorPass` on the policy and its value head."""
+        return ActorPass(self.model, self.value_head, self.temperature)
 
     def score(
         self,
@@ -483,16 +569,22 @@ class Actor(_Worker):
         per_sequence = self.algorithm.agg_mode != "token-mean"
         for epoch, (mini_tokens, mini_seqs), micro_batches in self.schedule(batch):
             self.optimizer.zero_grad(set_to_none=True)
-            for part, tokens, seqs in micro_batches:
+            for part, tokens, seqs, last in micro_batches:
+                dummy = tokens == 0 and seqs == 0  # split_packs' padding: weighted 0
                 token_share = tokens / mini_tokens
                 shares = (seqs / mini_seqs if per_sequence else token_share, token_share)
-                with checkpointed_if(self.model, self.oversized(part)):
-                    scored = self.score(self.model, part, want_entropy=True, want_values=head)
-                    gap.add(scored["logprobs"], part, epoch)
+                with checkpointed_if(self.model, self.oversized(part)), self.sync(last):
+                    with self.amp():
+                        scored = self.learner(
+                            part.input_ids, part.attention_mask, part.loss_mask, want_values=head
+                        )
+                    if not dummy:
+                        gap.add(scored["logprobs"], part, epoch)
                     old = part.old_logprobs if need_old else scored["logprobs"].detach()
                     loss, stats = self.loss(part, scored, old, shares)
-                    loss.backward()
-                figures.add(stats, tokens, mini_tokens)
+                    (loss * self.grad_scale).backward()
+                if not dummy:
+                    figures.add(stats, tokens, mini_tokens)
             figures.end_step(self.step())
         self.optimizer.zero_grad(set_to_none=True)
         self.minibatch_stats = figures.steps
@@ -541,13 +633,16 @@ class Critic(_Worker):
         self.model.train()
         for _epoch, (mini_tokens, _), micro_batches in self.schedule(batch):
             self.optimizer.zero_grad(set_to_none=True)
-            for part, tokens, _seqs in micro_batches:
-                with checkpointed_if(self.model.model, self.oversized(part)):
+            for part, tokens, _seqs, last in micro_batches:
+                with checkpointed_if(self.model.model, self.oversized(part)), self.sync(last):
+                    with self.amp():
+                        values = self.learner(part.input_ids, part.attention_mask)
                     vf, stats = value_loss(
-                        self.values(part), part.values, part.returns, part.loss_mask, ac.value_clip
+                        values, part.values, part.returns, part.loss_mask, ac.value_clip
                     )
-                    (vf * (tokens / mini_tokens)).backward()
-                figures.add(stats, tokens, mini_tokens)
+                    (vf * (tokens / mini_tokens * self.grad_scale)).backward()
+                if tokens:  # not split_packs' zero-weighted padding
+                    figures.add(stats, tokens, mini_tokens)
             figures.end_step(self.step())
         self.optimizer.zero_grad(set_to_none=True)  # as large as its weights: freed
         self.minibatch_stats = figures.steps

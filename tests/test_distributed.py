@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,20 @@ def test_one_process_collectives_are_the_identity() -> None:
     assert ranks.sum_floats({"x": 0.5}) == {"x": 0.5}
 
 
+class _Linear(torch.nn.Module):
+    """``rows @ w`` (+ ``only0`` where asked); ``unused`` is reached by no pass on any rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+        self.unused = torch.nn.Parameter(torch.zeros(3))
+        self.only0 = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, rows: torch.Tensor, use_only0: bool) -> torch.Tensor:
+        out = rows @ self.w
+        return out + self.only0.sum() / 9.0 if use_only0 else out
+
+
 def _two_rank_worker(rank: int, port: int, out: str) -> None:
     """Rank ``rank`` of 2 (gloo, through accelerate): the collectives the trainer uses, with the
     answers worked by hand written to ``out/rank<r>.json``."""
@@ -110,23 +125,24 @@ def _two_rank_worker(rank: int, port: int, out: str) -> None:
     result["gathered"] = ranks.gather([f"r{rank}a", f"r{rank}b"][: rank + 1])
     result["broadcast"] = ranks.broadcast({"from": rank})
     result["floats"] = ranks.sum_floats({"x": 1.0 + rank, f"only{rank}": 0.5})
-    # The update's gradients: each rank's micro-batch loss weighted by its tokens over the
-    # mini-batch's global tokens; after the SUM, the gradient of the token mean of all rows.
-    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
-    unused = torch.nn.Parameter(torch.zeros(3))  # no gradient on any rank: stays None
-    only0 = torch.nn.Parameter(torch.ones(1))  # a gradient on rank 0 only
+    # The update's gradients through DDP (Ranks.data_parallel): each rank's micro-batch loss
+    # weighted by its tokens over the mini-batch's global tokens and scaled by the world size
+    # (DDP averages); rank 0's 2 rows and rank 1's 3 rows each run as 2 micro-batches, the first
+    # under no_sync(). After the last backward, the gradient of the token mean of all rows.
+    module = _Linear()
+    learner = ranks.data_parallel(module)
     rows = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.0, 3.0], [1.0, 1.0], [4.0, 0.0]])
     tokens = torch.tensor([1.0, 2.0, 2.0, 3.0, 1.0])  # sampled tokens per row (sum 9)
     mine = list(ranks.block(5))
-    part = (rows[mine] @ w * tokens[mine]).sum() / tokens[mine].sum()
-    loss = part * (tokens[mine].sum() / tokens.sum())
-    if rank == 0:
-        loss = loss + only0.sum()
-    loss.backward()
-    ranks.sum_gradients([w, unused, only0])
-    result["grad_w"] = w.grad.tolist()
-    result["unused_is_none"] = unused.grad is None
-    result["grad_only0"] = only0.grad.tolist()
+    micro = [mine[:1], mine[1:]]
+    for i, part in enumerate(micro):
+        with learner.no_sync() if i == 0 else nullcontext():
+            pred = learner(rows[part], use_only0=rank == 0 and i == 1)
+            loss = (pred * tokens[part]).sum() / tokens.sum() * ranks.world_size
+            loss.backward()
+    result["grad_w"] = module.w.grad.tolist()
+    result["unused_is_none"] = module.unused.grad is None
+    result["grad_only0"] = module.only0.grad.tolist()
     t = torch.tensor([float(rank + 1)])
     result["sum"] = ranks.sum_(t).tolist()
     ranks.barrier()
@@ -134,10 +150,12 @@ def _two_rank_worker(rank: int, port: int, out: str) -> None:
     ranks.close()
 
 
-def test_two_gloo_ranks_gather_broadcast_and_sum_gradients(tmp_path) -> None:
-    """Two spawned ranks: gather in rank order, rank 0's broadcast, per-key float sums, and the
-    SUM of token-share-weighted gradients equal to the one-batch token-mean gradient; a parameter
-    with no gradient anywhere keeps ``grad = None`` (AdamW skips it, as in one process)."""
+def test_two_gloo_ranks_gather_broadcast_and_reduce_gradients_through_ddp(tmp_path) -> None:
+    """Two spawned ranks: gather in rank order, rank 0's broadcast, per-key float sums, and DDP's
+    reduction of token-share-weighted gradients (accumulated over micro-batches under
+    ``no_sync``, scaled by the world size) equal to the one-batch token-mean gradient; a
+    parameter reached on rank 0 only gets its gradient on both, and one reached nowhere keeps
+    ``grad = None`` (AdamW skips it, as in one process)."""
     import multiprocessing
     import socket
 
@@ -169,7 +187,8 @@ def test_two_gloo_ranks_gather_broadcast_and_sum_gradients(tmp_path) -> None:
         assert got["floats"] == {"x": 3.0, "only0": 0.5, "only1": 0.5}
         assert got["grad_w"] == pytest.approx(expected, rel=1e-6)
         assert got["unused_is_none"] is True
-        assert got["grad_only0"] == [1.0]
+        # d/d only0 of row 1's (2 tokens) term (x + only0 / 9) * 2 / 9, the one-process value.
+        assert got["grad_only0"] == pytest.approx([2.0 / 81.0], rel=1e-6)
         assert got["sum"] == [3.0]
 
 
@@ -485,3 +504,171 @@ def test_two_ranks_equal_one_process_with_a_critic_model(critic_runs) -> None:
         assert wa.keys() == wb.keys()
         for key in wa:
             torch.testing.assert_close(wb[key], wa[key], atol=1e-6, rtol=0, msg=key)
+
+
+# ----------------------------------------------------------------------------- uneven layouts
+
+#: FrozenLake on the tiny model: multi-turn episodes (up to 3 turns, replies of up to 4 tokens),
+#: PPO with RAGEN's separate critic and a KL term, 2 epochs of 2 mini-batches. Micro-batches of
+#: at most 3 rows make the layouts differ (``PACKINGS``): one process packs a mini-batch's 4 rows
+#: 3 + 1, two ranks 2 and 2, so the gradient sums round differently and their weighting is what is
+#: tested; mini-batches of 3 rows one at a time give rank 0 one row and rank 1 two, so rank 0 runs
+#: a zero-weighted dummy pass to match rank 1's two backward passes. The learning rates are
+#: 1e-30 (AdamW moves no float32 weight): every optimizer step's gradient is taken at the same
+#: weights in both layouts, so each can be compared, not only the first.
+UNEVEN_LAYOUT = [
+    "model.path=tiny",
+    "model.dtype=float32",
+    "rollout.env_id=agentgym/FrozenLake-v0",
+    "rollout.env_kwargs={max_turns: 3}",
+    "rollout.think_prefix=false",
+    "rollout.max_new_tokens=4",
+    "rollout.num_groups=4",
+    "rollout.group_size=4",
+    "rollout.val_episodes=0",
+    "algorithm.name=ppo",
+    "algorithm.critic=model",
+    "algorithm.kl_coef=0.05",
+    "algorithm.ppo_epochs=2",
+    "algorithm.lr=1e-30",
+    "algorithm.critic_lr=1e-30",
+    "algorithm.grad_clip=1e9",
+    "filter.strategy=top_k_abs",
+    "filter.k=2",
+    "diagnostics.every=0",
+    "train.threads=1",
+]
+
+#: What a worker records of the batch the update receives (advantages and its other inputs).
+BATCH_FIELDS = ("loss_mask", "advantages", "returns", "old_logprobs", "ref_logprobs", "values")
+
+
+#: (mini-batch rows, micro-batch rows, optimizer steps, dummy passes of 2 ranks: rank 0, per
+#: epoch, in each of the two 3-row mini-batches of 8 rows, the actor's and the critic's).
+PACKINGS = [(4, 3, 4, 0), (3, 1, 6, 8)]
+
+
+def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -> None:
+    """One step of the real trainer as rank ``rank`` of ``world`` (1: no process group), the
+    batch handed to the update and every optimizer step's (reduced) gradients saved by rank 0
+    to ``out/record.pt``."""
+    if world > 1:
+        os.environ.update(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_WORLD_SIZE=str(world),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+    torch.set_num_threads(1)
+    import baselines.update as update_module
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    mini, micro = packing[:2]
+    settings = [f"algorithm.ppo_mini_batch_size={mini}", f"algorithm.micro_batch_size={micro}"]
+    config = load_config(None, [*UNEVEN_LAYOUT, *settings, f"train.out_dir={out}/run"])
+    trainer = Trainer(config, progress=False)
+    record: dict[str, list] = {"actor": [], "critic": [], "batch": [], "dummies": []}
+    split = update_module.split_packs
+
+    def counting_split(packs, count):
+        out = split(packs, count)
+        record["dummies"].append(out.count(None))
+        return out
+
+    update_module.split_packs = counting_split
+    for name, worker in (("actor", trainer.actor), ("critic", trainer.critic_worker)):
+        params = [p for g in worker.optimizer.param_groups for p in g["params"]]
+        take_step = worker.optimizer.step
+
+        def step(*args, _params=params, _name=name, _step=take_step, **kwargs):
+            grads = [None if p.grad is None else p.grad.detach().clone() for p in _params]
+            record[_name].append(grads)
+            return _step(*args, **kwargs)
+
+        worker.optimizer.step = step
+    update = trainer.actor.update
+
+    def recording_update(batch, **kwargs):
+        record["batch"].append({f: getattr(batch, f).clone() for f in BATCH_FIELDS})
+        return update(batch, **kwargs)
+
+    trainer.actor.update = recording_update
+    metrics = trainer.step(0)
+    trainer.close()
+    if rank == 0:
+        torch.save({"record": record, "metrics": metrics}, Path(out, "record.pt"))
+    trainer.ranks.close()
+
+
+def _spawn(world: int, out: Path, packing: tuple) -> dict:
+    import multiprocessing
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_uneven_worker, args=(r, world, port, str(out), packing))
+        for r in range(world)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join(timeout=TIMEOUT_S)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    assert [proc.exitcode for proc in procs] == [0] * world
+    return torch.load(out / "record.pt", weights_only=False)
+
+
+@pytest.mark.parametrize("packing", PACKINGS)
+def test_two_ranks_with_uneven_packing_give_the_one_process_gradients(tmp_path, packing) -> None:
+    """1 process against 2 DDP ranks on multi-turn rows packed differently (``UNEVEN_LAYOUT``):
+    the batch reaching the update is the same (the filter kept the same groups; advantages,
+    returns and the critic's values equal to the bit; the old and reference log-probs, scored in
+    micro-batches of another make-up, to 2 ulp), and every optimizer step's reduced gradient,
+    actor's and critic's, equals the one process's to float32 rounding.
+
+    The tolerance: each gradient entry is a sum over the batch's tokens, accumulated in another
+    grouping (other micro-batches, a sum over two ranks, DDP's scaling by 2 then averaging,
+    which is exact); float32 sums of n terms in two orders differ by at most about
+    ``2 n u sum|terms|`` with ``u = 2**-24``. Here n is a few hundred tokens and the terms mostly
+    share a sign: the test allows ``1e-5 * max|g|`` per tensor (~170 u; n u ~ 5e-6 for the 90
+    tokens trained), measured 6.6e-7 at most over the 168 tensors of 4 steps. A micro-batch
+    weighted by its rank's tokens instead of the mini-batch's, or a missing world-size factor,
+    moves entries by tens of percent (both fail it: checked by mutation)."""
+    one = _spawn(1, tmp_path / "one", packing)
+    two = _spawn(2, tmp_path / "two", packing)
+    steps, dummies = packing[2:]
+    assert sum(one["record"]["dummies"]) == 0  # one process never pads
+    assert sum(two["record"]["dummies"]) == dummies  # rank 0's (actor's and critic's)
+    (b1,), (b2,) = one["record"]["batch"], two["record"]["batch"]
+    assert int(b1["loss_mask"].sum()) > 0
+    for name in ("loss_mask", "advantages", "returns", "values"):
+        assert torch.equal(b1[name], b2[name]), name
+    for name in ("old_logprobs", "ref_logprobs"):  # ~5 nats: 1 ulp is 4.8e-7
+        torch.testing.assert_close(b2[name], b1[name], rtol=0, atol=1e-6, msg=name)
+    for key, value in one["metrics"].items():
+        if key.startswith("filter/"):
+            assert two["metrics"][key] == value, key
+    assert one["metrics"]["actor/optimizer_steps"] == steps  # 2 epochs x the mini-batches
+    for worker in ("actor", "critic"):
+        steps1, steps2 = one["record"][worker], two["record"][worker]
+        assert len(steps1) == len(steps2) == steps
+        for s, (g1, g2) in enumerate(zip(steps1, steps2, strict=True)):
+            for i, (a, b) in enumerate(zip(g1, g2, strict=True)):
+                assert (a is None) == (b is None), (worker, s, i)
+                if a is None:
+                    continue
+                scale = float(a.abs().max())
+                torch.testing.assert_close(
+                    b, a, rtol=1e-5, atol=1e-5 * scale, msg=f"{worker} step {s} tensor {i}"
+                )

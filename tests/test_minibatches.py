@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from baselines.rl.minibatches import minibatch_indices, pack_by_tokens
+from baselines.rl.minibatches import minibatch_indices, pack_by_tokens, split_packs
 
 
 def test_ragen_default_four_steps():
@@ -61,3 +61,24 @@ def test_pack_by_tokens_covers_every_row_within_budget():
 def test_pack_by_tokens_rejects_bad_budget():
     with pytest.raises(ValueError, match="max_tokens"):
         pack_by_tokens([3], max_tokens=0)
+
+
+def test_split_packs_cuts_the_widest_pack_then_pads_with_dummies() -> None:
+    """Worked by hand: the first pack with the most rows is cut into its first ceil(n/2) rows
+    and the rest until the count is reached; single rows left: None padding."""
+    assert split_packs([[5, 2, 7, 1], [3]], 2) == [[5, 2, 7, 1], [3]]
+    assert split_packs([[5, 2, 7, 1], [3]], 3) == [[5, 2], [7, 1], [3]]
+    assert split_packs([[5, 2, 7, 1], [3]], 4) == [[5], [2], [7, 1], [3]]
+    assert split_packs([[5, 2, 7], [3, 4]], 3) == [[5, 2], [7], [3, 4]]
+    assert split_packs([[5, 2, 7, 1], [3]], 6) == [[5], [2], [7], [1], [3], None]
+    assert split_packs([], 2) == [None, None]
+    for packs in ([[0, 1, 2], [3]], [[4], [0, 1], [2, 3]]):
+        for count in range(len(packs), 8):
+            out = split_packs(packs, count)
+            assert len(out) == count
+            assert [i for p in out if p for i in p] == [i for p in packs for i in p]
+
+
+def test_split_packs_refuses_fewer_than_given() -> None:
+    with pytest.raises(ValueError, match="below the 2 packs"):
+        split_packs([[0], [1]], 1)

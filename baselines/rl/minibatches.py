@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["minibatch_indices", "pack_by_tokens"]
+__all__ = ["minibatch_indices", "pack_by_tokens", "split_packs"]
 
 
 def minibatch_indices(
@@ -104,3 +104,49 @@ def pack_by_tokens(lengths: list[int], max_tokens: int, max_rows: int = 0) -> li
         packs.append([i])
         longest = max(1, lengths[i])
     return packs
+
+
+def split_packs(packs: list[list[int]], count: int) -> list[list[int] | None]:
+    """``packs`` made into exactly ``count`` micro-batches, for ranks that must run as many.
+
+    Under DDP every rank must take part in each gradient all-reduce, and under FSDP in each
+    all-gather and reduce-scatter: every rank runs the same number of micro-batches per
+    optimizer step, whatever its rows. verl does the same (``same_micro_num_in_dp`` of
+    ``verl/utils/seqlen_balancing.py``, ``rearrange_micro_batches``: the micro-batch count is the
+    maximum over data-parallel ranks). Here the pack with the most rows (the first such) is cut
+    in two (its first ``ceil(n / 2)`` rows, then the rest, order kept) until there are
+    ``count``; when every pack holds one row and there are still too few, ``None`` entries pad
+    the list to ``count``: a rank runs a zero-weighted pass in their place (a *dummy*
+    micro-batch, which adds exactly zero to the gradient).
+
+    Args:
+        packs: micro-batches of row indices (:func:`pack_by_tokens`), possibly empty.
+        count: micro-batches wanted, ``>= len(packs)``.
+
+    Returns:
+        ``count`` entries: the rows of ``packs`` once each, in order, then ``None`` padding.
+
+    Raises:
+        ValueError: ``count < len(packs)``.
+
+    Example:
+        >>> split_packs([[4, 1, 2], [0]], 3)
+        [[4, 1], [2], [0]]
+        >>> split_packs([[4, 1, 2], [0]], 4)
+        [[4], [1], [2], [0]]
+        >>> split_packs([[3], [0]], 3)
+        [[3], [0], None]
+        >>> split_packs([], 1)
+        [None]
+    """
+    if count < len(packs):
+        raise ValueError(f"split_packs: count={count} is below the {len(packs)} packs given")
+    out: list[list[int]] = [list(p) for p in packs]
+    while len(out) < count:
+        widest = max(range(len(out)), key=lambda i: len(out[i]), default=None)
+        if widest is None or len(out[widest]) < 2:
+            break
+        rows = out[widest]
+        half = (len(rows) + 1) // 2
+        out[widest : widest + 1] = [rows[:half], rows[half:]]
+    return [*out, *([None] * (count - len(out)))]
