@@ -108,18 +108,48 @@ class _Linear(torch.nn.Module):
         return out + self.only0.sum() / 9.0 if use_only0 else out
 
 
-def _two_rank_worker(rank: int, port: int, out: str) -> None:
+def _spawn_ranks(target, world: int, *args) -> None:
+    """``target(rank, world, port, *args)`` in ``world`` spawned processes (a free local port for
+    the process group), each killed if it outlives ``TIMEOUT_S``; all must exit 0."""
+    import multiprocessing
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(r, world, port, *args)) for r in range(world)]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join(timeout=TIMEOUT_S)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    assert [proc.exitcode for proc in procs] == [0] * world
+
+
+def _join_process_group(rank: int, world: int, port: int) -> None:
+    """What torchrun sets for rank ``rank`` of ``world`` (none with one process), 1 thread."""
+    if world > 1:
+        os.environ.update(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_WORLD_SIZE=str(world),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+    torch.set_num_threads(1)
+
+
+def _two_rank_worker(rank: int, world: int, port: int, out: str) -> None:
     """Rank ``rank`` of 2 (gloo, through accelerate): the collectives the trainer uses, with the
     answers worked by hand written to ``out/rank<r>.json``."""
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE="2",
-        LOCAL_WORLD_SIZE="2",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
-    torch.set_num_threads(1)
+    _join_process_group(rank, world, port)
     ranks = Ranks.from_environment("cpu")
     result = {"rank": ranks.rank, "world": ranks.world_size, "block": list(ranks.block(5))}
     result["gathered"] = ranks.gather([f"r{rank}a", f"r{rank}b"][: rank + 1])
@@ -156,25 +186,7 @@ def test_two_gloo_ranks_gather_broadcast_and_reduce_gradients_through_ddp(tmp_pa
     ``no_sync``, scaled by the world size) equal to the one-batch token-mean gradient; a
     parameter reached on rank 0 only gets its gradient on both, and one reached nowhere keeps
     ``grad = None`` (AdamW skips it, as in one process)."""
-    import multiprocessing
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_two_rank_worker, args=(r, port, str(tmp_path))) for r in range(2)]
-    for proc in procs:
-        proc.start()
-    try:
-        for proc in procs:
-            proc.join(timeout=TIMEOUT_S)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    assert [proc.exitcode for proc in procs] == [0, 0]
+    _spawn_ranks(_two_rank_worker, 2, str(tmp_path))
     rows = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.0, 3.0], [1.0, 1.0], [4.0, 0.0]])
     tokens = torch.tensor([1.0, 2.0, 2.0, 3.0, 1.0])
     expected = ((rows * tokens[:, None]).sum(0) / tokens.sum()).tolist()  # d/dw of the mean
@@ -552,16 +564,7 @@ def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -
     """One step of the real trainer as rank ``rank`` of ``world`` (1: no process group), the
     batch handed to the update and every optimizer step's (reduced) gradients saved by rank 0
     to ``out/record.pt``."""
-    if world > 1:
-        os.environ.update(
-            RANK=str(rank),
-            LOCAL_RANK=str(rank),
-            WORLD_SIZE=str(world),
-            LOCAL_WORLD_SIZE=str(world),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-        )
-    torch.set_num_threads(1)
+    _join_process_group(rank, world, port)
     import baselines.update as update_module
     from baselines.config import load_config
     from baselines.trainer import Trainer
@@ -604,28 +607,7 @@ def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -
 
 
 def _spawn(world: int, out: Path, packing: tuple) -> dict:
-    import multiprocessing
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=_uneven_worker, args=(r, world, port, str(out), packing))
-        for r in range(world)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        for proc in procs:
-            proc.join(timeout=TIMEOUT_S)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    assert [proc.exitcode for proc in procs] == [0] * world
+    _spawn_ranks(_uneven_worker, world, str(out), packing)
     return torch.load(out / "record.pt", weights_only=False)
 
 
