@@ -584,17 +584,23 @@ def write_learner_files(
     critic: Any,
     critic_optimizer: Any,
     with_optimizer: bool,
+    states: dict[str, Any] | None = None,
 ) -> None:
     """The trainer's weights and optimizer states in a checkpoint folder being written.
 
     ``model.safetensors`` (with LoRA: ``adapter/`` and the base weights under their plain
     names), the tokenizer, ``optimizer.pt`` (if ``with_optimizer``), ``value_head.pt`` (PPO,
     ``critic: head``), ``critic.safetensors`` and ``critic_optimizer.pt`` (``critic: model``).
+    ``states``: whole state dicts gathered from sharded modules (``train.strategy=fsdp2``,
+    :meth:`baselines.trainer.Trainer._sharded_states`: ``model``, ``value_head``,
+    ``optimizer``, ``critic``, ``critic_optimizer``) written in place of the objects' own, so
+    the files are the one-process ones; None: the objects' own.
     """
     import torch
 
     from baselines.llm.critic import save_trainable
 
+    states = states or {}
     if lora:
         model.save_pretrained(staging / "adapter")
         # The base weights under their own names: get_base_model() holds peft's injected layers
@@ -608,16 +614,22 @@ def write_learner_files(
         }
         base.save_pretrained(staging, state_dict=plain, safe_serialization=True)
     else:
-        model.save_pretrained(staging, safe_serialization=True)
+        model.save_pretrained(staging, safe_serialization=True, state_dict=states.get("model"))
     tokenizer.save_pretrained(staging)
+
+    def state_of(name: str, part: Any) -> Any:
+        return states[name] if name in states else part.state_dict()
+
     if with_optimizer:
-        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+        torch.save(state_of("optimizer", optimizer), staging / "optimizer.pt")
     if value_head is not None:
-        torch.save(value_head.state_dict(), staging / "value_head.pt")
+        torch.save(state_of("value_head", value_head), staging / "value_head.pt")
     if critic is not None:  # algorithm.critic=model: weights and AdamW state
-        save_trainable(critic, staging / "critic.safetensors")
+        save_trainable(critic, staging / "critic.safetensors", states.get("critic"))
         if with_optimizer:
-            torch.save(critic_optimizer.state_dict(), staging / "critic_optimizer.pt")
+            torch.save(
+                state_of("critic_optimizer", critic_optimizer), staging / "critic_optimizer.pt"
+            )
 
 
 def read_learner_files(

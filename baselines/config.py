@@ -512,9 +512,11 @@ class TrainSettings:
     report_to: list[str] = field(default_factory=list)
     samples_per_step: int = 2
     dump_rollouts: bool = False
+    strategy: str = "ddp"
 
     def validate(self) -> None:
         _at_least("train.steps", self.steps, 1)
+        _one_of("train.strategy", self.strategy, ("ddp", "fsdp2"))
         _at_least("train.save_every", self.save_every, 0)
         _at_least("train.threads", self.threads, 0)
         _at_least("train.keep_checkpoints", self.keep_checkpoints, 1)
@@ -564,6 +566,16 @@ class TrainConfig:
             raise ValueError(
                 "rollout.engine: vllm syncs full weights only; set model.lora_rank=0 or "
                 "rollout.engine=hf"
+            )
+        if self.train.strategy == "fsdp2" and self.model.lora_rank > 0:
+            raise ValueError(
+                "train.strategy: fsdp2 shards full weights; LoRA's trainable state is small "
+                "enough to replicate: set train.strategy=ddp, or model.lora_rank=0"
+            )
+        if self.train.strategy == "fsdp2" and self.rollout.engine == "vllm":
+            raise ValueError(
+                "train.strategy: fsdp2 gathers the weights for the hf engine only; set "
+                "rollout.engine=hf, or train.strategy=ddp with rollout.engine=vllm"
             )
         rc = self.rollout
         train_seeds = (rc.train_seed, rc.train_seed + self.train.steps * rc.num_groups)

@@ -24,12 +24,19 @@ With one process every method is the identity and nothing imports ``torch.distri
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["Ranks", "block", "check_launch", "world_size_from_environment"]
+__all__ = ["STRATEGIES", "Ranks", "block", "check_launch", "world_size_from_environment"]
+
+#: ``train.strategy``: how the ranks share the learner (:meth:`Ranks.data_parallel`). ``ddp``:
+#: replicas, gradients all-reduced by ``DistributedDataParallel``; ``fsdp2``: weights,
+#: gradients and AdamW state sharded by PyTorch's ``fully_shard`` (verl's ``strategy: fsdp2``).
+STRATEGIES = ("ddp", "fsdp2")
 
 T = TypeVar("T")
 
@@ -116,14 +123,17 @@ class Ranks:
         rank: 0 .. ``world_size - 1`` (``RANK`` of the launcher).
         world_size: number of processes (1: no process group, every collective is the identity).
         accelerator: the ``accelerate.Accelerator`` that set up the process group, or None.
+        strategy: ``train.strategy`` (:data:`STRATEGIES`); read with several processes only.
     """
 
     rank: int = 0
     world_size: int = 1
     accelerator: Any = None
+    strategy: str = "ddp"
+    _gathered: bool = field(default=False, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_environment(cls, device: str) -> Ranks:
+    def from_environment(cls, device: str, strategy: str = "ddp") -> Ranks:
         """One process, or this rank of a ``torchrun`` / ``accelerate launch`` run.
 
         With ``WORLD_SIZE > 1`` it starts ``accelerate.Accelerator(cpu=device == "cpu")``: gloo
@@ -131,15 +141,18 @@ class Ranks:
 
         Args:
             device: ``model.device`` (``"auto"``, ``"cpu"`` or ``"cuda"``).
+            strategy: ``train.strategy``, one of :data:`STRATEGIES`.
 
         Raises:
             ValueError: a bad ``WORLD_SIZE``, ``device="cuda"`` without a CUDA device, or a
                 launch with an engine the trainer does not run (:func:`check_launch`).
         """
         check_launch()
+        if strategy not in STRATEGIES:
+            raise ValueError(f"train.strategy={strategy!r}: expected one of {STRATEGIES}")
         size = world_size_from_environment()
         if size == 1:
-            return cls()
+            return cls(strategy=strategy)
         from accelerate import Accelerator
 
         if device == "cuda" and not torch.cuda.is_available():
@@ -148,7 +161,7 @@ class Ranks:
                 "(torchrun on CPUs runs on gloo)"
             )
         accelerator = Accelerator(cpu=device == "cpu" or not torch.cuda.is_available())
-        return cls(accelerator.process_index, accelerator.num_processes, accelerator)
+        return cls(accelerator.process_index, accelerator.num_processes, accelerator, strategy)
 
     @property
     def is_main(self) -> bool:
@@ -158,6 +171,12 @@ class Ranks:
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    @property
+    def sharded(self) -> bool:
+        """Several ranks under ``fsdp2``: the learner's weights are DTensor shards outside
+        :meth:`full_weights`."""
+        return self.distributed and self.strategy == "fsdp2"
 
     @property
     def device(self) -> str | None:
@@ -218,33 +237,60 @@ class Ranks:
         return tensor
 
     def data_parallel(self, module: torch.nn.Module) -> torch.nn.Module:
-        """``module`` wrapped in ``torch.nn.parallel.DistributedDataParallel`` (DDP), or
-        ``module`` itself with one process.
+        """``module`` under the run's strategy: ``ddp`` wraps it in
+        ``torch.nn.parallel.DistributedDataParallel``, ``fsdp2`` shards it in place with
+        ``torch.distributed.fsdp.fully_shard``; with one process ``module`` itself.
 
         DDP registers a hook on every trainable parameter and all-reduces the gradients in
         buckets as the backward pass fills them, overlapping the communication with the rest of
-        the backward; under its ``no_sync()`` a backward only accumulates locally. DDP averages
-        over ranks: the trainer's losses are shares of the whole mini-batch (the sum over ranks
-        is wanted), so they are multiplied by :attr:`world_size` before the backward pass
-        (exact for a power-of-two world size). Its construction broadcasts rank 0's parameters
-        and buffers. The forward pass must go through the wrapper (its reducer arms the hooks
-        there): the learners wrap the whole scoring pass in a module
+        the backward; under its ``no_sync()`` a backward only accumulates locally. Its
+        construction broadcasts rank 0's parameters and buffers. Settings:
+        ``find_unused_parameters=True``, so that a trainable parameter no pass reached on a rank
+        is reduced as zero rather than stalling its bucket (and one reached nowhere keeps
+        ``grad = None``, which AdamW skips as one process would), at the cost of one walk of the
+        autograd graph per forward; ``forward_sync_buffers=False`` (the buffers, rotary
+        frequencies, are constants, synced once at construction); ``device_ids`` this rank's
+        GPU under nccl, none on CPU (gloo).
+
+        FSDP2 (``fully_shard``; the per-parameter sharding of torchtitan and verl's ``fsdp2``)
+        makes each parameter a ``DTensor`` sharded on dim 0 over the ranks: each decoder layer
+        (a class of the Hugging Face model's ``_no_split_modules``, what accelerate's and TRL's
+        auto-wrap policy picks) is one unit, all-gathered for its forward and backward and freed
+        after, and ``module`` is the root unit holding the rest (embeddings, final norm, LM and
+        value heads). Gradients are reduce-scattered in the backward pass
+        (``set_requires_gradient_sync``), so each rank holds 1/W of the weights, the gradients
+        and the AdamW state built on them. Float32 shards; compute in bf16 through the workers'
+        autocast as with one process (no ``MixedPrecisionPolicy``: the all-gathers move float32).
+        It runs on CPUs over gloo as on GPUs over nccl. Every rank must run the same sequence of
+        sharded forward and backward passes; no-grad work runs on gathered weights
+        (:meth:`full_weights`). An optimizer must be built on the parameters ``fully_shard``
+        leaves (:meth:`baselines.update._Worker.distribute`).
+
+        Both reduce by averaging over ranks: the trainer's losses are shares of the whole
+        mini-batch (the sum over ranks is wanted), so they are multiplied by :attr:`world_size`
+        before the backward pass (exact for a power-of-two world size). The forward pass must go
+        through the returned module (DDP arms its reducer there, FSDP2 gathers the root's
+        parameters there): the learners wrap their whole scoring pass in one module
         (:class:`baselines.update.ActorPass`).
 
-        Settings: ``find_unused_parameters=True``, so that a trainable parameter no pass
-        reached on a rank is reduced as zero rather than stalling its bucket (and one reached
-        nowhere keeps ``grad = None``, which AdamW skips as one process would), at the cost of
-        one walk of the autograd graph per forward; ``forward_sync_buffers=False`` (the buffers,
-        rotary frequencies, are constants, synced once at construction); ``device_ids`` this rank's GPU under nccl, none on
-        CPU (gloo).
-
         Raises:
-            ValueError: ``module`` has no trainable parameter (DDP would have nothing to do).
+            ValueError: ``module`` has no trainable parameter (nothing to reduce).
         """
         if not self.distributed:
             return module
         if not any(p.requires_grad for p in module.parameters()):
             raise ValueError("data_parallel: the module has no trainable parameter")
+        if self.strategy == "fsdp2":
+            from torch.distributed.fsdp import fully_shard
+
+            units = set()
+            for sub in module.modules():
+                units.update(getattr(sub, "_no_split_modules", None) or ())
+            for sub in list(module.modules()):
+                if sub is not module and type(sub).__name__ in units:
+                    fully_shard(sub)
+            fully_shard(module)
+            return module
         from torch.nn.parallel import DistributedDataParallel
 
         device = torch.device(self.device)
@@ -254,6 +300,76 @@ class Ranks:
             find_unused_parameters=True,
             forward_sync_buffers=False,
         )
+
+    @contextmanager
+    def full_weights(self, *modules: torch.nn.Module | None) -> Iterator[None]:
+        """Under ``fsdp2``, every FSDP unit of ``modules`` all-gathered on entry (collective:
+        every rank enters together) and kept whole (``set_reshard_after_forward(False)``), so
+        that any number of no-grad passes, generation included, run on each rank alone without
+        a collective; resharded on exit. Entering again inside is a no-op. Without sharding
+        (``ddp``, one process) it does nothing. Memory: the whole float32 weights on every rank
+        while inside, as with ``ddp``.
+        """
+        if not self.sharded or self._gathered:
+            yield
+            return
+        from torch.distributed.fsdp import FSDPModule
+
+        units = [m for top in modules if top is not None for m in top.modules()]
+        units = [m for m in units if isinstance(m, FSDPModule)]
+        self._gathered = True
+        try:
+            for unit in units:
+                unit.set_reshard_after_forward(False, recurse=False)
+                unit.unshard()
+            yield
+        finally:
+            for unit in units:
+                unit.reshard()
+                unit.set_reshard_after_forward(True, recurse=False)
+            self._gathered = False
+
+    def full_state(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """``module``'s whole state dict, float32 CPU tensors, on rank 0 (``{}`` on the others;
+        collective under ``fsdp2``: ``torch.distributed.checkpoint.state_dict.
+        get_model_state_dict`` with ``full_state_dict=True, cpu_offload=True``); its
+        ``state_dict()`` without sharding."""
+        if not self.sharded:
+            return module.state_dict()
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_model_state_dict(module, options=options)
+
+    def full_optimizer_state(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        """``optimizer.state_dict()`` as one process would write it (states and groups indexed
+        by position in the groups), whole, on rank 0 (``{}`` on the others); collective under
+        ``fsdp2`` (``get_optimizer_state_dict``, whose keys are parameter names, renumbered), so
+        a checkpoint reads the same at any world size and strategy."""
+        if not self.sharded:
+            return optimizer.state_dict()
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        named = get_optimizer_state_dict(module, optimizer, options=options)
+        if not self.is_main:
+            return {}
+        index: dict[str, int] = {}
+        for group in named["param_groups"]:
+            for name in group["params"]:
+                index.setdefault(name, len(index))
+        return {
+            "state": {index[name]: state for name, state in named["state"].items()},
+            "param_groups": [
+                {**group, "params": [index[n] for n in group["params"]]}
+                for group in named["param_groups"]
+            ],
+        }
 
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """Per key, the sum over ranks of ``values`` (keys missing on a rank count 0), the same

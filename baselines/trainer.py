@@ -79,7 +79,9 @@ import copy
 import json
 import math
 import random
+import sys
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -187,6 +189,17 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _held_elements(modules: list[torch.nn.Module]) -> tuple[int, int]:
+    """(elements of the parameters' local shards, elements of the whole parameters) of
+    ``modules``: DTensors count their local shard, plain tensors in full."""
+    held = total = 0
+    for module in modules:
+        for p in module.parameters():
+            local = p.to_local() if hasattr(p, "to_local") else p
+            held, total = held + local.numel(), total + p.numel()
+    return held, total
+
+
 class Trainer:
     """Runs :class:`~baselines.config.TrainConfig` (see the module docstring for one step).
 
@@ -230,7 +243,7 @@ class Trainer:
                 f"of {world} or launch with --nproc_per_node dividing {P}"
             )
         # One process, or this rank of torchrun / accelerate launch (baselines.distributed).
-        self.ranks = Ranks.from_environment(config.model.device)
+        self.ranks = Ranks.from_environment(config.model.device, config.train.strategy)
         self.progress = progress and self.ranks.is_main
         # The run folder, crash-safe (baselines.checkpoint): a resume puts the newest complete
         # checkpoint back in place; config.yaml and provenance.json written by rank 0.
@@ -314,6 +327,21 @@ class Trainer:
         self.phases = None  # baselines.progress.StepProgress while run() runs
         if resume:
             self._load_state()
+        # Under a launcher, each worker's gradient pass goes to DDP or is sharded by FSDP2
+        # (train.strategy), now that its weights and optimizer state are final.
+        self.actor.distribute()
+        if self.critic_worker is not None:
+            self.critic_worker.distribute()
+        if self.ranks.sharded:  # what this rank holds of the learner's weights
+            held, total = _held_elements(
+                [self.actor.learner]
+                + ([self.critic_worker.learner] if self.critic_worker is not None else [])
+            )
+            print(
+                f"rank {self.ranks.rank}/{self.ranks.world_size} (fsdp2): holds {held:,} of "
+                f"{total:,} weight elements of the policy and critic",
+                file=sys.stderr,
+            )
         self.sampling: SamplingSettings = sampling_settings(rc)
         # The rollout engine (started once per run) and, with rollout.ray_workers, the Ray
         # actors that own the environments.
@@ -510,7 +538,14 @@ class Trainer:
         advantages = grpo_token_advantages(batch, group_rewards, normalize_std=ac.name == "grpo")
         return replace(batch, advantages=advantages)
 
-    def _update(self, batch: RolloutBatch, group_rewards: torch.Tensor, metrics, timings) -> None:
+    def _update(
+        self,
+        batch: RolloutBatch,
+        group_rewards: torch.Tensor,
+        metrics,
+        timings,
+        gathered: ExitStack | None = None,
+    ) -> None:
         """One update on the kept episodes (:mod:`baselines.update`, verl's workers): the
         pre-update scoring (:meth:`Actor.compute_log_prob`: old and reference log-probs, the
         value head's values; :meth:`Critic.compute_values`), the advantages
@@ -519,6 +554,8 @@ class Trainer:
         Args:
             batch: rows of the kept episodes.
             group_rewards: float ``[P_kept, N]`` episode rewards of the kept groups (GRPO).
+            gathered: the step's gathered weights (:meth:`_full_weights`), closed here before
+                the gradient passes, which run sharded under ``fsdp2``.
         """
         ac = self.config.algorithm
         metrics["actor/tokens_trained"] = float(batch.num_tokens)
@@ -532,6 +569,8 @@ class Trainer:
             batch = replace(batch, values=self.critic_worker.compute_values(batch))
         timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
         batch = self._advantages(batch, group_rewards)
+        if gathered is not None:
+            gathered.close()
         t0 = time.perf_counter()
         engine_logprobs = self.engine.provides_logprobs
         metrics.update(self.actor.update(batch, need_old=need_old, engine_logprobs=engine_logprobs))
@@ -571,8 +610,20 @@ class Trainer:
             return {"entropies": self.ranks.broadcast(entropies)}
         return {}
 
+    def _full_weights(self) -> Any:
+        """The learner's weights whole on every rank for the no-grad work (rollouts, scoring,
+        the MI diagnostics, validation, checkpoints): :meth:`Ranks.full_weights` of the policy's
+        and the critic's gradient passes (a no-op but under ``fsdp2``)."""
+        critic = self.critic_worker.learner if self.critic_worker is not None else None
+        return self.ranks.full_weights(self.actor.learner, critic)
+
     def step(self, step: int) -> dict[str, float]:
         """Run training step ``step`` and return its metrics."""
+        with ExitStack() as gathered:
+            gathered.enter_context(self._full_weights())
+            return self._step(step, gathered)
+
+    def _step(self, step: int, gathered: ExitStack) -> dict[str, float]:
         cfg = self.config
         t_start = time.perf_counter()
         episodes, timings = self._rollout(step)
@@ -614,7 +665,7 @@ class Trainer:
                 rows = [kept[e] // N in gone for e in batch.row_episode.tolist()]
                 batch.token_rewards[torch.tensor(rows, dtype=torch.bool)] = 0.0
             metrics["filter/tokens_after"] = float(batch.num_tokens)
-            self._update(batch, rewards[kept_groups], metrics, timings)
+            self._update(batch, rewards[kept_groups], metrics, timings, gathered)
             # The update's activations (and, freed by the workers, its gradients) are not needed
             # until the next update: give their pages back before the next rollout's KV caches.
             release_memory()
@@ -645,6 +696,11 @@ class Trainer:
         rc = self.config.rollout
         if rc.val_episodes == 0:
             return {}
+        with self._full_weights():
+            return self._validate()
+
+    def _validate(self) -> dict[str, float]:
+        rc = self.config.rollout
         sampling = copy.copy(self.sampling)
         sampling.temperature = rc.val_temperature
         torch.manual_seed(self.config.train.seed)
@@ -691,6 +747,7 @@ class Trainer:
         """
         tc = self.config.train
         with_optimizer = not final or tc.final_optimizer_state
+        states = self._sharded_states(with_optimizer) if self.ranks.sharded else None
 
         def write(staging: Path) -> dict[str, Any]:
             write_learner_files(
@@ -699,6 +756,7 @@ class Trainer:
                 tokenizer=self.tokenizer,
                 lora=self.lora,
                 with_optimizer=with_optimizer,
+                states=states,
                 **self._optimized_parts(),
             )
             return {
@@ -712,6 +770,37 @@ class Trainer:
         if self.ranks.is_main:  # every rank holds the same weights and optimizer state
             save_checkpoint(self.out_dir, write, step, keep=tc.keep_checkpoints)
         self.ranks.barrier()  # no rank reads a checkpoint rank 0 is still writing
+
+    def _sharded_states(self, with_optimizer: bool) -> dict[str, Any]:
+        """Under ``fsdp2``, what a checkpoint holds, gathered whole to rank 0 (every rank calls:
+        collective), in the files' one-process layout (:meth:`Ranks.full_state`,
+        :meth:`Ranks.full_optimizer_state`), for :func:`write_learner_files`."""
+        ranks, actor = self.ranks, self.actor
+        whole = ranks.full_state(actor.learner)  # ActorPass: policy.* and value_head.*
+        # A tied weight (an LM head sharing the embedding) once, under its first name, as the
+        # one-process save_pretrained writes it.
+        model = self.model
+        aliases = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+        aliases -= {n for n, _ in model.named_parameters()}
+        n = len("policy.")
+        states: dict[str, Any] = {
+            "model": {
+                k[n:]: v for k, v in whole.items() if k[:n] == "policy." and k[n:] not in aliases
+            }
+        }
+        if actor.value_head is not None:
+            n = len("value_head.")
+            states["value_head"] = {k[n:]: v for k, v in whole.items() if k[:n] == "value_head."}
+        if with_optimizer:
+            states["optimizer"] = ranks.full_optimizer_state(actor.learner, actor.optimizer)
+        if self.critic_worker is not None:
+            critic = self.critic_worker
+            states["critic"] = ranks.full_state(critic.learner)
+            if with_optimizer:
+                states["critic_optimizer"] = ranks.full_optimizer_state(
+                    critic.learner, critic.optimizer
+                )
+        return states
 
     def _load_state(self) -> None:
         """Resume: the learner's files (:func:`baselines.checkpoint.read_learner_files`) and

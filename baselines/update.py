@@ -200,7 +200,9 @@ class ActorPass(torch.nn.Module):
             want_hidden=want_values,
         )
         out["values"] = self.value_head(out.pop("hidden")) if want_values else None
-        return out
+        # Fresh tensors, not views: FSDP2 hooks the root's outputs for its backward, and an
+        # in-place op on a view would drop that hook (torch warns of it).
+        return {k: None if v is None else v.clone() for k, v in out.items()}
 
 
 @dataclass(frozen=True)
@@ -233,22 +235,87 @@ class _Worker:
     placement: Placement
     minibatch_stats: list[dict[str, float]] = field(default_factory=list, init=False)
     _warned_nonfinite: bool = field(default=False, init=False, repr=False)
-    #: The gradient pass: :meth:`pass_module` under DDP with several ranks, itself with one.
+    #: The gradient pass: :meth:`pass_module`, under DDP or FSDP2 after :meth:`distribute`.
     learner: torch.nn.Module = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.learner = self.ranks.data_parallel(self.pass_module())
+        self.learner = self.pass_module()
 
     def pass_module(self) -> torch.nn.Module:
-        """The module whose forward is the worker's gradient pass (wrapped by DDP)."""
+        """The module whose forward is the worker's gradient pass (wrapped by DDP, sharded by
+        FSDP2)."""
         return self.model
 
+    def distribute(self) -> None:
+        """Hand the gradient pass to the ranks' strategy (:meth:`Ranks.data_parallel`); a no-op
+        with one process. Call it once the weights and the optimizer state are final (after a
+        resume's loading). Under ``fsdp2`` the parameters become DTensor shards, so the
+        optimizer is rebuilt on them (same class, same groups and settings) and any state it
+        held is carried over, each rank keeping its shard
+        (``torch.distributed.checkpoint.state_dict.set_optimizer_state_dict``)."""
+        if not self.ranks.distributed:
+            return
+        module = self.pass_module()
+        if not self.ranks.sharded:
+            self.learner = self.ranks.data_parallel(module)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
+        name_of = {id(p): n for n, p in module.named_parameters()}
+        groups = [[name_of[id(p)] for p in g["params"]] for g in self.optimizer.param_groups]
+        state = self.optimizer.state_dict()
+        self.learner = self.ranks.data_parallel(module)
+        now = dict(module.named_parameters())
+        self.optimizer = type(self.optimizer)(
+            [
+                {
+                    **{k: v for k, v in group.items() if k != "params"},
+                    "params": [now[n] for n in names],
+                }
+                for group, names in zip(self.optimizer.param_groups, groups, strict=True)
+            ]
+        )
+        # FSDP2 settles which unit is the root at the first forward; it must be the root's (a
+        # decoder layer run first, by a rollout, would claim it): one no-grad pass on 2 tokens,
+        # after which every unit is sharded again.
+        ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            self._forward(ids, torch.ones_like(ids), torch.ones(1, 1, device=self.device))
+        for unit in module.modules():
+            if hasattr(unit, "reshard"):
+                unit.reshard()
+        if state["state"]:  # a resume's AdamW moments, whole on every rank: keep each shard
+            by_name = [n for names in groups for n in names]
+            named = {
+                "state": {by_name[i]: v for i, v in state["state"].items()},
+                "param_groups": [
+                    {**g, "params": [by_name[i] for i in g["params"]]}
+                    for g in state["param_groups"]
+                ],
+            }
+            set_optimizer_state_dict(
+                module, self.optimizer, named, options=StateDictOptions(full_state_dict=True)
+            )
+
+    def _forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor
+    ) -> Any:
+        """One pass of :attr:`learner` (the critic's: values; :class:`Actor` overrides)."""
+        return self.learner(input_ids, attention_mask)
+
     def sync(self, last: bool) -> Any:
-        """The context of a micro-batch's backward: DDP's ``no_sync()`` (accumulate locally)
-        for all but the ``last`` micro-batch of an optimizer step, whose backward all-reduces."""
-        if last or not self.ranks.distributed:
+        """The context of a micro-batch's backward: only the ``last`` micro-batch of an
+        optimizer step reduces the gradients (DDP's ``no_sync()`` for the others; FSDP2's
+        ``set_requires_gradient_sync(last)``); the others accumulate locally."""
+        if not self.ranks.distributed:
             return nullcontext()
-        return self.learner.no_sync()
+        if self.ranks.sharded:
+            self.learner.set_requires_gradient_sync(last)
+            return nullcontext()
+        return nullcontext() if last else self.learner.no_sync()
 
     @property
     def grad_scale(self) -> float:
@@ -340,6 +407,8 @@ class _Worker:
         worker."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.algorithm.grad_clip)
+        if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor, the norm over all shards
+            grad_norm = grad_norm.full_tensor()
         if torch.isfinite(grad_norm):
             self.optimizer.step()
             return grad_norm
@@ -401,6 +470,13 @@ class Actor(_Worker):
     def pass_module(self) -> torch.nn.Module:
         """:class:`ActorPass` on the policy and its value head."""
         return ActorPass(self.model, self.value_head, self.temperature)
+
+    def _forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor
+    ) -> Any:
+        return self.learner(
+            input_ids, attention_mask, loss_mask, want_values=self.value_head is not None
+        )
 
     def score(
         self,

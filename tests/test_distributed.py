@@ -423,6 +423,13 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def _sampled_ids(run: Path, step: int) -> list[list[int]]:
+    """Each dumped episode's sampled ids (the engine's log-probs beside them differ in the last
+    bits with the decoding batch's make-up: ``rollout/logprob_diff``)."""
+    lines = (run / f"rollouts/step_{step:06d}.jsonl").read_text().splitlines()
+    return [json.loads(line)["turns"][0]["sampled_ids"] for line in lines]
+
+
 def _value_head(run: Path) -> dict[str, torch.Tensor]:
     return torch.load(run / "checkpoint" / "value_head.pt", map_location="cpu")
 
@@ -435,6 +442,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     out["two_log"] = _launch(out["two"], 2, "train.steps=2")  # type: ignore[assignment]
     _launch(out["resumed"], 2, "train.steps=1")
     _launch(out["resumed"], 1, "train.steps=2", "--resume")
+    fsdp2 = "train.strategy=fsdp2"
+    out["fsdp2"], out["fsdp2_resumed"] = root / "fsdp2", root / "fsdp2_resumed"
+    out["fsdp2_log"] = _launch(out["fsdp2"], 2, "train.steps=2", fsdp2)  # type: ignore[assignment]
+    _launch(out["fsdp2_resumed"], 2, "train.steps=1", fsdp2)
+    _launch(out["fsdp2_resumed"], 2, "train.steps=2", fsdp2, "--resume")
     return out
 
 
@@ -465,13 +477,9 @@ def test_two_ranks_equal_one_process(runs) -> None:
     assert one[0]["filter/num_kept"] == 2  # the filter did drop groups
     assert one[1]["actor/optimizer_steps"] == 2
     for step in (0, 1):
-        name = f"rollouts/step_{step:06d}.jsonl"
-        a = (runs["one"] / name).read_text().splitlines()
-        b = (runs["two"] / name).read_text().splitlines()
-        assert [json.loads(x)["turns"][0]["sampled_ids"] for x in a] == [
-            json.loads(y)["turns"][0]["sampled_ids"] for y in b
-        ]
-        assert [json.loads(x)["group"] for x in b] == [g for g in range(4) for _ in range(4)]
+        assert _sampled_ids(runs["two"], step) == _sampled_ids(runs["one"], step)
+        b = (runs["two"] / f"rollouts/step_{step:06d}.jsonl").read_text().splitlines()
+        assert [json.loads(y)["group"] for y in b] == [g for g in range(4) for _ in range(4)]
     wa, wb = _weights(runs["one"]), _weights(runs["two"])
     assert wa.keys() == wb.keys()
     for key in wa:
@@ -492,12 +500,70 @@ def test_two_ranks_resume_as_one_process_and_continue_identically(runs) -> None:
         torch.testing.assert_close(wr[key], wa[key], atol=1e-6, rtol=0, msg=key)
 
 
+def _assert_same_weights(a: Path, b: Path, name: str = "model.safetensors") -> None:
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(a / "checkpoint" / name), load_file(b / "checkpoint" / name)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        torch.testing.assert_close(wb[key], wa[key], atol=1e-6, rtol=0, msg=key)
+
+
+def test_fsdp2_two_ranks_equal_one_process(runs) -> None:
+    """``train.strategy=fsdp2`` (FSDP2's ``fully_shard`` over gloo: each rank holds half of every
+    weight, gradient and AdamW moment) against one process, 2 steps: the same metrics, filter
+    decisions and sampled ids as the one process, the same final weights, value head and AdamW
+    state (atol 1e-6), written as the one process's files (the same names and keys: a tied LM
+    head once, the optimizer state indexed by position)."""
+    one, sharded = _metrics(runs["one"]), _metrics(runs["fsdp2"])
+    _assert_same_steps(one, sharded)
+    for step in (0, 1):
+        assert _sampled_ids(runs["fsdp2"], step) == _sampled_ids(runs["one"], step)
+    _assert_same_weights(runs["one"], runs["fsdp2"])
+    heads = _value_head(runs["one"]), _value_head(runs["fsdp2"])
+    for key in heads[0]:
+        torch.testing.assert_close(heads[1][key], heads[0][key], atol=1e-6, rtol=0)
+    oa, ob = (torch.load(r / "checkpoint" / "optimizer.pt") for r in (runs["one"], runs["fsdp2"]))
+    assert [g["params"] for g in ob["param_groups"]] == [g["params"] for g in oa["param_groups"]]
+    assert ob["state"].keys() == oa["state"].keys()
+    for index, state in oa["state"].items():
+        for key in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(ob["state"][index][key], state[key], atol=1e-6, rtol=0)
+    assert sorted(p.name for p in (runs["fsdp2"] / "checkpoint").iterdir()) == sorted(
+        p.name for p in (runs["one"] / "checkpoint").iterdir()
+    )
+
+
+def test_fsdp2_ranks_hold_half_of_the_weights_each(runs) -> None:
+    """Each rank's local shards hold about half of the weight elements, and the two halves add
+    up to the whole (dim-0 shards; FSDP2 pads an odd row count, so not exactly half)."""
+    import re
+
+    held = re.findall(r"rank (\d)/2 \(fsdp2\): holds ([\d,]+) of ([\d,]+)", runs["fsdp2_log"])
+    counts = {int(r): (int(h.replace(",", "")), int(t.replace(",", ""))) for r, h, t in held}
+    assert sorted(counts) == [0, 1]
+    total = counts[0][1]
+    assert counts[1][1] == total > 0
+    assert counts[0][0] + counts[1][0] == total
+    assert all(0.4 * total < h < 0.6 * total for h, _ in counts.values())
+
+
+def test_fsdp2_resumes_into_shards_and_continues_identically(runs) -> None:
+    """Step 0 under fsdp2 on 2 ranks, then ``--resume`` under fsdp2 on 2 ranks: the whole AdamW
+    state read from the checkpoint is split into each rank's shards, and step 1 gives the
+    one-process run's metrics and weights."""
+    _assert_same_steps(_metrics(runs["one"]), _metrics(runs["fsdp2_resumed"]))
+    _assert_same_weights(runs["one"], runs["fsdp2_resumed"])
+
+
 @pytest.fixture(scope="module")
 def critic_runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ddp_critic")
     out = {"one": root / "one", "two": root / "two"}
     _launch(out["one"], 1, "train.steps=2", "algorithm.critic=model")
     _launch(out["two"], 2, "train.steps=2", "algorithm.critic=model")
+    out["fsdp2"] = root / "fsdp2"
+    _launch(out["fsdp2"], 2, "train.steps=2", "algorithm.critic=model", "train.strategy=fsdp2")
     return out
 
 
@@ -560,7 +626,9 @@ BATCH_FIELDS = ("loss_mask", "advantages", "returns", "old_logprobs", "ref_logpr
 PACKINGS = [(4, 3, 4, 0), (3, 1, 6, 8)]
 
 
-def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -> None:
+def _uneven_worker(
+    rank: int, world: int, port: int, out: str, packing: tuple, strategy: str
+) -> None:
     """One step of the real trainer as rank ``rank`` of ``world`` (1: no process group), the
     batch handed to the update and every optimizer step's (reduced) gradients saved by rank 0
     to ``out/record.pt``."""
@@ -570,7 +638,11 @@ def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -
     from baselines.trainer import Trainer
 
     mini, micro = packing[:2]
-    settings = [f"algorithm.ppo_mini_batch_size={mini}", f"algorithm.micro_batch_size={micro}"]
+    settings = [
+        f"algorithm.ppo_mini_batch_size={mini}",
+        f"algorithm.micro_batch_size={micro}",
+        f"train.strategy={strategy}",
+    ]
     config = load_config(None, [*UNEVEN_LAYOUT, *settings, f"train.out_dir={out}/run"])
     trainer = Trainer(config, progress=False)
     record: dict[str, list] = {"actor": [], "critic": [], "batch": [], "dummies": []}
@@ -587,7 +659,7 @@ def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -
         take_step = worker.optimizer.step
 
         def step(*args, _params=params, _name=name, _step=take_step, **kwargs):
-            grads = [None if p.grad is None else p.grad.detach().clone() for p in _params]
+            grads = [None if p.grad is None else _whole(p.grad).detach().clone() for p in _params]
             record[_name].append(grads)
             return _step(*args, **kwargs)
 
@@ -606,14 +678,23 @@ def _uneven_worker(rank: int, world: int, port: int, out: str, packing: tuple) -
     trainer.ranks.close()
 
 
-def _spawn(world: int, out: Path, packing: tuple) -> dict:
-    _spawn_ranks(_uneven_worker, world, str(out), packing)
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's whole value (collective: every rank calls), a plain tensor itself."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+
+
+def _spawn(world: int, out: Path, packing: tuple, strategy: str = "ddp") -> dict:
+    _spawn_ranks(_uneven_worker, world, str(out), packing, strategy)
     return torch.load(out / "record.pt", weights_only=False)
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 @pytest.mark.parametrize("packing", PACKINGS)
-def test_two_ranks_with_uneven_packing_give_the_one_process_gradients(tmp_path, packing) -> None:
-    """1 process against 2 DDP ranks on multi-turn rows packed differently (``UNEVEN_LAYOUT``):
+def test_two_ranks_with_uneven_packing_give_the_one_process_gradients(
+    tmp_path, packing, strategy
+) -> None:
+    """1 process against 2 ranks (DDP replicas, or FSDP2 shards whose reduce-scattered gradient
+    is gathered whole to compare) on multi-turn rows packed differently (``UNEVEN_LAYOUT``):
     the batch reaching the update is the same (the filter kept the same groups; advantages,
     returns and the critic's values equal to the bit; the old and reference log-probs, scored in
     micro-batches of another make-up, to 2 ulp), and every optimizer step's reduced gradient,
@@ -628,7 +709,7 @@ def test_two_ranks_with_uneven_packing_give_the_one_process_gradients(tmp_path, 
     weighted by its rank's tokens instead of the mini-batch's, or a missing world-size factor,
     moves entries by tens of percent (both fail it: checked by mutation)."""
     one = _spawn(1, tmp_path / "one", packing)
-    two = _spawn(2, tmp_path / "two", packing)
+    two = _spawn(2, tmp_path / "two", packing, strategy)
     steps, dummies = packing[2:]
     assert sum(one["record"]["dummies"]) == 0  # one process never pads
     assert sum(two["record"]["dummies"]) == dummies  # rank 0's (actor's and critic's)
@@ -654,3 +735,37 @@ def test_two_ranks_with_uneven_packing_give_the_one_process_gradients(tmp_path, 
                 torch.testing.assert_close(
                     b, a, rtol=1e-5, atol=1e-5 * scale, msg=f"{worker} step {s} tensor {i}"
                 )
+
+
+def test_fsdp2_with_a_critic_model_equals_one_process(critic_runs) -> None:
+    """The critic model sharded too (its own FSDP2 units and sharded AdamW): the same metrics and
+    the same final policy and critic weights as one process."""
+    _assert_same_steps(_metrics(critic_runs["one"]), _metrics(critic_runs["fsdp2"]))
+    for name in ("model.safetensors", "critic.safetensors"):
+        _assert_same_weights(critic_runs["one"], critic_runs["fsdp2"], name)
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        (["train.strategy=zero3"], "train.strategy"),
+        (["train.strategy=fsdp2", "model.lora_rank=8"], "set train.strategy=ddp"),
+        (["train.strategy=fsdp2", "rollout.engine=vllm"], "rollout.engine=hf"),
+    ],
+)
+def test_a_strategy_the_trainer_cannot_run_is_refused(settings, match) -> None:
+    from baselines.config import load_config
+
+    with pytest.raises(ValueError, match=match):
+        load_config(None, ["model.path=tiny", *settings])
+
+
+def test_full_weights_and_full_state_without_sharding_are_plain() -> None:
+    """One process (or ddp): nothing to gather; the state dicts are the objects' own."""
+    ranks = Ranks()
+    module = torch.nn.Linear(2, 1)
+    with ranks.full_weights(module):
+        assert ranks.data_parallel(module) is module
+    assert ranks.full_state(module).keys() == module.state_dict().keys()
+    opt = torch.optim.AdamW(module.parameters())
+    assert ranks.full_optimizer_state(module, opt) == opt.state_dict()

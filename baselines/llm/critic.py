@@ -67,12 +67,16 @@ class CriticModel(torch.nn.Module):
         return values.float()  # under bf16 autocast the head's linear layer computes in bf16
 
 
-def save_trainable(module: torch.nn.Module, path: Path) -> None:
-    """The trainable parameters of ``module`` (by name; a tied weight once) as safetensors."""
+def save_trainable(
+    module: torch.nn.Module, path: Path, whole: dict[str, torch.Tensor] | None = None
+) -> None:
+    """The trainable parameters of ``module`` (by name; a tied weight once) as safetensors;
+    their values taken from ``whole`` when given (``module``'s state dict gathered from
+    shards, :meth:`baselines.distributed.Ranks.full_state`), else from ``module``."""
     from safetensors.torch import save_file
 
     state = {
-        name: p.detach().cpu().contiguous()
+        name: (p if whole is None else whole[name]).detach().cpu().contiguous()
         for name, p in module.named_parameters()
         if p.requires_grad
     }
