@@ -14,9 +14,13 @@ process group; everything else here is a plain function of ``(rank, world_size)`
   control flow reads);
 * :meth:`Ranks.sum_` SUM-reduces a tensor in place (``torch.distributed.all_reduce``): the
   rows a no-grad pass scored, each on its owner rank;
-* :meth:`Ranks.data_parallel` wraps a learner's module in PyTorch's
-  ``DistributedDataParallel``, which reduces the gradients (bucketed, overlapped with the
-  backward pass); nothing here reduces a gradient by hand.
+* :meth:`Ranks.data_parallel` hands a learner's module to PyTorch's engine for
+  ``train.strategy`` (:data:`STRATEGIES`): ``DistributedDataParallel`` (replicas; the gradients
+  all-reduced in buckets, overlapped with the backward pass) or FSDP2's ``fully_shard``
+  (weights, gradients and AdamW state sharded); nothing here reduces a gradient by hand;
+* :meth:`Ranks.full_weights` gathers sharded weights whole for the no-grad work (rollouts,
+  scoring), :meth:`Ranks.full_state` and :meth:`Ranks.full_optimizer_state` gather what a
+  checkpoint holds to rank 0 in the one-process layout.
 
 With one process every method is the identity and nothing imports ``torch.distributed``.
 """
@@ -57,9 +61,9 @@ def world_size_from_environment() -> int:
     return size
 
 
-#: What ``accelerate launch`` sets for an engine this trainer does not run, and the engine's name.
-#: Each rank holds a whole replica (module docstring): under these settings it would train
-#: replicated and say nothing (issue 42).
+#: What ``accelerate launch`` sets for an engine this trainer does not take from accelerate, and
+#: the engine's name: under these settings it would train as ``train.strategy`` says and not as
+#: the launch asked, saying nothing (issue 42).
 _UNSUPPORTED_LAUNCH = {
     "ACCELERATE_USE_FSDP": "FSDP",
     "ACCELERATE_USE_DEEPSPEED": "DeepSpeed",
@@ -73,8 +77,9 @@ def check_launch(environ: dict[str, str] | None = None) -> None:
 
     ``accelerate launch`` with an FSDP, DeepSpeed or Megatron-LM configuration (for example
     ``baselines/configs/trl/fsdp.yaml``, which is the TRL recipe's) tells the processes through
-    ``ACCELERATE_USE_*`` variables; the trainer's ranks are DDP replicas
-    (:meth:`Ranks.data_parallel`) and shard nothing.
+    ``ACCELERATE_USE_*`` variables; the trainer's sharding is its own switch,
+    ``train.strategy`` (:meth:`Ranks.data_parallel`), which accelerate's settings would not
+    reach.
 
     Raises:
         ValueError: one of those variables is ``true``; the message names the supported launches.
@@ -84,12 +89,12 @@ def check_launch(environ: dict[str, str] | None = None) -> None:
         if env.get(variable, "false").strip().lower() in ("true", "1", "yes"):
             raise ValueError(
                 f"launched with {engine} ({variable}={env[variable]}), which python -m "
-                "baselines.train does not run: each of its ranks holds a whole replica and "
-                "would train replicated without sharding anything. Launch it with torchrun "
-                "--nproc_per_node N -m baselines.train, or accelerate launch with a plain "
-                "multi-GPU or multi-CPU configuration (no --use_fsdp, --use_deepspeed or "
-                "--use_megatron_lm); sharded training runs through the TRL path "
-                "(baselines.integrations.trl_recipe with baselines/configs/trl/fsdp.yaml)"
+                "baselines.train does not take from accelerate: its ranks would not shard as "
+                "that configuration says. Launch it with torchrun --nproc_per_node N -m "
+                "baselines.train, or accelerate launch with a plain multi-GPU or multi-CPU "
+                "configuration (no --use_fsdp, --use_deepspeed or --use_megatron_lm), and set "
+                "train.strategy=fsdp2 for sharded weights, gradients and AdamW state (ddp: "
+                "replicas, the default)"
             )
 
 

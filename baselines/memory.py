@@ -551,9 +551,10 @@ class MemoryLine:
 
 
 def memory_line(
-    config: TrainConfig, model_config: Any, *, gpu_bytes: int | None = None
+    config: TrainConfig, model_config: Any, *, gpu_bytes: int | None = None, world_size: int = 1
 ) -> MemoryLine:
-    """The memory of training ``config`` with the model ``model_config`` on one device.
+    """The memory of training ``config`` with the model ``model_config`` on one device (one
+    rank of ``world_size``).
 
     What the trainer allocates (``baselines/trainer.py``, ``baselines/update.py``,
     ``baselines/llm/critic.py``), and how each part is counted:
@@ -599,8 +600,14 @@ def memory_line(
     of bytes a token), the gradients of one layer's activations in the backward, LoRA's own
     activations (a bf16 copy of each adapted map's input and its rank-wide output), the
     no-grad scoring passes (old, reference and critic values: transient, smaller than the
-    update's), and the MI diagnostics' scoring. Data parallel: every rank holds all of this
-    (the trainer's ranks are replicas, docs/training.md).
+    update's), and the MI diagnostics' scoring.
+
+    Several ranks: under ``train.strategy: ddp`` every rank holds all of this (replicas). Under
+    ``fsdp2`` (:meth:`baselines.distributed.Ranks.data_parallel`) each rank holds ``1 /
+    world_size`` of the policy's and the critic model's gradients and AdamW state (and of the
+    optimizer step's temporary); their weights are counted whole, as the rollout and the
+    no-grad scoring hold them (:meth:`~baselines.distributed.Ranks.full_weights`; the update
+    holds less: its shards plus one gathered layer). The reference model is replicated.
 
     Args:
         config: the trainer's :class:`~baselines.config.TrainConfig` (as
@@ -609,6 +616,8 @@ def memory_line(
             :data:`SUPPORTED_MODEL_TYPES`.
         gpu_bytes: the device's memory in bytes (an H200: 143,771 MiB as nvidia-smi reports it,
             ``143771 * 2**20``); needed for vLLM's share and :meth:`MemoryLine.fits`.
+        world_size: ranks (``torchrun --nproc_per_node``); read under ``train.strategy:
+            fsdp2`` only.
 
     Returns:
         A :class:`MemoryLine`.
@@ -619,7 +628,15 @@ def memory_line(
     """
     if gpu_bytes is not None and gpu_bytes <= 0:
         raise ValueError(f"gpu_bytes must be > 0; got {gpu_bytes}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1; got {world_size}")
     mc, rc, ac = config.model, config.rollout, config.algorithm
+    # fsdp2: gradients and AdamW state sharded (ceil: the last rank's shard is padded).
+    shards = world_size if config.train.strategy == "fsdp2" else 1
+
+    def shard(n: int) -> int:
+        return -(-n // shards)
+
     s = _shape(model_config)
     params = parameter_count(model_config)
     lora = mc.lora_rank > 0
@@ -630,10 +647,11 @@ def memory_line(
 
     weights = _F32 * (params + adapter)
     labels["weights"] = f"weights (float32, {params + adapter:,} params)"
-    gradients = _F32 * trained
-    optimizer = 2 * _F32 * trained
-    labels["gradients"] = f"gradients (float32, {trained:,} trained)"
-    labels["optimizer"] = "optimizer (AdamW exp_avg + exp_avg_sq)"
+    gradients = _F32 * shard(trained)
+    optimizer = 2 * _F32 * shard(trained)
+    of = f", 1/{shards} a rank" if shards > 1 else ""
+    labels["gradients"] = f"gradients (float32, {trained:,} trained{of})"
+    labels["optimizer"] = f"optimizer (AdamW exp_avg + exp_avg_sq{of})"
 
     critic = 0
     critic_trained = 0
@@ -641,18 +659,18 @@ def memory_line(
         # An untied LM head is never read by the critic: no gradient, no AdamW state.
         body_trained = adapter if lora else params - (0 if s.tied else s.vocab * s.hidden)
         critic_trained = body_trained + value_head
-        critic = _F32 * (params + adapter + value_head) + 2 * _F32 * critic_trained
-        labels["critic"] = "critic (model: weights + AdamW; grads apart)"
+        critic = _F32 * (params + adapter + value_head) + 2 * _F32 * shard(critic_trained)
+        labels["critic"] = f"critic (model: weights + AdamW{of}; grads apart)"
     elif ac.name == "ppo":
-        critic = 4 * _F32 * value_head
+        critic = _F32 * value_head + 3 * _F32 * shard(value_head)
         critic_trained = value_head
         labels["critic"] = "critic (value head: weights, grad, AdamW)"
     reference = _F32 * params if ac.kl_coef > 0 and not lora else 0
     labels["reference"] = "reference (float32 copy for the KL term)"
 
     engine = rc.engine
-    if engine == "auto":
-        engine = "hf" if lora else "vllm"
+    if engine == "auto":  # the trainer's choice: the HF engine under LoRA or sharding
+        engine = "hf" if lora or shards > 1 else "vllm"
     if engine == "vllm":
         rollout = int(rc.vllm_gpu_memory_utilization * gpu_bytes) if gpu_bytes else 0
         resident = True
@@ -676,7 +694,7 @@ def memory_line(
     labels["head"] = f"LM head ({DEFAULT_CHUNK_ROWS}-row chunks, backward)"
     labels["recompute"] = "recompute (one layer, checkpointing)"
     in_policy_adamw = value_head if ac.name == "ppo" and ac.critic == "head" else 0
-    optimizer_step = _F32 * max(trained + in_policy_adamw, critic_trained)
+    optimizer_step = _F32 * shard(max(trained + in_policy_adamw, critic_trained))
     labels["optimizer_step"] = "AdamW step temporary"
 
     def line(tokens: int, mode: str, padded: int, what: str) -> MemoryLine:
@@ -730,7 +748,7 @@ def memory_line(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m baselines.memory CONFIG [section.key=value ...] [--model-config PATH]
-    [--gpu-mib N]``: print :func:`memory_line`'s table for a config.
+    [--gpu-mib N] [--world-size W]``: print :func:`memory_line`'s table for a config.
 
     The model's shape comes from ``--model-config`` (a ``config.json`` or the folder holding
     it), else from ``model.path``'s folder (``embedded``: SmolLM2-135M-Instruct's). Returns 0, or
@@ -753,6 +771,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--gpu-mib", type=int, default=143_771, help="device memory in MiB (default: an H200)"
+    )
+    parser.add_argument(
+        "--world-size", type=int, default=1, help="ranks (read under train.strategy=fsdp2)"
     )
     args = parser.parse_intermixed_args(argv)  # overrides may follow the options
     try:
@@ -784,7 +805,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{path} is not a Hugging Face model config (a JSON object with a model_type): "
                 f"{type(err).__name__}: {err}"
             ) from None
-        line = memory_line(config, model_config, gpu_bytes=args.gpu_mib * 2**20)
+        line = memory_line(
+            config, model_config, gpu_bytes=args.gpu_mib * 2**20, world_size=args.world_size
+        )
     except (ValueError, FileNotFoundError, ModuleNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

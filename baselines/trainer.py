@@ -347,8 +347,9 @@ class Trainer:
         # actors that own the environments.
         self.owns_engine = engine is None
         if engine is None:
+            # fsdp2 gathers whole weights for the HF engine only (config.py refuses vllm).
             engine = make_engine(
-                rc.engine,
+                "hf" if self.ranks.sharded and rc.engine == "auto" else rc.engine,
                 self.model,
                 self.tokenizer,
                 max_model_len=rc.max_context_tokens,

