@@ -484,8 +484,8 @@ def resumed_config(
 
 # ------------------------------------------------------------------ the trainer's run folder
 
-#: Settings a resumed training run may change (they steer output and stopping, not what a step
-#: computes).
+#: Settings a resumed training run may change (they steer output and stopping, or how the ranks
+#: share the work, not what a step computes).
 RESUMABLE_TRAIN_KEYS = frozenset(
     {
         "steps",
@@ -498,6 +498,7 @@ RESUMABLE_TRAIN_KEYS = frozenset(
         "report_to",
         "samples_per_step",
         "save_every",
+        "strategy",
     }
 )
 
@@ -640,17 +641,30 @@ def read_learner_files(
     critic: Any,
     critic_optimizer: Any,
     device: Any,
+    optimizer_states: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Load what :func:`write_learner_files` wrote (the policy's weights are loaded with the
     model) into the given optimizer, value head and critic; returns ``state.json``. A checkpoint
-    without optimizer state (``train.final_optimizer_state=false``) restarts AdamW's moments."""
+    without optimizer state (``train.final_optimizer_state=false``) restarts AdamW's moments.
+
+    ``optimizer_states``: a dict (sharded training, ``train.strategy=fsdp2``) into which the
+    optimizer states are read to the CPU (``"optimizer"``, ``"critic_optimizer"``) instead of
+    being loaded, for :meth:`baselines.update._Worker.distribute` to split into the shards;
+    the caller passes it on rank 0 and an optimizer of None on the others, which read nothing.
+    """
     import torch
 
     from baselines.llm.critic import load_trainable
 
+    def load_optimizer(name: str, target: Any) -> None:
+        if optimizer_states is not None:
+            optimizer_states[name] = torch.load(folder / f"{name}.pt", map_location="cpu")
+        elif target is not None:
+            target.load_state_dict(torch.load(folder / f"{name}.pt", map_location=device))
+
     state = json.loads((folder / "state.json").read_text())
     if (folder / "optimizer.pt").is_file():
-        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device))
+        load_optimizer("optimizer", optimizer)
     else:
         print(
             f"note: {folder} holds no optimizer state (saved with "
@@ -662,7 +676,5 @@ def read_learner_files(
     if critic is not None:
         load_trainable(critic, folder / "critic.safetensors")
         if (folder / "critic_optimizer.pt").is_file():
-            critic_optimizer.load_state_dict(
-                torch.load(folder / "critic_optimizer.pt", map_location=device)
-            )
+            load_optimizer("critic_optimizer", critic_optimizer)
     return state

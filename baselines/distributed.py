@@ -135,7 +135,7 @@ class Ranks:
     world_size: int = 1
     accelerator: Any = None
     strategy: str = "ddp"
-    _gathered: bool = field(default=False, init=False, repr=False, compare=False)
+    _gathered: set[int] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @classmethod
     def from_environment(cls, device: str, strategy: str = "ddp") -> Ranks:
@@ -314,18 +314,20 @@ class Ranks:
         """Under ``fsdp2``, every FSDP unit of ``modules`` all-gathered on entry (collective:
         every rank enters together) and kept whole (``set_reshard_after_forward(False)``), so
         that any number of no-grad passes, generation included, run on each rank alone without
-        a collective; resharded on exit. Entering again inside is a no-op. Without sharding
-        (``ddp``, one process) it does nothing. Memory: the whole float32 weights on every rank
-        while inside, as with ``ddp``.
+        a collective; resharded on exit, each unit's setting restored (the root's: no reshard
+        after forward, FSDP2's default for it). A unit already gathered by an enclosing call is
+        left to it. Without sharding (``ddp``, one process) it does nothing. Memory: each
+        rank's shards stay beside the gathered whole (float32), ``1 + 1/N`` times the weights.
         """
-        if not self.sharded or self._gathered:
+        if not self.sharded:
             yield
             return
         from torch.distributed.fsdp import FSDPModule
 
+        roots = {id(top) for top in modules if top is not None}
         units = [m for top in modules if top is not None for m in top.modules()]
-        units = [m for m in units if isinstance(m, FSDPModule)]
-        self._gathered = True
+        units = [m for m in units if isinstance(m, FSDPModule) and id(m) not in self._gathered]
+        self._gathered.update(id(m) for m in units)
         try:
             for unit in units:
                 unit.set_reshard_after_forward(False, recurse=False)
@@ -334,8 +336,8 @@ class Ranks:
         finally:
             for unit in units:
                 unit.reshard()
-                unit.set_reshard_after_forward(True, recurse=False)
-            self._gathered = False
+                unit.set_reshard_after_forward(id(unit) not in roots, recurse=False)
+                self._gathered.discard(id(unit))
 
     def full_state(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
         """``module``'s whole state dict, float32 CPU tensors, on rank 0 (``{}`` on the others;

@@ -440,6 +440,8 @@ class MemoryLine:
         micro_batch_tokens: the tokens of the micro-batch counted.
         gpu_bytes: the device's memory, if given (for the table's last line).
         labels: each part's name in :meth:`table` (with its count), by field name.
+        gathered_shards: under ``train.strategy: fsdp2``, the policy's own weight shards, held
+            beside its gathered whole weights during the rollout (0 otherwise).
     """
 
     weights: int
@@ -460,6 +462,7 @@ class MemoryLine:
     micro_batch_tokens: int
     gpu_bytes: int | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    gathered_shards: int = 0
 
     @property
     def resident(self) -> int:
@@ -490,7 +493,8 @@ class MemoryLine:
         of the weights it used (:attr:`autocast_copies`) until the rollout ends; vLLM's own
         weights are inside its share."""
         copies = 0 if self.rollout_resident else self.autocast_copies
-        return self.weights + self.optimizer + self.critic + self.reference + self.rollout + copies
+        held = self.weights + self.gathered_shards + self.optimizer + self.critic + self.reference
+        return held + self.rollout + copies
 
     @property
     def total(self) -> int:
@@ -528,6 +532,7 @@ class MemoryLine:
             ("autocast_copies", self.autocast_copies),
             ("head", self.head),
             ("optimizer_step", self.optimizer_step),
+            *([("gathered_shards", self.gathered_shards)] if self.gathered_shards else []),
         ]
         width = max(len(self.labels.get(name, name)) for name, _ in rows) + 2
         lines = [
@@ -604,10 +609,12 @@ def memory_line(
 
     Several ranks: under ``train.strategy: ddp`` every rank holds all of this (replicas). Under
     ``fsdp2`` (:meth:`baselines.distributed.Ranks.data_parallel`) each rank holds ``1 /
-    world_size`` of the policy's and the critic model's gradients and AdamW state (and of the
-    optimizer step's temporary); their weights are counted whole, as the rollout and the
-    no-grad scoring hold them (:meth:`~baselines.distributed.Ranks.full_weights`; the update
-    holds less: its shards plus one gathered layer). The reference model is replicated.
+    world_size`` of the policy's and the critic model's gradients (reduce-scattered at every
+    micro-batch) and AdamW state (and of the optimizer step's temporary). Their weights are
+    counted whole, an upper bound: the rollout gathers the policy whole beside its own shards
+    (:attr:`MemoryLine.gathered_shards`, in the rollout phase) and the critic's scoring gathers
+    the critic whole while the policy is sharded; the update holds only shards plus one
+    gathered layer. The reference model is replicated.
 
     Args:
         config: the trainer's :class:`~baselines.config.TrainConfig` (as
@@ -696,6 +703,7 @@ def memory_line(
     in_policy_adamw = value_head if ac.name == "ppo" and ac.critic == "head" else 0
     optimizer_step = _F32 * shard(max(trained + in_policy_adamw, critic_trained))
     labels["optimizer_step"] = "AdamW step temporary"
+    labels["gathered_shards"] = "policy shards beside its gathered weights (rollout)"
 
     def line(tokens: int, mode: str, padded: int, what: str) -> MemoryLine:
         recompute = 0
@@ -724,6 +732,7 @@ def memory_line(
             micro_batch_tokens=tokens,
             gpu_bytes=gpu_bytes,
             labels={**labels, "activations": f"activations ({what}, {mode})"},
+            gathered_shards=_F32 * shard(params + adapter) if shards > 1 else 0,
         )
 
     tokens = ac.micro_batch_tokens

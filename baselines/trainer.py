@@ -329,9 +329,11 @@ class Trainer:
             self._load_state()
         # Under a launcher, each worker's gradient pass goes to DDP or is sharded by FSDP2
         # (train.strategy), now that its weights and optimizer state are final.
-        self.actor.distribute()
+        resumed = getattr(self, "_resumed_optimizers", None) or {}
+        self.actor.distribute(resumed.get("optimizer"))
         if self.critic_worker is not None:
-            self.critic_worker.distribute()
+            self.critic_worker.distribute(resumed.get("critic_optimizer"))
+        self._resumed_optimizers = None
         if self.ranks.sharded:  # what this rank holds of the learner's weights
             held, total = _held_elements(
                 [self.actor.learner]
@@ -555,8 +557,9 @@ class Trainer:
         Args:
             batch: rows of the kept episodes.
             group_rewards: float ``[P_kept, N]`` episode rewards of the kept groups (GRPO).
-            gathered: the step's gathered weights (:meth:`_full_weights`), closed here before
-                the gradient passes, which run sharded under ``fsdp2``.
+            gathered: the step's gathered policy weights (:meth:`_full_weights`), closed here
+                after the policy's scoring: under ``fsdp2`` the critic is gathered alone for
+                its values, and the gradient passes run sharded.
         """
         ac = self.config.algorithm
         metrics["actor/tokens_trained"] = float(batch.num_tokens)
@@ -566,12 +569,13 @@ class Trainer:
         need_old = self.actor.needs_old_logprobs(batch.num_rows)
         t0 = time.perf_counter()
         batch = self.actor.compute_log_prob(batch, old=need_old, ref=ac.kl_coef > 0)
+        if gathered is not None:  # the policy's gradient passes run sharded under fsdp2
+            gathered.close()
         if self.critic_worker is not None:
-            batch = replace(batch, values=self.critic_worker.compute_values(batch))
+            with self.ranks.full_weights(self.critic_worker.learner):
+                batch = replace(batch, values=self.critic_worker.compute_values(batch))
         timings["timing/ref_old_logprob_s"] = time.perf_counter() - t0
         batch = self._advantages(batch, group_rewards)
-        if gathered is not None:
-            gathered.close()
         t0 = time.perf_counter()
         engine_logprobs = self.engine.provides_logprobs
         metrics.update(self.actor.update(batch, need_old=need_old, engine_logprobs=engine_logprobs))
@@ -612,11 +616,11 @@ class Trainer:
         return {}
 
     def _full_weights(self) -> Any:
-        """The learner's weights whole on every rank for the no-grad work (rollouts, scoring,
-        the MI diagnostics, validation, checkpoints): :meth:`Ranks.full_weights` of the policy's
-        and the critic's gradient passes (a no-op but under ``fsdp2``)."""
-        critic = self.critic_worker.learner if self.critic_worker is not None else None
-        return self.ranks.full_weights(self.actor.learner, critic)
+        """The policy's weights whole on every rank for the no-grad work (rollouts, its scoring,
+        the MI diagnostics, validation): :meth:`Ranks.full_weights` of its gradient pass (a
+        no-op but under ``fsdp2``). The critic model is gathered for its own scoring only
+        (:meth:`_update`), after the policy is sharded again."""
+        return self.ranks.full_weights(self.actor.learner)
 
     def step(self, step: int) -> dict[str, float]:
         """Run training step ``step`` and return its metrics."""
@@ -806,8 +810,17 @@ class Trainer:
     def _load_state(self) -> None:
         """Resume: the learner's files (:func:`baselines.checkpoint.read_learner_files`) and
         the run's counters; ``metrics.jsonl`` lines of later steps are dropped (they run again)."""
+        parts = self._optimized_parts()
+        self._resumed_optimizers: dict[str, Any] | None = None
+        if self.ranks.sharded:  # rank 0 reads AdamW's state to the CPU; distribute() shards it
+            self._resumed_optimizers = {} if self.ranks.is_main else None
+            if not self.ranks.is_main:
+                parts = {**parts, "optimizer": None, "critic_optimizer": None}
         state = read_learner_files(
-            self.checkpoint_dir, device=self.device, **self._optimized_parts()
+            self.checkpoint_dir,
+            device=self.device,
+            optimizer_states=self._resumed_optimizers,
+            **parts,
         )
         self.tracker.load_state_dict(state["tracker"])
         self.steps_without_update = int(state.get("steps_without_update", 0))

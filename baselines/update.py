@@ -246,13 +246,16 @@ class _Worker:
         FSDP2)."""
         return self.model
 
-    def distribute(self) -> None:
+    def distribute(self, optimizer_state: dict[str, Any] | None = None) -> None:
         """Hand the gradient pass to the ranks' strategy (:meth:`Ranks.data_parallel`); a no-op
         with one process. Call it once the weights and the optimizer state are final (after a
         resume's loading). Under ``fsdp2`` the parameters become DTensor shards, so the
-        optimizer is rebuilt on them (same class, same groups and settings) and any state it
-        held is carried over, each rank keeping its shard
-        (``torch.distributed.checkpoint.state_dict.set_optimizer_state_dict``)."""
+        optimizer is rebuilt on them (same class, same groups and settings) and a resume's
+        state is put into the shards: ``optimizer_state``, the checkpoint's whole
+        ``optimizer.state_dict()`` read to the CPU by rank 0 alone (None on the others), is
+        broadcast from rank 0, each rank keeping its shard
+        (``torch.distributed.checkpoint.state_dict.set_optimizer_state_dict`` with
+        ``broadcast_from_rank0``): no rank holds the whole AdamW state on its device."""
         if not self.ranks.distributed:
             return
         module = self.pass_module()
@@ -266,7 +269,6 @@ class _Worker:
 
         name_of = {id(p): n for n, p in module.named_parameters()}
         groups = [[name_of[id(p)] for p in g["params"]] for g in self.optimizer.param_groups]
-        state = self.optimizer.state_dict()
         self.learner = self.ranks.data_parallel(module)
         now = dict(module.named_parameters())
         self.optimizer = type(self.optimizer)(
@@ -287,18 +289,19 @@ class _Worker:
         for unit in module.modules():
             if hasattr(unit, "reshard"):
                 unit.reshard()
-        if state["state"]:  # a resume's AdamW moments, whole on every rank: keep each shard
-            by_name = [n for names in groups for n in names]
-            named = {
-                "state": {by_name[i]: v for i, v in state["state"].items()},
-                "param_groups": [
-                    {**g, "params": [by_name[i] for i in g["params"]]}
-                    for g in state["param_groups"]
-                ],
-            }
-            set_optimizer_state_dict(
-                module, self.optimizer, named, options=StateDictOptions(full_state_dict=True)
-            )
+        if self.ranks.broadcast(optimizer_state is not None):  # a resume's AdamW moments
+            named: dict[str, Any] = {}
+            if self.ranks.is_main:
+                by_name = [n for names in groups for n in names]
+                named = {
+                    "state": {by_name[i]: v for i, v in optimizer_state["state"].items()},
+                    "param_groups": [
+                        {**g, "params": [by_name[i] for i in g["params"]]}
+                        for g in optimizer_state["param_groups"]
+                    ],
+                }
+            options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+            set_optimizer_state_dict(module, self.optimizer, named, options=options)
 
     def _forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor
@@ -307,15 +310,14 @@ class _Worker:
         return self.learner(input_ids, attention_mask)
 
     def sync(self, last: bool) -> Any:
-        """The context of a micro-batch's backward: only the ``last`` micro-batch of an
-        optimizer step reduces the gradients (DDP's ``no_sync()`` for the others; FSDP2's
-        ``set_requires_gradient_sync(last)``); the others accumulate locally."""
-        if not self.ranks.distributed:
+        """The context of a micro-batch's backward. DDP: only the ``last`` micro-batch of an
+        optimizer step all-reduces (``no_sync()`` for the others, which accumulate locally).
+        FSDP2: every backward reduce-scatters into the sharded gradient, as verl's FSDP actor
+        does; skipping it (``set_requires_gradient_sync(False)``) would keep every unit's whole
+        unsharded gradient until the last micro-batch, undoing the sharding's saving."""
+        if not self.ranks.distributed or self.ranks.sharded or last:
             return nullcontext()
-        if self.ranks.sharded:
-            self.learner.set_requires_gradient_sync(last)
-            return nullcontext()
-        return nullcontext() if last else self.learner.no_sync()
+        return self.learner.no_sync()
 
     @property
     def grad_scale(self) -> float:
@@ -362,7 +364,7 @@ class _Worker:
         micro-batch's share of them weights its loss. With several ranks every rank runs as many
         micro-batches as the rank with the most (:func:`split_packs`; every rank holds the batch,
         so each works out every rank's packing without a message); a rank short of rows runs a
-        *dummy*, one row of the mini-batch with 0 tokens and 0 sequences, whose loss is
+        *dummy*, the mini-batch's shortest row with 0 tokens and 0 sequences, whose loss is
         weighted 0."""
         ac = self.algorithm
         world = self.ranks.world_size
@@ -377,7 +379,8 @@ class _Worker:
                 packs = [self.micro_batches(batch, rows) if rows else [] for rows in blocks]
                 count = max(len(p) for p in packs)
                 mine = split_packs(packs[self.ranks.rank], count)
-                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, mine, mini[0])
+                shortest = min(mini, key=lambda r: (int(batch.attention_mask[r].sum()), r))
+                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, mine, shortest)
 
     def _on_device(
         self, batch: RolloutBatch, packs: list[list[int] | None], dummy_row: int

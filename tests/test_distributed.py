@@ -445,7 +445,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     fsdp2 = "train.strategy=fsdp2"
     out["fsdp2"], out["fsdp2_resumed"] = root / "fsdp2", root / "fsdp2_resumed"
     out["fsdp2_log"] = _launch(out["fsdp2"], 2, "train.steps=2", fsdp2)  # type: ignore[assignment]
-    _launch(out["fsdp2_resumed"], 2, "train.steps=1", fsdp2)
+    _launch(out["fsdp2_resumed"], 1, "train.steps=1")  # one process, train.strategy=ddp
     _launch(out["fsdp2_resumed"], 2, "train.steps=2", fsdp2, "--resume")
     return out
 
@@ -549,9 +549,10 @@ def test_fsdp2_ranks_hold_half_of_the_weights_each(runs) -> None:
 
 
 def test_fsdp2_resumes_into_shards_and_continues_identically(runs) -> None:
-    """Step 0 under fsdp2 on 2 ranks, then ``--resume`` under fsdp2 on 2 ranks: the whole AdamW
-    state read from the checkpoint is split into each rank's shards, and step 1 gives the
-    one-process run's metrics and weights."""
+    """Step 0 in one process (``ddp``, the default), then ``--resume`` under fsdp2 on 2 ranks
+    (the strategy may change on a resume): the whole AdamW state read from the checkpoint by
+    rank 0 is broadcast into each rank's shards, and step 1 gives the one-process run's metrics
+    and weights."""
     _assert_same_steps(_metrics(runs["one"]), _metrics(runs["fsdp2_resumed"]))
     _assert_same_weights(runs["one"], runs["fsdp2_resumed"])
 

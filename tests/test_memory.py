@@ -520,6 +520,11 @@ def test_memory_line_under_fsdp2_shards_gradients_and_adamw_state():
     critic = QWEN_3B_PARAMS + H + 1  # a second Qwen2.5-3B and its value head
     assert fsdp.critic == 4 * critic + 8 * -(-critic // 4)
     assert fsdp.optimizer_step == 4 * -(-critic // 4)  # the critic's step is the larger
+    # The rollout gathers the policy whole while its own quarter stays: 1.25 x its weights.
+    assert fsdp.gathered_shards == 4 * quarter and ddp.gathered_shards == 0
+    assert fsdp.rollout_phase - fsdp.gathered_shards == (
+        fsdp.weights + fsdp.optimizer + fsdp.critic + fsdp.rollout + fsdp.autocast_copies
+    )
     # Every phase holds at least the AdamW moments, 3/4 of them gone: 6 B a parameter of the
     # policy and of the critic, 37 GB less at the peak (49.8 GB measured by the line).
     assert ddp.total - fsdp.total >= 6 * (QWEN_3B_PARAMS + critic)

@@ -647,11 +647,11 @@ def test_signal_fraction_removes_the_reward_of_the_drawn_groups(
     seen: dict[str, torch.Tensor] = {}
     update = trainer._update
 
-    def spy(batch, group_rewards, metrics, timings):
+    def spy(batch, group_rewards, metrics, timings, gathered=None):
         seen["group"] = group_rewards.clone()
         seen["tokens"] = batch.token_rewards.sum(dim=1).clone()
         seen["rows"] = batch.row_episode.clone()
-        return update(batch, group_rewards, metrics, timings)
+        return update(batch, group_rewards, metrics, timings, gathered)
 
     monkeypatch.setattr(trainer, "_update", spy)
     episodes_seen: list = []
