@@ -56,7 +56,9 @@ alike; the pre-update scoring and each mini-batch's rows are split over ranks, e
 micro-batch losses are weighted by their share of the mini-batch's *global* sampled tokens, and
 PyTorch's ``DistributedDataParallel`` reduces the gradients before clipping and the AdamW step
 (:mod:`baselines.update`: every rank runs as many micro-batches, the last one's backward
-synchronising). The MI diagnostics (and the entropies an entropy filter reads) are
+synchronising). With ``train.strategy: fsdp2`` the policy, its value head and the critic model are
+sharded by FSDP2 instead: gathered whole for the rollout and the no-grad scoring, sharded for the
+update, gathered to rank 0 for a checkpoint. The MI diagnostics (and the entropies an entropy filter reads) are
 computed on rank 0 and broadcast; validation episodes are split and gathered. Rank 0 alone writes
 ``metrics.jsonl``, samples, dumps, plots, trackers and checkpoints (the others wait at a barrier
 after each save); a checkpoint holds no per-rank state, so a run resumes at any world size.
@@ -325,11 +327,13 @@ class Trainer:
         self.variance_stop_state: dict[str, Any] | None = None  # train.reward_variance_stop
         self.stopped_early = False
         self.phases = None  # baselines.progress.StepProgress while run() runs
+        # fsdp2: a resume's AdamW states, read by rank 0 to the CPU for distribute() to shard.
+        self._resumed_optimizers: dict[str, Any] | None = None
         if resume:
             self._load_state()
         # Under a launcher, each worker's gradient pass goes to DDP or is sharded by FSDP2
         # (train.strategy), now that its weights and optimizer state are final.
-        resumed = getattr(self, "_resumed_optimizers", None) or {}
+        resumed = self._resumed_optimizers or {}
         self.actor.distribute(resumed.get("optimizer"))
         if self.critic_worker is not None:
             self.critic_worker.distribute(resumed.get("critic_optimizer"))
@@ -811,7 +815,6 @@ class Trainer:
         """Resume: the learner's files (:func:`baselines.checkpoint.read_learner_files`) and
         the run's counters; ``metrics.jsonl`` lines of later steps are dropped (they run again)."""
         parts = self._optimized_parts()
-        self._resumed_optimizers: dict[str, Any] | None = None
         if self.ranks.sharded:  # rank 0 reads AdamW's state to the CPU; distribute() shards it
             self._resumed_optimizers = {} if self.ranks.is_main else None
             if not self.ranks.is_main:

@@ -40,11 +40,13 @@ policy's scoring with its value head) or the critic model, wrapped in DDP, so it
 are armed by the forward; every micro-batch but the last of an optimizer step runs under
 ``no_sync()`` (local accumulation) and the last one's backward all-reduces the accumulated
 gradients, bucketed and overlapped with that backward. The sum is the one-process gradient, so
-every rank takes the same ``clip_grad_norm_`` and AdamW step. Every rank must run the same number
-of synchronising backward passes: the ranks' micro-batch counts are made equal
-(:func:`baselines.rl.minibatches.split_packs`, verl's ``same_micro_num_in_dp``), a rank short of
-rows running a zero-weighted pass. The logged sums are gathered and added
-(:meth:`Ranks.sum_floats`).
+every rank takes the same ``clip_grad_norm_`` and AdamW step. Under ``train.strategy: fsdp2`` the
+same module is sharded by FSDP2 instead (:meth:`_Worker.distribute`): its forward and backward
+all-gather each layer, every backward reduce-scatters into the rank's gradient shard, and AdamW
+steps on the shards. Every rank must run the same number of (synchronising) passes: the ranks'
+micro-batch counts are made equal (:func:`baselines.rl.minibatches.split_packs`, verl's
+``same_micro_num_in_dp``), a rank short of rows running a zero-weighted pass. The logged sums are
+gathered and added (:meth:`Ranks.sum_floats`).
 
 The learner reads ``algorithm``'s settings (:class:`baselines.config.AlgorithmConfig`, imported
 for its type only: at run time this module needs nothing of baselines but ``rl``, ``llm`` and
@@ -321,8 +323,9 @@ class _Worker:
 
     @property
     def grad_scale(self) -> float:
-        """The factor of each loss before its backward pass: the world size, since DDP
-        averages the gradients over ranks and the losses are shares of the whole mini-batch."""
+        """The factor of each loss before its backward pass: the world size, since DDP and
+        FSDP2 average the gradients over ranks and the losses are shares of the whole
+        mini-batch (exact for a power-of-two world size)."""
         return float(self.ranks.world_size)
 
     @property
@@ -399,8 +402,9 @@ class _Worker:
 
     def step(self) -> torch.Tensor:
         """Clip the gradients (already the one-process gradient on every rank: DDP reduced them
-        in the step's last backward, :meth:`sync`) to ``algorithm.grad_clip`` and take the AdamW
-        step; returns the norm before clipping.
+        in the step's last backward, FSDP2 into each rank's shard at every backward,
+        :meth:`sync`) to ``algorithm.grad_clip`` (under FSDP2 the norm is over all shards) and
+        take the AdamW step; returns the norm before clipping.
 
         A non-finite norm (an inf or NaN anywhere in the gradient) skips the step, as verl does
         (``verl/workers/actor/dp_actor.py``, ``DataParallelPPOActor._optimizer_step``): the
