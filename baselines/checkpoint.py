@@ -642,6 +642,7 @@ def read_learner_files(
     critic_optimizer: Any,
     device: Any,
     optimizer_states: dict[str, Any] | None = None,
+    say: bool = True,
 ) -> dict[str, Any]:
     """Load what :func:`write_learner_files` wrote (the policy's weights are loaded with the
     model) into the given optimizer, value head and critic; returns ``state.json``. A checkpoint
@@ -651,6 +652,7 @@ def read_learner_files(
     optimizer states are read to the CPU (``"optimizer"``, ``"critic_optimizer"``) instead of
     being loaded, for :meth:`baselines.update._Worker.distribute` to split into the shards;
     the caller passes it on rank 0 and an optimizer of None on the others, which read nothing.
+    ``say``: print the notes on missing optimizer state (rank 0 of several: the others not).
     """
     import torch
 
@@ -665,7 +667,7 @@ def read_learner_files(
     state = json.loads((folder / "state.json").read_text())
     if (folder / "optimizer.pt").is_file():
         load_optimizer("optimizer", optimizer)
-    else:
+    elif say:
         print(
             f"note: {folder} holds no optimizer state (saved with "
             "train.final_optimizer_state=false): AdamW restarts from zero moments",
@@ -677,4 +679,10 @@ def read_learner_files(
         load_trainable(critic, folder / "critic.safetensors")
         if (folder / "critic_optimizer.pt").is_file():
             load_optimizer("critic_optimizer", critic_optimizer)
+        elif say:
+            print(
+                f"note: {folder} holds no critic optimizer state: the critic's AdamW restarts "
+                "from zero moments",
+                file=sys.stderr,
+            )
     return state

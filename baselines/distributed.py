@@ -264,9 +264,9 @@ class Ranks:
         (a class of the Hugging Face model's ``_no_split_modules``, what accelerate's and TRL's
         auto-wrap policy picks) is one unit, all-gathered for its forward and backward and freed
         after, and ``module`` is the root unit holding the rest (embeddings, final norm, LM and
-        value heads). Gradients are reduce-scattered in the backward pass
-        (``set_requires_gradient_sync``), so each rank holds 1/W of the weights, the gradients
-        and the AdamW state built on them. Float32 shards; compute in bf16 through the workers'
+        value heads). Gradients are reduce-scattered in every backward pass (each rank keeps
+        its shard), so each rank holds 1/W of the weights, the gradients and the AdamW state
+        built on them. Float32 shards; compute in bf16 through the workers'
         autocast as with one process (no ``MixedPrecisionPolicy``: the all-gathers move float32).
         It runs on CPUs over gloo as on GPUs over nccl. Every rank must run the same sequence of
         sharded forward and backward passes; no-grad work runs on gathered weights

@@ -367,6 +367,12 @@ class Trainer:
                 tensor_parallel_size=rc.vllm_tensor_parallel_size,
             )
         else:
+            if self.ranks.sharded and engine.samples_from_copy:
+                raise ValueError(
+                    "train.strategy=fsdp2 gathers the policy for an engine that samples from it "
+                    "(the hf engine); this engine keeps its own copy (vllm): use "
+                    "train.strategy=ddp, or no engine argument"
+                )
             engine.sync_weights(self.model)
         self.engine = engine
         self.env_pool = None
@@ -823,6 +829,7 @@ class Trainer:
             self.checkpoint_dir,
             device=self.device,
             optimizer_states=self._resumed_optimizers,
+            say=self.ranks.is_main,
             **parts,
         )
         self.tracker.load_state_dict(state["tracker"])

@@ -64,7 +64,10 @@ class CriticModel(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         values = self.value_head(hidden_states(self.model, input_ids, attention_mask)[:, :-1])
-        return values.float()  # under bf16 autocast the head's linear layer computes in bf16
+        # Under bf16 autocast the head's linear layer computes in bf16. A fresh tensor, never a
+        # view: FSDP2 hooks the root's output for its backward (an in-place op on a view would
+        # drop the hook, and torch warns of it whenever the output is one).
+        return values.to(torch.float32, copy=True)
 
 
 def save_trainable(
