@@ -516,6 +516,7 @@ class TrainSettings:
 
     def validate(self) -> None:
         _at_least("train.steps", self.steps, 1)
+        # baselines.distributed.STRATEGIES (config imports no torch, so not from there)
         _one_of("train.strategy", self.strategy, ("ddp", "fsdp2"))
         _at_least("train.save_every", self.save_every, 0)
         _at_least("train.threads", self.threads, 0)

@@ -35,12 +35,20 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["STRATEGIES", "Ranks", "block", "check_launch", "world_size_from_environment"]
+__all__ = [
+    "STRATEGIES",
+    "Ranks",
+    "block",
+    "check_launch",
+    "rekey_optimizer_state",
+    "world_size_from_environment",
+]
 
 #: ``train.strategy``: how the ranks share the learner (:meth:`Ranks.data_parallel`). ``ddp``:
 #: replicas, gradients all-reduced by ``DistributedDataParallel``; ``fsdp2``: weights,
 #: gradients and AdamW state sharded by PyTorch's ``fully_shard`` (verl's ``strategy: fsdp2``).
 STRATEGIES = ("ddp", "fsdp2")
+
 
 T = TypeVar("T")
 
@@ -96,6 +104,20 @@ def check_launch(environ: dict[str, str] | None = None) -> None:
                 "train.strategy=fsdp2 for sharded weights, gradients and AdamW state (ddp: "
                 "replicas, the default)"
             )
+
+
+def rekey_optimizer_state(state: dict[str, Any], key: Any) -> dict[str, Any]:
+    """An optimizer state dict with every parameter key ``k`` (in ``state`` and in each group's
+    ``params``) replaced by ``key[k]``: a one-process ``optimizer.state_dict()`` (keys are
+    positions in the groups) to the parameter-name keys of
+    ``torch.distributed.checkpoint.state_dict`` and back."""
+    return {
+        "state": {key[k]: v for k, v in state["state"].items()},
+        "param_groups": [
+            {**group, "params": [key[k] for k in group["params"]]}
+            for group in state["param_groups"]
+        ],
+    }
 
 
 def block(n: int, rank: int, world_size: int) -> range:
@@ -373,13 +395,7 @@ class Ranks:
         for group in named["param_groups"]:
             for name in group["params"]:
                 index.setdefault(name, len(index))
-        return {
-            "state": {index[name]: state for name, state in named["state"].items()},
-            "param_groups": [
-                {**group, "params": [index[n] for n in group["params"]]}
-                for group in named["param_groups"]
-            ],
-        }
+        return rekey_optimizer_state(named, index)
 
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """Per key, the sum over ranks of ``values`` (keys missing on a rank count 0), the same

@@ -797,15 +797,14 @@ class Trainer:
         model = self.model
         aliases = {n for n, _ in model.named_parameters(remove_duplicate=False)}
         aliases -= {n for n, _ in model.named_parameters()}
-        n = len("policy.")
-        states: dict[str, Any] = {
-            "model": {
-                k[n:]: v for k, v in whole.items() if k[:n] == "policy." and k[n:] not in aliases
-            }
-        }
+
+        def under(prefix: str) -> dict[str, Any]:
+            return {k[len(prefix) :]: v for k, v in whole.items() if k.startswith(prefix)}
+
+        policy = under("policy.")
+        states: dict[str, Any] = {"model": {k: v for k, v in policy.items() if k not in aliases}}
         if actor.value_head is not None:
-            n = len("value_head.")
-            states["value_head"] = {k[n:]: v for k, v in whole.items() if k[:n] == "value_head."}
+            states["value_head"] = under("value_head.")
         if with_optimizer:
             states["optimizer"] = ranks.full_optimizer_state(actor.learner, actor.optimizer)
         if self.critic_worker is not None:

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from baselines.distributed import Ranks, block
+from baselines.distributed import Ranks, block, rekey_optimizer_state
 from baselines.llm.scoring import autocast, checkpointed_if, score_targets
 from baselines.rl.batch import RolloutBatch
 from baselines.rl.losses import agg_loss, kl_penalty, masked_mean, policy_loss, value_loss
@@ -295,13 +295,7 @@ class _Worker:
             named: dict[str, Any] = {}
             if self.ranks.is_main:
                 by_name = [n for names in groups for n in names]
-                named = {
-                    "state": {by_name[i]: v for i, v in optimizer_state["state"].items()},
-                    "param_groups": [
-                        {**g, "params": [by_name[i] for i in g["params"]]}
-                        for g in optimizer_state["param_groups"]
-                    ],
-                }
+                named = rekey_optimizer_state(optimizer_state, by_name)
             options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
             set_optimizer_state_dict(module, self.optimizer, named, options=options)
 
@@ -382,16 +376,17 @@ class _Worker:
                 packs = [self.micro_batches(batch, rows) if rows else [] for rows in blocks]
                 count = max(len(p) for p in packs)
                 mine = split_packs(packs[self.ranks.rank], count)
-                shortest = min(mini, key=lambda r: (int(batch.attention_mask[r].sum()), r))
-                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, mine, shortest)
+                yield epoch, (mini_tokens, mini_seqs), self._on_device(batch, mine, mini)
 
     def _on_device(
-        self, batch: RolloutBatch, packs: list[list[int] | None], dummy_row: int
+        self, batch: RolloutBatch, packs: list[list[int] | None], mini: list[int]
     ) -> Iterator[tuple[RolloutBatch, float, float, bool]]:
         for i, rows in enumerate(packs):
             last = i == len(packs) - 1
-            if rows is None:  # split_packs' padding: a zero-weighted pass
-                yield batch.select([dummy_row]).to(self.device), 0.0, 0.0, last
+            if rows is None:  # split_packs' padding: the shortest row, zero-weighted
+                lengths = batch.attention_mask[torch.as_tensor(mini)].sum(1).tolist()
+                shortest = mini[min(range(len(mini)), key=lambda j: (lengths[j], j))]
+                yield batch.select([shortest]).to(self.device), 0.0, 0.0, last
                 continue
             part = batch.select(rows).to(self.device)
             mask = part.loss_mask
