@@ -629,3 +629,145 @@ def test_packed_grouped_query_attention_equals_transformers_sdpa(tiny, monkeypat
     eager = copy.deepcopy(model)
     eager.set_attn_implementation("eager")
     assert not use_packed_gqa(eager) and eager.config._attn_implementation == "eager"
+
+
+def test_shared_segments_give_the_attention_over_all_of_a_rows_keys() -> None:
+    """One decoding step of 5 rows (4 query heads on 2 key/value heads, float32): rows 0 and 3
+    attend to segment 0 (6 tokens), rows 1 and 4 to segment 1 (4 tokens), row 2 to none, each
+    besides its own 7 keys (row 1 left-padded by 2). The output equals softmax(q k^T / sqrt(d)) v
+    over the concatenation of the row's segment and its own unpadded keys, worked out row by row
+    with each query head on key/value head h // 2 (float64); again after rows 1 and 3 leave the
+    batch; a prefill over such a buffer is refused."""
+    from baselines.llm.attention import SegmentRows, SharedSegments, sdpa_packed_gqa
+
+    gen = torch.Generator().manual_seed(0)
+    rows, heads, kv_heads, dim, filled, capacity = 5, 4, 2, 16, 7, 12
+
+    class Layer:
+        num_key_value_groups = heads // kv_heads
+
+    lengths = [6, 4]
+    seg_k = torch.randn(2, kv_heads, 6, dim, generator=gen)
+    seg_v = torch.randn(2, kv_heads, 6, dim, generator=gen)
+    seg_k[1, :, 4:] = seg_v[1, :, 4:] = 0.0  # past segment 1's end
+    keys = torch.randn(rows, kv_heads, capacity, dim, generator=gen)
+    values = torch.randn(rows, kv_heads, capacity, dim, generator=gen)
+    keys[:, :, filled:] = values[:, :, filled:] = 0.0  # the buffer's unused part
+    query = torch.randn(rows, heads, 1, dim, generator=gen)
+    mask = torch.ones(rows, 1, 1, filled, dtype=torch.bool)
+    mask[1, ..., :2] = False
+    segment = [0, 1, -1, 0, 1]
+    shared = SharedSegments(seg_k, seg_v, SegmentRows(segment, lengths))
+    keys.shared_segments = shared
+
+    def expected(r: int) -> torch.Tensor:
+        s = segment[r]
+        own = mask[r, 0, 0]
+        k = keys[r, :, :filled][:, own]
+        v = values[r, :, :filled][:, own]
+        if s >= 0:
+            k = torch.cat([seg_k[s, :, : lengths[s]], k], dim=1)
+            v = torch.cat([seg_v[s, :, : lengths[s]], v], dim=1)
+        out = []
+        for head in range(heads):
+            kk, vv = k[head // 2].double(), v[head // 2].double()
+            w = torch.softmax(query[r, head, 0].double() @ kk.T / dim**0.5, dim=-1)
+            out.append(w @ vv)
+        return torch.stack(out)  # [H, D]
+
+    def view(buffer: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The filled part of the rows ``index`` of ``buffer``, as the engine's cache hands it."""
+        whole = buffer.index_select(0, index)
+        whole.shared_segments = shared
+        return whole[:, :, :filled]
+
+    def step(rows_now: list[int]) -> torch.Tensor:
+        index = torch.tensor(rows_now)
+        out, _ = sdpa_packed_gqa(
+            Layer, query[index], view(keys, index), view(values, index), mask[index]
+        )
+        return out[:, 0]  # [B, H, D]
+
+    got = step(list(range(rows)))
+    for r in range(rows):
+        assert torch.allclose(got[r].double(), expected(r), atol=1e-5)
+    shared.rows.keep([0, 2, 4])  # rows 1 and 3 leave
+    got = step([0, 2, 4])
+    for j, r in enumerate([0, 2, 4]):
+        assert torch.allclose(got[j].double(), expected(r), atol=1e-5)
+    with pytest.raises(RuntimeError, match="one-token CPU decoding steps only"):
+        sdpa_packed_gqa(Layer, query.expand(-1, -1, 2, -1), keys[:, :, :filled],
+                        values[:, :, :filled], None)  # fmt: skip
+
+
+def test_rows_that_begin_alike_are_found_by_the_reads_they_save() -> None:
+    """Worked by hand: rows sorted by prompt, neighbours' common prefixes; of each threshold's
+    runs the one saving the most key reads a step, sum((rows - 1) x shared tokens)."""
+    from baselines.llm.engines.hf import _shared_clusters
+
+    assert _shared_clusters([[1, 2, 3, 9], [1, 2, 3, 8], [1, 2, 7], [5]], 2) == [([0, 1, 2], 2)]
+    # Threshold 2: rows 0-3 share 2 (saves 6); threshold 4: rows 0, 1, 3 share 4 (saves 8).
+    rows = [[1, 2, 3, 4, 9], [1, 2, 3, 4, 8], [1, 2, 7], [1, 2, 3, 4]]
+    assert _shared_clusters(rows, 2) == [([0, 1, 3], 4)]
+    # Two groups of two (GRPO groups after their instructions): each group's 4 tokens (saves
+    # 4 + 4) beat the 2 all four share (saves 3 x 2).
+    rows = [[1, 1, 8, 5, 6], [1, 1, 7, 5, 5], [1, 1, 8, 5, 5], [1, 1, 7, 5, 6]]
+    assert _shared_clusters(rows, 2) == [([0, 2], 4), ([1, 3], 4)]
+    assert _shared_clusters(rows, 5) == [] and _shared_clusters([[1, 2]], 1) == []
+
+
+def test_rows_decode_against_one_copy_of_equal_keys_and_keep_their_own_when_they_differ(
+    tiny, monkeypatch
+) -> None:
+    """Prompts a, a, b (Sokoban seeds 7, 7, 8) share their instructions (n tokens): prefilled
+    once and copied, so their keys and values are equal and the decoding steps attend to one
+    copy of them (one segment for the 3 rows; sharing a's whole prompt between 2 rows saves
+    fewer reads). Next turn, row 1's stored keys are changed at one position inside the shared
+    span: it keeps all of its own keys, the other two still share theirs. Both turns sample
+    the ids (and log-probs) that decoding without sharing samples from the same store."""
+    import copy
+
+    from baselines.llm.engines import hf
+
+    model, tokenizer = tiny
+    a, b = _prompts(tokenizer, seeds=(7, 8))
+    n = min(len(os.path.commonprefix([a, b])), len(a) - 1, len(b) - 1)
+    assert hf.MIN_DECODE_SHARED <= n < len(a)
+    sampling = SamplingSettings(max_new_tokens=6, temperature=1.0, stop_strings=())
+    splits: list[tuple[list[int], list[int]]] = []
+    real_split = hf._split_shared
+
+    def spy(*args, **kwargs):
+        out = real_split(*args, **kwargs)
+        splits.append(([-1], [0]) if out is None else (out[3], out[4]))
+        return out
+
+    monkeypatch.setattr(hf, "_split_shared", spy)
+    least = hf.MIN_DECODE_SHARED
+
+    def gens():
+        return [torch.Generator().manual_seed(70 + r) for r in range(3)]
+
+    def both(engine: HFEngine, prompts: list[list[int]]) -> list[Generation]:
+        """The turn with sharing, checked against the same turn without it."""
+        alone = copy.deepcopy(engine.cache)
+        got = engine.generate(prompts, sampling, generators=gens())
+        monkeypatch.setattr(hf, "MIN_DECODE_SHARED", 10**9)
+        plain = HFEngine(model, tokenizer)
+        plain.cache = alone
+        want = plain.generate(prompts, sampling, generators=gens())
+        monkeypatch.setattr(hf, "MIN_DECODE_SHARED", least)
+        for g, w in zip(got, want, strict=True):
+            assert g.sampled_ids == w.sampled_ids
+            assert g.logprobs == pytest.approx(w.logprobs, abs=1e-5)
+        return got
+
+    engine = HFEngine(model, tokenizer)
+    first = both(engine, [a, a, b])
+    assert splits[0] == ([0, 0, 0], [n, n, n]) and splits[1] == ([-1], [0])
+    follow = [p + g.sampled_ids + p[-4:] for p, g in zip([a, a, b], first, strict=True)]
+    row1 = next(kv for ids, kv in engine.cache.entries if follow[1][: len(ids)] == ids
+                and follow[0][: len(ids)] != ids)  # fmt: skip
+    row1[0][0][:, 3] += 0.5  # layer 0's keys at position 3 (< n)
+    both(engine, follow)
+    assert splits[2] == ([0, -1, 0], [n, 0, n])
