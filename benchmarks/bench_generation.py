@@ -24,7 +24,10 @@ model's own weight shapes (q, k, v, o, gate, up, down, LM head) at 512 rows, ``-
 threads, at the start and the end; the higher is used. Printed per tree and batch: seconds,
 generation seconds, sampled and prefilled tokens a second, prefix-store reuse, prompt tokens
 shared between rows with one prompt (not prefilled) and drops, peak RSS,
-the floor in seconds and the ratio seconds / floor (issue 41's aim: 3). ``--micro`` adds the
+the floor in seconds and the ratio seconds / floor (issue 41's aim: 3), then the roofline of
+the forwards the rollout ran (:func:`roofline_seconds`: each forward at ``max(FLOP / matmul
+rate, bytes / stream rate)``, the stream rate measured beside the matmul rate) and its ratio,
+and the decoding steps. ``--micro`` adds the
 kernels behind the changes: the attention of one decoding step (SDPA with ``enable_gqa``, as
 transformers calls it for an unpadded batch; SDPA on packed heads, as for a padded one; and
 :func:`baselines.llm.attention.sdpa_packed_gqa` on the engine's reserved buffer) and
@@ -97,6 +100,21 @@ def rollout_child(a: dict) -> None:
     )
     generators = [torch.Generator().manual_seed(1000 + i) for i in range(count)]
     timings: dict[str, float] = {}
+    forwards: list[tuple[int, int, int]] = []  # (rows, new tokens, keys read a row or in all)
+
+    def log_forward(module, args, kwargs) -> None:
+        rows, new = kwargs["input_ids"].shape
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        layer = cache.layers[0] if getattr(cache, "layers", None) else None
+        past = layer.get_seq_length() if layer is not None and layer.is_initialized else 0
+        shared = getattr(layer, "shared", None)
+        # Keys and values a forward reads, in tokens: every row's past and new tokens, and a
+        # shared segment once (baselines.llm.attention.SharedSegments).
+        keys = rows * (past + new) + (0 if shared is None else shared.keys.shape[0]
+                                      * shared.keys.shape[2])  # fmt: skip
+        forwards.append((rows, new, keys))
+
+    model.register_forward_pre_hook(log_forward, with_kwargs=True)
     amp = resolve_autocast("auto", "cpu")
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
@@ -118,6 +136,10 @@ def rollout_child(a: dict) -> None:
                 for e in episodes if e.turns]  # fmt: skip
     sampled = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
     cache = engine.cache
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim
+    kv_bytes *= 2 if amp is not None else 4  # stored in the autocast dtype
     result = {
         "seconds": wall,
         "generation_s": timings.get("timing/generation_s", 0.0),
@@ -132,6 +154,8 @@ def rollout_child(a: dict) -> None:
         "peak_gb": peak * 1024 / 1e9,
         "rise_gb": (peak - loaded) * 1024 / 1e9,
         "amp": str(amp),
+        "forwards": forwards,
+        "kv_bytes_per_token": kv_bytes,
         **_model_flop(model),
     }
     print("RESULT " + json.dumps(result))
@@ -167,7 +191,15 @@ def matmul_child(a: dict) -> None:
                 torch.nn.functional.linear(x, w)
             if i >= 2:
                 times.append(time.perf_counter() - t0)
-    print(flop / statistics.median(times) / 1e9)
+    # The rate memory streams at: a sum over 2 GiB of float32 (four times this machine's
+    # 480 MiB L3, so none of it is cached), median of 5.
+    big = torch.ones(2**29)
+    reads = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        big.sum()
+        reads.append(time.perf_counter() - t0)
+    print(flop / statistics.median(times) / 1e9, big.nbytes / statistics.median(reads[1:]) / 1e9)
 
 
 def micro_child(a: dict) -> None:
@@ -216,6 +248,28 @@ def micro_child(a: dict) -> None:
 CHILDREN = {"rollout": rollout_child, "matmul": matmul_child, "micro": micro_child}
 
 
+def roofline_seconds(r: dict, gflops: float, gbps: float) -> float:
+    """The forwards the rollout ran, each at the machine's limit: ``max(FLOP / matmul rate,
+    bytes / stream rate)`` a forward (Williams et al. 2009, the roofline), summed. A forward's
+    FLOP: ``2 x non-embedding parameters`` a new token, attention's ``4 x layers x width`` per
+    new token and key read, the LM head for one position a row (``logits_to_keep=1``); its
+    bytes: the weights once in the autocast dtype (LM head included) and every key and value it
+    reads (``kv_bytes_per_token`` each). Unlike the FLOP floor (the work, done once in the
+    largest batches) it takes the engine's batching as given: how near each forward runs to
+    the machine, where a decoding step of 16 rows is bound by memory, not arithmetic."""
+    width = 4 if r["amp"] == "None" else 2  # weights cast to the autocast dtype
+    weights = width * (r["non_embedding"] + r["vocab"] * r["hidden"])
+    total = 0.0
+    for rows, new, keys in r["forwards"]:
+        per_row = keys / rows
+        flop = (2 * r["non_embedding"] * rows * new
+                + 4 * r["layers"] * r["attn_width"] * rows * new * per_row
+                + 2 * r["vocab"] * r["hidden"] * rows)  # fmt: skip
+        moved = weights + keys * r["kv_bytes_per_token"]
+        total += max(flop / (gflops * 1e9), moved / (gbps * 1e9))
+    return total
+
+
 def floor_gflop(r: dict) -> float:
     """The rollout's ideal GFLOP (module docstring)."""
     trunk = sum(2 * r["non_embedding"] * n for n in r["contexts"])
@@ -256,11 +310,16 @@ def main() -> None:
     trees["after (this tree)"] = REPO
     print(f"load (1/5/15 min) at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-    def rate() -> float:
-        return float(spawn(__file__, "matmul", {"threads": args.threads}, REPO).split()[-1])
+    def rate() -> tuple[float, float]:
+        out = spawn(__file__, "matmul", {"threads": args.threads}, REPO).split()
+        return float(out[-2]), float(out[-1])
 
-    rates = [rate()]
-    print(f"matmul on the model's shapes, {args.threads} thread(s): {rates[0]:.0f} GFLOP/s")
+    rates, streams = [], []
+    for x, y in [rate()]:
+        rates.append(x)
+        streams.append(y)
+    print(f"matmul on the model's shapes, {args.threads} thread(s): {rates[0]:.0f} GFLOP/s; "
+          f"memory streams at {streams[0]:.1f} GB/s")  # fmt: skip
     if args.micro:
         micro = json.loads(spawn(__file__, "micro", {"threads": args.threads}, REPO)
                            .split("RESULT ", 1)[1].splitlines()[0])  # fmt: skip
@@ -283,20 +342,25 @@ def main() -> None:
             results[(count, name)] = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
             r = results[(count, name)]
             print(f"  {count} episodes, {name}: {r['seconds']:.1f} s", flush=True)
-    rates.append(rate())
-    peak = max(rates)
-    print(f"matmul at the end: {rates[1]:.0f} GFLOP/s; floor uses {peak:.0f}")
+    x, y = rate()
+    rates.append(x)
+    streams.append(y)
+    peak, stream = max(rates), max(streams)
+    print(f"matmul at the end: {rates[1]:.0f} GFLOP/s, memory {streams[1]:.1f} GB/s; the floors "
+          f"use {peak:.0f} and {stream:.1f}")  # fmt: skip
     print(f"load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     print(f"{'episodes':>8} {'tree':<22} {'wall_s':>7} {'gen_s':>7} {'sampled/s':>9} "
           f"{'prefill/s':>9} {'reused':>7} {'shared':>7} {'dropped':>7} {'peak_GB':>7} "
-          f"{'floor_s':>7} {'ratio':>6}")  # fmt: skip
+          f"{'floor_s':>7} {'ratio':>6} {'roof_s':>7} {'ratio':>6} {'steps':>6}")  # fmt: skip
     for (count, name), r in results.items():
         floor = floor_gflop(r) / peak
+        roof = roofline_seconds(r, peak, stream)
+        steps = sum(1 for _, new, _ in r["forwards"] if new == 1)
         print(f"{count:>8} {name:<22} {r['seconds']:>7.1f} {r['generation_s']:>7.1f} "
               f"{r['sampled'] / r['seconds']:>9.1f} {r['prefilled'] / r['seconds']:>9.1f} "
               f"{r['reused']:>7} {r.get('shared', 0):>7} {r['dropped']:>7} {r['peak_gb']:>7.2f} {floor:>7.1f} "
-              f"{r['seconds'] / floor:>6.1f}")  # fmt: skip
+              f"{r['seconds'] / floor:>6.1f} {roof:>7.1f} {r['seconds'] / roof:>6.1f} {steps:>6}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -732,7 +732,7 @@ def test_rows_decode_against_one_copy_of_equal_keys_and_keep_their_own_when_they
     model, tokenizer = tiny
     a, b = _prompts(tokenizer, seeds=(7, 8))
     n = min(len(os.path.commonprefix([a, b])), len(a) - 1, len(b) - 1)
-    assert hf.MIN_DECODE_SHARED <= n < len(a)
+    assert hf.MIN_DECODE_SHARED <= n < len(a)  # the instructions
     sampling = SamplingSettings(max_new_tokens=6, temperature=1.0, stop_strings=())
     splits: list[tuple[list[int], list[int]]] = []
     real_split = hf._split_shared
@@ -771,3 +771,9 @@ def test_rows_decode_against_one_copy_of_equal_keys_and_keep_their_own_when_they
     row1[0][0][:, 3] += 0.5  # layer 0's keys at position 3 (< n)
     both(engine, follow)
     assert splits[2] == ([0, -1, 0], [n, 0, n])
+    # Only the engine's own attention reads segments: a model on eager attention never splits.
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")
+    calls = len(splits)
+    HFEngine(eager, tokenizer).generate([a, a, b], sampling, generators=gens())
+    assert len(splits) == calls

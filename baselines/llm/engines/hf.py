@@ -442,7 +442,12 @@ def generate_cached(
     episodes in groups of 8 prefill 2 first prompts of ~415 tokens, not 16. Rows with nothing
     stored and distinct prompts that begin alike (an environment's instructions) get their
     longest common prefix prefilled once and copied in like a stored prefix
-    (:func:`_share_common_prefix`).
+    (:func:`_share_common_prefix`). Before decoding, rows whose prompts begin with keys and
+    values equal bit for bit (those copies, and the stored prefixes of later turns that carry
+    them) keep one copy of them, read once a step for all of them
+    (:class:`baselines.llm.attention.SharedSegments`, :func:`_split_shared`; CPU decoding on the
+    engine's packed attention only): a decoding step streams every cached key from memory, and
+    16 Sokoban episodes in groups of 8 share ~415 tokens of each group's prompt.
 
     The new prompt tokens are prefilled in chunks of ``max(1, prefill_chunk_tokens // rows)``
     columns, each a forward over the cache so far (chunked prefill, as vLLM's
@@ -586,7 +591,9 @@ def generate_cached(
     # instructions) decode against one copy of them (attention.SharedSegments).
     rowmap = None
     seg_of, seg_len = [-1] * batch, [0] * batch
-    split = _split_shared(cache, prompt_ids, prompt_cols, sampling.max_new_tokens, device)
+    split = None
+    if _decodes_on_packed_attention(model, device):
+        split = _split_shared(cache, prompt_ids, prompt_cols, sampling.max_new_tokens, device)
     if split is not None:
         mask, prompt_cols, reply_col, seg_of, seg_len, rowmap = split
     t = logit_temperature(sampling.temperature)
@@ -809,6 +816,21 @@ def _shared_clusters(prompt_ids: list[list[int]], least: int) -> list[tuple[list
         if saved > best_saved:
             best, best_saved = clusters, saved
     return sorted(best)
+
+
+def _decodes_on_packed_attention(model: Any, device: torch.device) -> bool:
+    """Whether ``model``'s decoding steps run :func:`baselines.llm.attention.sdpa_packed_gqa`'s
+    own matmuls, the only attention that reads shared segments: the model switched to it, on the
+    CPU, with no attention soft cap (which sends a step to transformers' SDPA)."""
+    from baselines.llm.attention import ATTENTION
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = base.config
+    return (
+        device.type == "cpu"
+        and getattr(config, "_attn_implementation", None) == ATTENTION
+        and getattr(config, "attn_logit_softcapping", None) is None
+    )
 
 
 def _split_shared(
