@@ -107,9 +107,8 @@ def rollout_child(a: dict) -> None:
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         layer = cache.layers[0] if getattr(cache, "layers", None) else None
         past = layer.get_seq_length() if layer is not None and layer.is_initialized else 0
-        shared = getattr(layer, "shared", None)
-        # Keys and values a forward reads, in tokens: every row's past and new tokens, and a
-        # shared segment once (baselines.llm.attention.SharedSegments).
+        shared = getattr(layer, "shared", None)  # 67b77c7's shared segments, read once
+        # Keys and values a forward reads, in tokens: every row's past and new tokens.
         keys = rows * (past + new) + (0 if shared is None else shared.keys.shape[0]
                                       * shared.keys.shape[2])  # fmt: skip
         forwards.append((rows, new, keys))

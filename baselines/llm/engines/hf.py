@@ -227,9 +227,6 @@ def _reserved_layer_class() -> type:
             self.filled = 0
             self._keys: torch.Tensor | None = None
             self._values: torch.Tensor | None = None
-            #: the keys and values this layer's rows share, read by the attention of its
-            #: decoding steps from the buffer (``shared_segments``); None: none.
-            self.shared: Any = None
 
         def reserve(self, shape, key_dtype, value_dtype, device, filled: int):
             """Allocate the zeroed buffer (``shape`` with ``capacity`` positions) and take its
@@ -256,20 +253,8 @@ def _reserved_layer_class() -> type:
             values = self._values.new_zeros((len(index), *self._values.shape[1:]))
             keys[:, :, : self.filled] = self._keys[:, :, : self.filled].index_select(0, index)
             values[:, :, : self.filled] = self._values[:, :, : self.filled].index_select(0, index)
-            self._set(keys, values, self.filled)
-
-        def replace(self, keys, values, filled: int, shared: Any = None) -> None:
-            """Take ``keys``/``values`` (``[batch, heads, capacity, head_dim]``, the first
-            ``filled`` positions written) as the buffer, and ``shared`` as the segments its rows
-            attend to besides (:class:`baselines.llm.attention.SharedSegments`)."""
-            self.shared = shared
-            self._set(keys, values, filled)
-
-        def _set(self, keys, values, filled: int) -> None:
-            self._keys, self._values, self.filled = keys, values, filled
-            self.keys, self.values = keys[:, :, :filled], values[:, :, :filled]
-            if self.shared is not None:  # attention finds it on the buffer
-                keys.shared_segments = self.shared
+            self._keys, self._values = keys, values
+            self.keys, self.values = keys[:, :, : self.filled], values[:, :, : self.filled]
 
         def _dtype(self, dtype: torch.dtype) -> torch.dtype:
             return self.low if self.low is not None and dtype == torch.float32 else dtype
@@ -293,7 +278,7 @@ def _reserved_layer_class() -> type:
                 if self.filled:
                     keys[:, :, : self.filled] = self._keys[:, :, : self.filled]
                     values[:, :, : self.filled] = self._values[:, :, : self.filled]
-                self._set(keys, values, self.filled)
+                self._keys, self._values = keys, values
             end = self.filled + n
             self._keys[:, :, self.filled : end] = key_states
             self._values[:, :, self.filled : end] = value_states
@@ -442,12 +427,7 @@ def generate_cached(
     episodes in groups of 8 prefill 2 first prompts of ~415 tokens, not 16. Rows with nothing
     stored and distinct prompts that begin alike (an environment's instructions) get their
     longest common prefix prefilled once and copied in like a stored prefix
-    (:func:`_share_common_prefix`). Before decoding, rows whose prompts begin with keys and
-    values equal bit for bit (those copies, and the stored prefixes of later turns that carry
-    them) keep one copy of them, read once a step for all of them
-    (:class:`baselines.llm.attention.SharedSegments`, :func:`_split_shared`; CPU decoding on the
-    engine's packed attention only): a decoding step streams every cached key from memory, and
-    16 Sokoban episodes in groups of 8 share ~415 tokens of each group's prompt.
+    (:func:`_share_common_prefix`).
 
     The new prompt tokens are prefilled in chunks of ``max(1, prefill_chunk_tokens // rows)``
     columns, each a forward over the cache so far (chunked prefill, as vLLM's
@@ -581,21 +561,6 @@ def generate_cached(
         logits = logits.index_select(0, spread)
         mask, positions = mask.index_select(0, spread), positions.index_select(0, spread)
     last = positions[:, -1].clone()
-    # Each row's prompt tokens: their buffer columns, in order, and where its reply begins.
-    prompt_cols = [
-        torch.cat([torch.arange(past - k, past), torch.arange(past + width - len(x), past + width)])
-        for k, x in zip(cached, suffix, strict=True)
-    ]
-    reply_col = past + width
-    # Rows that begin with the same keys and values (a group's prompt, an environment's
-    # instructions) decode against one copy of them (attention.SharedSegments).
-    rowmap = None
-    seg_of, seg_len = [-1] * batch, [0] * batch
-    split = None
-    if _decodes_on_packed_attention(model, device):
-        split = _split_shared(cache, prompt_ids, prompt_cols, sampling.max_new_tokens, device)
-    if split is not None:
-        mask, prompt_cols, reply_col, seg_of, seg_len, rowmap = split
     t = logit_temperature(sampling.temperature)
     tokens: list[list[int]] = [[] for _ in range(batch)]
     lps: list[list[float]] = [[] for _ in range(batch)]
@@ -619,17 +584,21 @@ def generate_cached(
             # The last sampled token of a row is never fed back (a row that stopped early had
             # a pad fed in its column after that), so its keys/values are not cached.
             g = max(0, min(len(tokens[r]) - 1, fed))
-            index = torch.cat([prompt_cols[r], torch.arange(reply_col, reply_col + g)])
-            index = index.to(device)
-            kv = []
-            for layer in cache.layers:
-                k = layer.keys[j].index_select(1, index)
-                v = layer.values[j].index_select(1, index)
-                if seg_of[r] >= 0:  # the shared segment's keys and values come first
-                    s, n = seg_of[r], seg_len[r]
-                    k = torch.cat([layer.shared.keys[s][:, :n], k], dim=1)
-                    v = torch.cat([layer.shared.values[s][:, :n], v], dim=1)
-                kv.append((_stored(k, low), _stored(v, low)))
+            x = len(suffix[r])
+            index = torch.cat(
+                [
+                    torch.arange(past - cached[r], past),
+                    torch.arange(past + width - x, past + width),
+                    torch.arange(past + width, past + width + g),
+                ]
+            ).to(device)
+            kv = [
+                (
+                    _stored(layer.keys[j].index_select(1, index), low),
+                    _stored(layer.values[j].index_select(1, index), low),
+                )
+                for layer in cache.layers
+            ]
             size = sum(k.nbytes + v.nbytes for k, v in kv)
             if store.max_bytes and held + size > store.max_bytes:
                 store.dropped += 1  # this episode's next turn is prefilled in full
@@ -673,8 +642,6 @@ def generate_cached(
             index = torch.tensor(stay, dtype=torch.long, device=device)
             for layer in cache.layers:
                 _keep_batch_rows(layer, index)
-            if rowmap is not None:
-                rowmap.keep(stay)
             mask, last = mask.index_select(0, index), last.index_select(0, index)
             active = [active[j] for j in stay]
         feed = torch.tensor([[pad] if done[r] else [tokens[r][-1]] for r in active], device=device)
@@ -776,152 +743,6 @@ def _share_common_prefix(
     kv = [(_stored(layer.keys[0], low), _stored(layer.values[0], low)) for layer in cache.layers]
     store.entries.append((list(shared[:n]), kv))
     return len(store.entries) - 1
-
-
-#: The shortest prefix, in tokens, that rows of a decoding batch must share (with equal keys and
-#: values) for :func:`generate_cached` to hold it once for their decoding steps.
-MIN_DECODE_SHARED = 64
-
-
-def _shared_clusters(prompt_ids: list[list[int]], least: int) -> list[tuple[list[int], int]]:
-    """Rows that begin alike, as ``(rows, n)``: ``rows`` (two or more, ascending) share their
-    first ``n >= least`` prompt tokens. Of the partitions by a common-prefix threshold (rows
-    sorted by prompt; runs whose neighbours share at least ``t`` tokens), the one that saves the
-    most key reads a decoding step, ``sum((len(rows) - 1) x n)``: a GRPO group's whole prompt
-    (8 rows) rather than the instructions every group shares, where there are two groups.
-
-    Example:
-        >>> _shared_clusters([[1, 2, 3, 9], [1, 2, 3, 8], [1, 2, 7], [5]], 2)
-        [([0, 1, 2], 2)]
-        >>> _shared_clusters([[1, 2, 3, 4, 9], [1, 2, 3, 4, 8], [1, 2, 7], [1, 2, 3, 4]], 2)
-        [([0, 1, 3], 4)]
-    """
-    order = sorted(range(len(prompt_ids)), key=lambda r: prompt_ids[r])
-    common = [
-        len(os.path.commonprefix([prompt_ids[a], prompt_ids[b]]))
-        for a, b in zip(order, order[1:], strict=False)
-    ]
-    best: list[tuple[list[int], int]] = []
-    best_saved = 0
-    for threshold in sorted({c for c in common if c >= least}):
-        clusters: list[tuple[list[int], int]] = []
-        start = 0
-        for i in range(len(order)):
-            if i < len(common) and common[i] >= threshold:
-                continue
-            if i > start:  # rows order[start..i] share common[start..i-1]
-                clusters.append((sorted(order[start : i + 1]), min(common[start:i])))
-            start = i + 1
-        saved = sum((len(rows) - 1) * n for rows, n in clusters)
-        if saved > best_saved:
-            best, best_saved = clusters, saved
-    return sorted(best)
-
-
-def _decodes_on_packed_attention(model: Any, device: torch.device) -> bool:
-    """Whether ``model``'s decoding steps run :func:`baselines.llm.attention.sdpa_packed_gqa`'s
-    own matmuls, the only attention that reads shared segments: the model switched to it, on the
-    CPU, with no attention soft cap (which sends a step to transformers' SDPA)."""
-    from baselines.llm.attention import ATTENTION
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = base.config
-    return (
-        device.type == "cpu"
-        and getattr(config, "_attn_implementation", None) == ATTENTION
-        and getattr(config, "attn_logit_softcapping", None) is None
-    )
-
-
-def _split_shared(
-    cache: Any,
-    prompt_ids: list[list[int]],
-    cols: list[torch.Tensor],
-    reply_tokens: int,
-    device: torch.device,
-) -> tuple | None:
-    """Hold the keys and values that rows of a prefilled decoding batch share once
-    (:class:`baselines.llm.attention.SharedSegments`), before its decoding steps.
-
-    Rows whose prompts begin alike (:func:`_shared_clusters`, at least
-    :data:`MIN_DECODE_SHARED` tokens) and whose keys and values over that span are equal, bit for
-    bit, in every layer (copies of one prefill: a group's first prompt, the instructions, and the
-    stored prefixes of later turns that carry them) become one segment, taken from the first
-    row; each row's buffer keeps only the rest of its prompt, right-aligned, with room for
-    ``reply_tokens``. A row whose keys differ (another prefill's rounding) keeps all of its own.
-    Layer by layer: the old buffer is freed before the next layer's new one is made.
-
-    Args:
-        cache: the batch's cache, every layer reserved (``replace``).
-        prompt_ids: the batch's prompts.
-        cols: the buffer columns of each row's prompt tokens, in order.
-        reply_tokens: the decoding steps to leave room for.
-        device: the model's device.
-
-    Returns:
-        None when nothing is shared (the cache untouched), else ``(mask, cols, reply_col,
-        seg_of, seg_len, rows)``: the rows' 2-D attention mask over their new buffers, each row's
-        prompt columns in them (less the segment), the column of the first reply token, each
-        row's segment (-1: none) and its length, and the :class:`SegmentRows` map.
-    """
-    from baselines.llm.attention import SegmentRows, SharedSegments
-
-    layers = getattr(cache, "layers", None)
-    if not layers or not all(hasattr(layer, "replace") for layer in layers):
-        return None
-    kept: list[tuple[list[int], int]] = []
-    for rows, n in _shared_clusters(prompt_ids, MIN_DECODE_SHARED):
-        lead = rows[0]
-        at = cols[lead][:n].to(device)
-        firsts = [(layer.keys[lead].index_select(1, at), layer.values[lead].index_select(1, at))
-                  for layer in layers]  # fmt: skip
-        same = [lead]
-        for r in rows[1:]:
-            mine = cols[r][:n].to(device)
-            if all(
-                torch.equal(layer.keys[r].index_select(1, mine), k)
-                and torch.equal(layer.values[r].index_select(1, mine), v)
-                for layer, (k, v) in zip(layers, firsts, strict=True)
-            ):
-                same.append(r)
-        if len(same) > 1:
-            kept.append((same, n))
-    if not kept:
-        return None
-    batch = len(prompt_ids)
-    seg_of, seg_len = [-1] * batch, [0] * batch
-    for s, (rows, n) in enumerate(kept):
-        for r in rows:
-            seg_of[r], seg_len[r] = s, n
-    own = [cols[r][seg_len[r] :] for r in range(batch)]
-    width = max(len(o) for o in own)
-    index = torch.zeros((batch, width), dtype=torch.long)
-    real = torch.zeros((batch, width), dtype=torch.bool)
-    for r, o in enumerate(own):
-        if len(o):
-            index[r, width - len(o) :] = o
-            real[r, width - len(o) :] = True
-    length = max(n for _, n in kept)
-    index, real = index.to(device), real.to(device)
-    leads = [(cols[rows[0]][:n].to(device), rows[0], n) for rows, n in kept]
-    rowmap = SegmentRows(seg_of, [n for _, n in kept], device)
-    for layer in layers:
-        parts = []
-        for buffer in (layer._keys, layer._values):
-            heads, dim = buffer.shape[1], buffer.shape[3]
-            segment = buffer.new_zeros((len(kept), heads, length, dim))
-            for s, (at, lead, n) in enumerate(leads):
-                segment[s, :, :n] = buffer[lead].index_select(1, at)
-            mine = buffer.new_zeros((batch, heads, width + reply_tokens, dim))
-            spread = index[:, None, :, None].expand(batch, heads, width, dim)
-            mine[:, :, :width] = torch.gather(buffer, 2, spread).masked_fill_(
-                ~real[:, None, :, None], 0
-            )
-            parts.append((segment, mine))
-        (seg_k, own_k), (seg_v, own_v) = parts
-        layer.replace(own_k, own_v, width, SharedSegments(seg_k, seg_v, rowmap))
-    own_cols = [torch.arange(width - len(o), width) for o in own]
-    return real.long(), own_cols, width, seg_of, seg_len, rowmap
 
 
 def _keep_batch_rows(layer: Any, index: torch.Tensor) -> None:
