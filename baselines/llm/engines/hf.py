@@ -531,6 +531,8 @@ def generate_cached(
                 values[r, :, past - k : past] = vr  # type: ignore[index]
             if not hasattr(layer, "reserve"):
                 layer.update(keys, values)
+        # The last layer's views would keep its buffer alive after rows leave the batch.
+        keys = values = None
         # Copied into the batch's cache: free those per-row tensors now (other rows' entries,
         # for another chunk of the same turn, stay).
         used = {h for h in hits if h >= 0}
