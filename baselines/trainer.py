@@ -113,7 +113,7 @@ from baselines.episodes import (
     write_rollouts,
 )
 from baselines.llm.critic import CriticModel, ValueHead
-from baselines.llm.engines import SamplingSettings, logit_temperature, make_engine
+from baselines.llm.engines import SamplingSettings, logit_temperature, make_engine, vllm_dtype
 from baselines.llm.policy import load_policy
 from baselines.llm.scoring import autocast, resolve_autocast, set_checkpointing
 from baselines.llm.threads import set_torch_threads
@@ -365,6 +365,7 @@ class Trainer:
                 prefill_chunk_tokens=rc.prefill_chunk_tokens,
                 gpu_memory_utilization=rc.vllm_gpu_memory_utilization,
                 tensor_parallel_size=rc.vllm_tensor_parallel_size,
+                dtype=vllm_dtype(self.autocast_dtype),  # vLLM samples as the HF engine would
             )
         else:
             if self.ranks.sharded and engine.samples_from_copy:

@@ -5,6 +5,11 @@ Usage::
 
     python benchmarks/bench_generation.py [--episodes 16 64] [--before-commit HEAD~1]
         [--threads 1] [--max-new-tokens 128] [--group-size 8] [--no-before] [--micro]
+        [--engines hf vllm] [--vllm-dtype auto]
+
+``--engines vllm`` runs the same rollout through :class:`baselines.llm.engines.VLLMEngine`
+(run the script with a python that has vLLM's CPU build, ``.venv-vllm/bin/python``, docs/engines.md;
+``taskset -c 0`` holds vLLM's worker to one core, as ``--threads 1`` holds the HF engine).
 
 Each rollout runs in its own child process (``children.spawn``: its own peak RSS, and the
 ``before`` tree imported from a ``git archive`` of ``--before-commit``): ``E`` Sokoban episodes
@@ -91,13 +96,26 @@ def rollout_child(a: dict) -> None:
     )
     # The tree's own defaults of sokoban.yaml's rollout section (the config leaves them).
     rollout = RolloutConfig(env_id=ENV)
-    engine = HFEngine(
-        model,
-        tok,
-        max_batch_tokens=rollout.generation_batch_tokens,
-        kv_cache_bytes=int(a.get("kv_cache_gib", rollout.kv_cache_gib) * 2**30),
-        prefill_chunk_tokens=rollout.prefill_chunk_tokens,
-    )
+    amp = resolve_autocast("auto", "cpu")
+    if a.get("engine", "hf") == "vllm":
+        from baselines.llm.engines import VLLMEngine
+
+        # The HF engine's dtype under autocast; vLLM's CPU build holds its weights in it.
+        engine = VLLMEngine(
+            model,
+            tok,
+            dtype=a.get("vllm_dtype") or ("bfloat16" if amp is not None else "float32"),
+            max_model_len=4096,
+            kv_cache_gib=max(1, round(a.get("kv_cache_gib", rollout.kv_cache_gib))),
+        )
+    else:
+        engine = HFEngine(
+            model,
+            tok,
+            max_batch_tokens=rollout.generation_batch_tokens,
+            kv_cache_bytes=int(a.get("kv_cache_gib", rollout.kv_cache_gib) * 2**30),
+            prefill_chunk_tokens=rollout.prefill_chunk_tokens,
+        )
     generators = [torch.Generator().manual_seed(1000 + i) for i in range(count)]
     timings: dict[str, float] = {}
     forwards: list[tuple[int, int, int]] = []  # (rows, new tokens, keys read a row or in all)
@@ -114,7 +132,6 @@ def rollout_child(a: dict) -> None:
         forwards.append((rows, new, keys))
 
     model.register_forward_pre_hook(log_forward, with_kwargs=True)
-    amp = resolve_autocast("auto", "cpu")
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     with autocast("cpu", amp):
@@ -134,7 +151,9 @@ def rollout_child(a: dict) -> None:
     contexts = [len(e.turns[-1].sample.prompt_ids) + len(e.turns[-1].sample.sampled_ids)
                 for e in episodes if e.turns]  # fmt: skip
     sampled = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
-    cache = engine.cache
+    cache = getattr(engine, "cache", None)  # the HF engine's prefix store
+    if hasattr(engine, "close") and cache is None:
+        engine.close()  # vLLM's engine process
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim
@@ -145,10 +164,10 @@ def rollout_child(a: dict) -> None:
         "env_s": timings.get("timing/env_s", 0.0),
         "sampled": sampled,
         "contexts": contexts,
-        "prefilled": cache.prefilled_tokens,
-        "reused": cache.reused_tokens,
+        "prefilled": getattr(cache, "prefilled_tokens", 0),  # vLLM: not counted (0)
+        "reused": getattr(cache, "reused_tokens", 0),
         "shared": getattr(cache, "shared_tokens", 0),  # a tree before the shared first prompts: 0
-        "dropped": cache.dropped,
+        "dropped": getattr(cache, "dropped", 0),
         "turns": sum(len(e.turns) for e in episodes),
         "peak_gb": peak * 1024 / 1e9,
         "rise_gb": (peak - loaded) * 1024 / 1e9,
@@ -296,6 +315,20 @@ def main() -> None:
         default=8,
         help="episodes a seed (1: distinct seeds, as validation)",
     )
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["hf"],
+        choices=["hf", "vllm"],
+        help="rollout engines, each on every tree (vllm: run under a python that has vLLM, "
+        "e.g. .venv-vllm/bin/python; its forwards are not logged, so no roofline)",
+    )
+    parser.add_argument(
+        "--vllm-dtype",
+        default=None,
+        help="vLLM's weights (default: the HF engine's autocast dtype; 'auto' is the engine's "
+        "own default, float32 on CPU, as rollout.engine=vllm runs)",
+    )
     parser.add_argument("--micro", action="store_true", help="also time the kernels")
     add_child_options(parser, CHILDREN)
     args = parser.parse_args()
@@ -330,11 +363,14 @@ def main() -> None:
                 print(f"  {name}: torch.multinomial a row (before) {times[0]:.2f} ms, by "
                       f"inversion (after) {times[1]:.2f} ms")  # fmt: skip
     results = {}
+    runs = {f"{name} {engine}" if len(args.engines) > 1 else name: (tree, engine)
+            for name, tree in trees.items() for engine in args.engines}  # fmt: skip
     for count in args.episodes:
-        for name, tree in trees.items():
+        for name, (tree, engine) in runs.items():
             payload = {"episodes": count, "threads": args.threads,
                        "max_new_tokens": args.max_new_tokens,
-                       "group_size": args.group_size}  # fmt: skip
+                       "group_size": args.group_size, "engine": engine,
+                       "vllm_dtype": args.vllm_dtype}  # fmt: skip
             if args.kv_cache_gib is not None:
                 payload["kv_cache_gib"] = args.kv_cache_gib
             out = spawn(__file__, "rollout", payload, tree)
@@ -354,7 +390,7 @@ def main() -> None:
           f"{'floor_s':>7} {'ratio':>6} {'roof_s':>7} {'ratio':>6} {'steps':>6}")  # fmt: skip
     for (count, name), r in results.items():
         floor = floor_gflop(r) / peak
-        roof = roofline_seconds(r, peak, stream)
+        roof = roofline_seconds(r, peak, stream) or float("nan")  # vLLM: no forwards logged
         steps = sum(1 for _, new, _ in r["forwards"] if new == 1)
         print(f"{count:>8} {name:<22} {r['seconds']:>7.1f} {r['generation_s']:>7.1f} "
               f"{r['sampled'] / r['seconds']:>9.1f} {r['prefilled'] / r['seconds']:>9.1f} "

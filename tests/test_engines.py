@@ -671,3 +671,13 @@ def test_a_buffer_left_behind_by_rows_leaving_is_freed(tiny) -> None:
     assert engine.cache.hits == 4
     assert rows[0] == 4 and rows[-1] < 4  # rows left
     assert first_alive[0] and not first_alive[-1]  # freed once they did
+
+
+def test_vllm_samples_in_the_trainers_autocast_dtype() -> None:
+    """bf16 autocast: vLLM's weights in bf16, as the HF engine samples (on the CPU build 2.2x
+    faster than its float32 default, docs/performance.md); float32 runs and fp16 autocast keep
+    the engine's own default."""
+    from baselines.llm.engines import vllm_dtype
+
+    assert vllm_dtype(torch.bfloat16) == "bfloat16"
+    assert vllm_dtype(None) == vllm_dtype(torch.float16) == vllm_dtype(torch.float32) == "auto"
