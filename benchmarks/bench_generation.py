@@ -118,18 +118,15 @@ def rollout_child(a: dict) -> None:
         )
     generators = [torch.Generator().manual_seed(1000 + i) for i in range(count)]
     timings: dict[str, float] = {}
-    forwards: list[tuple[int, int, int]] = []  # (rows, new tokens, keys read a row or in all)
+    forwards: list[tuple[int, int, int]] = []  # (rows, new tokens, keys read in all)
 
     def log_forward(module, args, kwargs) -> None:
         rows, new = kwargs["input_ids"].shape
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         layer = cache.layers[0] if getattr(cache, "layers", None) else None
         past = layer.get_seq_length() if layer is not None and layer.is_initialized else 0
-        shared = getattr(layer, "shared", None)  # 67b77c7's shared segments, read once
         # Keys and values a forward reads, in tokens: every row's past and new tokens.
-        keys = rows * (past + new) + (0 if shared is None else shared.keys.shape[0]
-                                      * shared.keys.shape[2])  # fmt: skip
-        forwards.append((rows, new, keys))
+        forwards.append((rows, new, rows * (past + new)))
 
     model.register_forward_pre_hook(log_forward, with_kwargs=True)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -151,9 +148,9 @@ def rollout_child(a: dict) -> None:
     contexts = [len(e.turns[-1].sample.prompt_ids) + len(e.turns[-1].sample.sampled_ids)
                 for e in episodes if e.turns]  # fmt: skip
     sampled = sum(len(t.sample.sampled_ids) for e in episodes for t in e.turns)
-    cache = getattr(engine, "cache", None)  # the HF engine's prefix store
-    if hasattr(engine, "close") and cache is None:
-        engine.close()  # vLLM's engine process
+    cache = getattr(engine, "cache", None)  # the HF engine's prefix store; vLLM has none
+    if a.get("engine", "hf") == "vllm":
+        engine.close()  # its engine process
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim
@@ -346,12 +343,9 @@ def main() -> None:
         out = spawn(__file__, "matmul", {"threads": args.threads}, REPO).split()
         return float(out[-2]), float(out[-1])
 
-    rates, streams = [], []
-    for x, y in [rate()]:
-        rates.append(x)
-        streams.append(y)
-    print(f"matmul on the model's shapes, {args.threads} thread(s): {rates[0]:.0f} GFLOP/s; "
-          f"memory streams at {streams[0]:.1f} GB/s")  # fmt: skip
+    measured = [rate()]  # (matmul GFLOP/s, memory GB/s) at the start, then at the end
+    print(f"matmul on the model's shapes, {args.threads} thread(s): {measured[0][0]:.0f} GFLOP/s; "
+          f"memory streams at {measured[0][1]:.1f} GB/s")  # fmt: skip
     if args.micro:
         micro = json.loads(spawn(__file__, "micro", {"threads": args.threads}, REPO)
                            .split("RESULT ", 1)[1].splitlines()[0])  # fmt: skip
@@ -377,12 +371,10 @@ def main() -> None:
             results[(count, name)] = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
             r = results[(count, name)]
             print(f"  {count} episodes, {name}: {r['seconds']:.1f} s", flush=True)
-    x, y = rate()
-    rates.append(x)
-    streams.append(y)
-    peak, stream = max(rates), max(streams)
-    print(f"matmul at the end: {rates[1]:.0f} GFLOP/s, memory {streams[1]:.1f} GB/s; the floors "
-          f"use {peak:.0f} and {stream:.1f}")  # fmt: skip
+    measured.append(rate())
+    peak, stream = (max(column) for column in zip(*measured, strict=True))
+    print(f"matmul at the end: {measured[1][0]:.0f} GFLOP/s, memory {measured[1][1]:.1f} GB/s; "
+          f"the floors use {peak:.0f} and {stream:.1f}")  # fmt: skip
     print(f"load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     print(f"{'episodes':>8} {'tree':<22} {'wall_s':>7} {'gen_s':>7} {'sampled/s':>9} "
