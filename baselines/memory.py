@@ -336,29 +336,29 @@ def head_bytes(
     """Peak bytes of the LM head's part of one forward/backward through
     :func:`baselines.llm.scoring.score_targets` (with the entropy, as the update asks).
 
-    The head runs over the ``scored_tokens`` gathered hidden states in checkpointed chunks of
-    ``chunk_rows`` rows (:data:`~baselines.llm.scoring.DEFAULT_CHUNK_ROWS`): the forward keeps
-    each chunk's inputs only and the backward recomputes one chunk at a time, under a fresh
-    autocast (so the head weight's bf16 copy is made again). All chunks share the one cast of
-    the weight of the forward, so autograd sums the chunks' bf16 weight gradients in one buffer
-    until the last chunk is done, then casts the sum to float32 (with tied embeddings that
-    float32 gradient then waits for the embedding's, at the very end of the backward). V
-    vocabulary, H hidden, r = ``chunk_rows``::
+    The head runs over the ``scored_tokens`` gathered hidden states in chunks of ``chunk_rows``
+    rows (:data:`~baselines.llm.scoring.DEFAULT_CHUNK_ROWS`; ``scoring._FusedHead``): the
+    forward keeps each row's input, target, log-sum-exp and entropy, and the backward
+    recomputes one chunk's logits at a time with the weight's bf16 copy, gathers the logits'
+    bf16 gradients of ``4 r`` rows (``scoring._WEIGHT_GRAD_CHUNKS``) for one weight-gradient
+    matmul, and sums the weight's gradient in bf16 until the last chunk is done, then casts the
+    sum to float32 (with tied embeddings that float32 gradient then waits for the embedding's,
+    at the very end of the backward). V vocabulary, H hidden, r = ``chunk_rows``::
 
         held from the forward to the backward, per scored token:
           the gathered hidden state (float32)                  4 H
           its row and column indices, its target id (int64)    3 x 8
+          its log-sum-exp and entropy (float32)                2 x 4
         the larger of, in the backward:
           a chunk's logits phase: the float32 logits z and
-            four float32 [r, V] temporaries of their backward
-            (exp(z - lse), the gradients), with the weight's
-            bf16 copy and the running bf16 gradient sum       4 x 5 V r + (2 + 2) V H
+            exp(z - lse), the bf16 logit gradients of 4 r
+            rows, the weight's bf16 copy and the running
+            bf16 gradient sum                                  2 x 4 V r + 2 x 4 V r + (2 + 2) V H
           the end of the chunks: the bf16 gradient sum and
-            its float32 cast (or, at a chunk's weight
-            gradient: copy, sum and the chunk's own)           (2 + 4) V H
+            its float32 cast                                   (2 + 4) V H
 
     Measured with a live-storage tracker on CPU (``tests/test_memory.py``). For Qwen2.5-3B
-    (r = 128) the second is larger, 1.87 GB against 1.63 GB: the chunk size hardly matters.
+    (r = 128) the second is larger, 1.87 GB against 1.56 GB: the chunk size hardly matters.
 
     Args:
         model_config: a ``transformers`` config of :data:`SUPPORTED_MODEL_TYPES`.
@@ -377,9 +377,11 @@ def head_bytes(
             f"scored_tokens must be >= 0 and chunk_rows >= 1; got {scored_tokens}, {chunk_rows}"
         )
     s = _shape(model_config)
-    held = scored_tokens * (_F32 * s.hidden + 3 * _I64)
+    held = scored_tokens * (_F32 * s.hidden + 3 * _I64 + 2 * _F32)
     vh = s.vocab * s.hidden
-    logits_phase = 5 * _F32 * s.vocab * chunk_rows + (_BF16 + _BF16) * vh
+    logits_phase = (
+        2 * _F32 * s.vocab * chunk_rows + _BF16 * s.vocab * 4 * chunk_rows + (_BF16 + _BF16) * vh
+    )
     end_of_chunks = (_BF16 + _F32) * vh
     return held + max(logits_phase, end_of_chunks)
 

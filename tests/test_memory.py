@@ -316,7 +316,7 @@ def test_the_rest_of_one_forward_is_the_head_cos_sin_and_the_weight_copies(small
     per_token = activation_bytes_per_token(config, checkpointing=mode)
     cos_sin = 2 * tokens * 32 * 4 if mode == "none" else 0
     held_by_head = head_bytes(config, scored_tokens=8) - head_bytes(config, scored_tokens=0)
-    assert held_by_head == 8 * (4 * 256 + 3 * 8)
+    assert held_by_head == 8 * (4 * 256 + 3 * 8 + 2 * 4)
     assert kept == tokens * per_token + cos_sin + held_by_head
     trunk_weights = sum(
         m.weight.numel()
