@@ -367,7 +367,8 @@ def head_bytes(
 
     Returns:
         Bytes; the head weight's bf16 copy of the backward included, the forward's not (that
-        one is in :func:`autocast_copy_bytes`).
+        one, made for the head's forward at the end of the trunk's, when the forward's
+        activations are all alive, is in :func:`autocast_copy_bytes`).
 
     Raises:
         ValueError: ``scored_tokens < 0``, ``chunk_rows < 1``, or an unsupported ``model_type``.

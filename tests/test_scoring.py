@@ -133,7 +133,7 @@ def _autograd_reference(head, hidden, targets, temperature, g_lp, g_ent):
     h = hidden.detach().double().requires_grad_()
     logp = torch.log_softmax((h @ w.t() + b) / temperature, dim=-1)
     lp = logp.gather(-1, targets[:, None]).squeeze(-1)
-    ent = -(logp.exp() * logp).sum(-1)
+    ent = -(logp.exp() * logp.masked_fill(torch.isneginf(logp), 0.0)).sum(-1)  # 0 log 0 = 0
     (g_lp.double() * lp + g_ent.double() * ent).sum().backward()
     return lp.detach(), ent.detach(), h.grad, w.grad, b.grad
 
@@ -206,6 +206,53 @@ def test_the_fused_head_under_bf16_autocast_is_within_bf16s_rounding_of_float64(
     assert (ent.double() - ent_ref).abs().max() < 0.1
     for got, want in [(hidden.grad, dh), (head.head.weight.grad, dw), (head.head.bias.grad, db)]:
         assert ((got.double() - want).norm() / want.norm()).item() < 0.03
+
+
+def test_a_minus_inf_logit_a_bias_alone_and_a_float64_model():
+    # A -inf logit (a bias entry of -inf) has p = 0: with the log-probs alone trained the
+    # gradients stay finite and equal float64 autograd's (0 x -inf would be NaN); with the
+    # entropy too, its forward and gradient stay finite. A head whose bias alone is trained
+    # gets that bias's gradient. A float64 model's scores come back float64.
+    g = torch.Generator().manual_seed(4)
+    head = _LinearHead(8, 50, torch.float64)
+    with torch.no_grad():
+        head.head.bias[[3, 7]] = float("-inf")
+    hidden = torch.randn(9, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 50, (9,), generator=g)
+    targets[targets == 3] = 4
+    targets[targets == 7] = 4
+    g_lp = torch.randn(9, generator=g, dtype=torch.float64)
+    lp, ent = head_logprobs(head, hidden, targets, want_entropy=True, chunk_size=4)
+    (g_lp * lp).sum().backward()
+    _, _, dh, dw, _ = _autograd_reference(head, hidden, targets, 1.0, g_lp, torch.zeros(9))
+    torch.testing.assert_close(hidden.grad, dh, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(head.head.weight.grad, dw, rtol=1e-10, atol=1e-10)
+    hidden.grad = None
+    lp, ent = head_logprobs(head, hidden, targets, want_entropy=True, chunk_size=4)
+    assert torch.isfinite(ent).all()
+    (lp.sum() + ent.sum()).backward()
+    assert torch.isfinite(hidden.grad).all()
+
+    frozen = _LinearHead(8, 50, torch.float64)
+    frozen.head.weight.requires_grad_(False)
+    lp, _ = head_logprobs(frozen, hidden.detach(), targets, chunk_size=4)
+    (g_lp * lp).sum().backward()
+    _, _, _, _, db = _autograd_reference(frozen, hidden, targets, 1.0, g_lp, torch.zeros(9))
+    torch.testing.assert_close(frozen.head.bias.grad, db, rtol=1e-10, atol=1e-10)
+
+    model, _ = load_policy("tiny", device="cpu", dtype="float32", texts=["a b c"])
+    ids, attn, mask = _batch(model.config.vocab_size)
+    out = score_targets(model.double(), ids, attn, mask, want_entropy=True)
+    assert out["logprobs"].dtype == out["entropy"].dtype == torch.float64
+
+
+def test_the_fused_head_refuses_a_second_derivative():
+    head = _LinearHead(8, 50, torch.float64)
+    hidden = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    lp, _ = head_logprobs(head, hidden, torch.zeros(5, dtype=torch.long))
+    (grad,) = torch.autograd.grad(lp.sum(), hidden, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        grad.sum().backward()
 
 
 def test_bad_shapes_are_refused():

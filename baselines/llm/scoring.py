@@ -20,7 +20,7 @@ policy's own tokens (a tenth of the row in multi-turn Sokoban). Here:
 No ``[B, T, V]`` tensor exists at any point. In float32 the values equal those of the full
 ``log_softmax(model(...).logits / T)`` to float rounding (``tests/test_scoring.py`` compares them
 on a real model). Mixed precision (:func:`autocast`) applies to the trunk and the head matmul; the
-softmax, log-sum-exp and entropy are always float32.
+softmax, log-sum-exp and entropy are float32 (float64 for a float64 model).
 
 Sources: TRL ``trl/trainer/utils.py`` (``selective_log_softmax``) and GRPOTrainer's
 ``logits_to_keep``; the chunked, recomputed head is the idea of Liger-Kernel's fused linear
@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 __all__ = [
@@ -298,7 +299,8 @@ def _fused_head_forward(
         lse[start:end] = m.squeeze(-1) + log_s
         logprobs[start:end] = z.gather(-1, targets[start:end].unsqueeze(-1)).squeeze(-1) - log_s
         if want_entropy:
-            entropy[start:end] = log_s - torch.linalg.vecdot(e, z) / s
+            # A -inf logit has e = 0: its shifted logit is clipped so that 0 x it stays 0.
+            entropy[start:end] = log_s - torch.linalg.vecdot(e, z.clamp_(min=-1e4)) / s
     return logprobs, entropy, lse
 
 
@@ -332,13 +334,17 @@ class _FusedHead(torch.autograd.Function):
             logprobs, entropy, lse = _fused_head_forward(
                 hidden, targets, w, b, temperature, want_entropy, chunk_size
             )
-        ctx.save_for_backward(hidden, targets, weight, bias, lse, entropy)
+            del w, b
+        # The entropy is saved as a copy, so that a caller may change the returned one in place.
+        ctx.save_for_backward(hidden, targets, weight, bias, lse, entropy.clone())
         ctx.temperature, ctx.chunk_size, ctx.dtype = temperature, chunk_size, dtype
-        ctx.mark_non_differentiable(lse)
-        return logprobs, entropy, lse
+        # An output the loss does not read gets None, not zeros (no 0 x -inf for a -inf logit).
+        ctx.set_materialize_grads(False)
+        return logprobs, entropy
 
     @staticmethod
-    def backward(ctx, g_lp, g_ent, _g_lse):
+    @once_differentiable
+    def backward(ctx, g_lp, g_ent):
         hidden, targets, weight, bias, lse, entropy = ctx.saved_tensors
         need_h, _, need_w, need_b = ctx.needs_input_grad[:4]
         temperature, chunk_size, dtype = ctx.temperature, ctx.chunk_size, ctx.dtype
@@ -366,6 +372,9 @@ class _FusedHead(torch.autograd.Function):
                     if g_ent is not None:
                         ent_grad = g_ent[start:end]
                         shift = ent_grad * entropy[start:end] + lp_grad
+                        # A -inf logit has p = 0: its log p is clipped so that 0 x it stays 0
+                        # (exp underflows to 0 from -104 in float32, -745 in float64).
+                        z.clamp_(min=-1e4)
                         dz = z.mul_(-ent_grad[:, None]).sub_(shift[:, None]).mul_(p)
                     else:
                         dz = p.mul_(-lp_grad[:, None])
@@ -382,6 +391,9 @@ class _FusedHead(torch.autograd.Function):
                     grad_w.addmm_(d_logits.t(), hidden[g_start:g_end].to(dtype))
                 if need_b:
                     grad_b += d_logits.to(lse.dtype).sum(0)
+            # The weight's copy and the gathered logit gradients go before the float32 cast of
+            # the weight's gradient (memory.head_bytes: the end of the chunks is 2 + 4 bytes VH).
+            del w, b, block, d_logits
         if grad_w is not None:
             grad_w = grad_w.to(weight.dtype)
         if grad_b is not None:
@@ -414,10 +426,12 @@ def head_logprobs(
         want_entropy: also return the entropy (nats) of each row's distribution.
         chunk_size: rows whose logits exist at once, >= 1. With gradients enabled each chunk is
             recomputed in the backward pass, so no more than one chunk of ``[chunk_size, V]``
-            logits is ever held.
+            float32 logits is ever held (and the logits' gradients of
+            :data:`_WEIGHT_GRAD_CHUNKS` chunks, in the compute dtype).
 
     Returns:
-        ``(logprobs, entropy)``: float32 ``[N]`` each (``entropy`` is ``None`` unless asked).
+        ``(logprobs, entropy)``: float32 ``[N]`` each, float64 for a float64 head (``entropy``
+        is ``None`` unless asked).
 
     Raises:
         ValueError: shapes disagree, ``temperature <= 0`` or ``chunk_size < 1``.
@@ -441,10 +455,13 @@ def head_logprobs(
     if not softcap:
         kind = hidden.device.type
         dtype = (
-            torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else head.weight.dtype
+            torch.get_autocast_dtype(kind)
+            if torch.is_autocast_enabled(kind) and head.weight.dtype == torch.float32
+            else head.weight.dtype
         )
-        if torch.is_grad_enabled() and (hidden.requires_grad or head.weight.requires_grad):
-            logprobs, entropy, _ = _FusedHead.apply(
+        trained = [hidden, head.weight] + ([head.bias] if head.bias is not None else [])
+        if torch.is_grad_enabled() and any(t.requires_grad for t in trained):
+            logprobs, entropy = _FusedHead.apply(
                 hidden,
                 targets,
                 head.weight,
@@ -468,7 +485,9 @@ def head_logprobs(
                 )
         return logprobs, (entropy if want_entropy else None)
     pieces_lp, pieces_ent = [], []
-    recompute = torch.is_grad_enabled() and (hidden.requires_grad or head.weight.requires_grad)
+    recompute = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (hidden, head.weight, head.bias)
+    )
     for start in range(0, hidden.shape[0], chunk_size):
         args = (
             hidden[start : start + chunk_size],
@@ -516,7 +535,7 @@ def score_targets(
         chunk_size: see :func:`head_logprobs`.
 
     Returns:
-        ``{"logprobs": float32 [B, T-1], "entropy": float32 [B, T-1] or None,
+        ``{"logprobs": float32 [B, T-1] (float64 for a float64 model), "entropy": the same or None,
         "hidden": [B, T-1, H] or None}``; 0 outside ``mask`` (no gradient flows there, and no
         NaN can: unscored positions never see the head).
 
@@ -537,7 +556,7 @@ def score_targets(
         want_entropy=want_entropy,
         chunk_size=chunk_size,
     )
-    logprobs = torch.zeros((b, t - 1), dtype=torch.float32, device=input_ids.device)
+    logprobs = torch.zeros((b, t - 1), dtype=lp.dtype, device=input_ids.device)
     logprobs = logprobs.index_put((rows, cols), lp)
     entropy = None
     if want_entropy:
