@@ -13,8 +13,8 @@ policy's own tokens (a tenth of the row in multi-turn Sokoban). Here:
    chosen token's log-prob (``z_y - logsumexp(z)``, TRL's ``selective_log_softmax`` habit) and,
    when asked, the entropy ``logsumexp(z) - sum_v softmax(z)_v z_v``, both in float32;
 4. the backward (:class:`_FusedHead`, written by hand) recomputes each chunk's logits instead of
-   keeping them, so peak memory is one chunk of ``chunk_size x V`` floats (and its softmax),
-   whatever ``N`` is. The price is one more head matmul over the scored rows. (A model with a
+   keeping them, so peak memory is one chunk of ``chunk_size x V`` floats (and its softmax)
+   and the bf16 logit gradients of four chunks, whatever ``N`` is. The price is one more head matmul over the scored rows. (A model with a
    logit soft cap, Gemma 2, takes autograd's own backward with each chunk checkpointed.)
 
 No ``[B, T, V]`` tensor exists at any point. In float32 the values equal those of the full
@@ -279,7 +279,8 @@ def _fused_head_forward(
     want_entropy: bool,
     chunk_size: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(logprobs, entropy, lse)``, float32 ``[N]`` each (``entropy`` zeros unless asked), one
+    """``(logprobs, entropy, lse)``, float32 ``[N]`` each (float64 for a float64 ``weight``;
+    ``entropy`` zeros unless asked), one
     ``[chunk_size, V]`` chunk of logits at a time, in ``weight``'s dtype (already the compute
     dtype). With ``m`` the chunk's max and ``s = sum_v exp(z_v - m)``: ``lse = m + log s``,
     ``log p_y = (z_y - m) - log s`` and the entropy ``log s - sum_v exp(z_v - m)(z_v - m) / s``."""
@@ -412,8 +413,9 @@ def head_logprobs(
 ) -> tuple[Tensor, Tensor | None]:
     """``log softmax(head(h) / T)[y]`` and the entropy of that distribution, chunked.
 
-    The head's matmul runs in autocast's dtype when autocast is on (else the weight's); the
-    softmax, log-sum-exp and entropy in float32. With gradients the backward is
+    The head's matmul runs in autocast's dtype when autocast is on and the weight is float32
+    (else in the weight's dtype); the softmax, log-sum-exp and entropy in float32 (float64 for a
+    float64 head). With gradients the backward is
     :class:`_FusedHead`'s (a model with a logit soft cap, Gemma 2: autograd's own, each chunk
     checkpointed).
 
@@ -450,7 +452,9 @@ def head_logprobs(
     softcap = getattr(causal.config, "final_logit_softcapping", None)
     targets = targets.long()
     if hidden.shape[0] == 0:
-        empty = hidden.new_zeros(0, dtype=torch.float32)
+        empty = hidden.new_zeros(
+            0, dtype=torch.float64 if head.weight.dtype == torch.float64 else torch.float32
+        )
         return empty, (empty if want_entropy else None)
     if not softcap:
         kind = hidden.device.type
