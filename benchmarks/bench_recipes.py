@@ -12,7 +12,8 @@ Each config runs as its own ``python -m baselines.train`` process (``train.steps
 with the config's own validation before the first step unless ``--no-validation``: it is the
 rollout phase with the most live episodes; output in a temporary folder that is removed, or
 kept under ``--keep``), so its peak RSS is that process's
-alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, printed at exit by
+alone (its own ``getrusage(RUSAGE_SELF).ru_maxrss``, vLLM's engine included: the child runs it in
+process unless ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set; printed at exit by
 ``children.run_module_reporting_peak_rss`` in the child ``--child train``; Linux reports KiB). Printed per
 config: peak RSS in GB, the mean ``timing/step_s`` and its generation / update parts from
 ``metrics.jsonl``, tokens trained and the valid-action rate, with the machine's load average at the
@@ -92,6 +93,9 @@ def run_one(
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     )
+    # vLLM (rollout.engine vllm, or auto where it is installed) in the trainer's own process, so
+    # that the peak RSS counts its weights and key/value cache too (its engine process would not be).
+    env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     with tempfile.TemporaryFile("w+") as stderr:
         child = subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True

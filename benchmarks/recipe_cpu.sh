@@ -35,6 +35,9 @@ timed() { # timed LOG CMD...: run CMD under GNU time, its report in LOG
     /usr/bin/time -v -o "$log" "$@"
 }
 peak_gb() { awk '/Maximum resident set size/ { printf "%.2f", $NF * 1024 / 1e9 }' "$1"; }
+# GNU time reports one process's peak: vLLM (rollout.engine: auto where it is installed) runs in
+# the trainer's process, so that its weights and key/value cache are in the figure.
+export VLLM_ENABLE_V1_MULTIPROCESSING="${VLLM_ENABLE_V1_MULTIPROCESSING:-0}"
 
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)')"
 
