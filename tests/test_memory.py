@@ -646,17 +646,7 @@ def test_the_heads_peak_in_its_backward_is_head_bytes():
     # counts the gathered hidden states and indices that score_targets makes, made here before
     # the count starts); keeping the weight's bf16 copy and the gathered logit gradients alive
     # into the float32 cast of the weight's gradient measured 37 % over.
-    config = types.SimpleNamespace(
-        model_type="llama",
-        vocab_size=8192,
-        hidden_size=512,
-        intermediate_size=128,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        tie_word_embeddings=True,
-    )
+    config = LlamaConfig(**{**SMALL, "hidden_size": 512, "vocab_size": 8192})
 
     class Head(torch.nn.Module):
         def __init__(self):

@@ -463,30 +463,17 @@ def head_logprobs(
             if torch.is_autocast_enabled(kind) and head.weight.dtype == torch.float32
             else head.weight.dtype
         )
-        trained = [hidden, head.weight] + ([head.bias] if head.bias is not None else [])
-        if torch.is_grad_enabled() and any(t.requires_grad for t in trained):
-            logprobs, entropy = _FusedHead.apply(
-                hidden,
-                targets,
-                head.weight,
-                head.bias,
-                float(temperature),
-                want_entropy,
-                chunk_size,
-                dtype,
-            )
-        else:
-            with torch.no_grad(), torch.autocast(device_type=kind, enabled=False):
-                b = head.bias.to(dtype) if head.bias is not None else None
-                logprobs, entropy, _ = _fused_head_forward(
-                    hidden,
-                    targets,
-                    head.weight.to(dtype),
-                    b,
-                    float(temperature),
-                    want_entropy,
-                    chunk_size,
-                )
+        # Without gradients (or with nothing that needs one) the Function records no graph.
+        logprobs, entropy = _FusedHead.apply(
+            hidden,
+            targets,
+            head.weight,
+            head.bias,
+            float(temperature),
+            want_entropy,
+            chunk_size,
+            dtype,
+        )
         return logprobs, (entropy if want_entropy else None)
     pieces_lp, pieces_ent = [], []
     recompute = torch.is_grad_enabled() and any(
