@@ -35,7 +35,7 @@ timed() { # timed LOG CMD...: run CMD under GNU time, its report in LOG
     /usr/bin/time -v -o "$log" "$@"
 }
 peak_gb() { awk '/Maximum resident set size/ { printf "%.2f", $NF * 1024 / 1e9 }' "$1"; }
-# GNU time reports one process's peak: vLLM (rollout.engine: auto where it is installed) runs in
+# GNU time reports one process's peak: vLLM (rollout.engine=auto where it is installed) runs in
 # the trainer's process, so that its weights and key/value cache are in the figure.
 export VLLM_ENABLE_V1_MULTIPROCESSING="${VLLM_ENABLE_V1_MULTIPROCESSING:-0}"
 
