@@ -242,17 +242,23 @@ class RandomAgent(Agent):
             key = (req.env_id, req.episode, req.seed)
             if req.turn == 1 or key not in self._rngs:
                 self._rngs[key] = np.random.default_rng([self.seed, req.seed])
-            rng = self._rngs[key]
-            valid = req.info.get("valid_actions")
-            if valid:
-                action = str(valid[int(rng.integers(len(valid)))])
-            else:
-                length = int(rng.integers(1, 9))
-                action = "".join(
-                    self._ALPHABET[i] for i in rng.integers(len(self._ALPHABET), size=length)
-                )
+            action = self.choose(req, self._rngs[key])
             out.append(format_answer([action], req.action_format, think="random"))
         return out
+
+    def choose(self, request: AgentRequest, rng: np.random.Generator) -> str:
+        """One action (not wrapped in the action format) for ``request``, drawn with ``rng``
+        (the episode's generator, ``numpy.random.default_rng([seed, episode seed])``). An
+        environment whose action set is not finite subclasses this agent and draws from its
+        observation instead (``WebShopRandomAgent``, ``MiniWoBRandomAgent``)."""
+        valid = request.info.get("valid_actions")
+        if valid:
+            return str(valid[int(rng.integers(len(valid)))])
+        length = int(rng.integers(1, 9))
+        return "".join(self._ALPHABET[i] for i in rng.integers(len(self._ALPHABET), size=length))
+
+    def close(self) -> None:
+        self._rngs.clear()
 
 
 class OracleAgent(Agent):

@@ -197,6 +197,11 @@ class TextEnv(gym.Env[str, str]):
         """The action vocabulary where it is finite, else ``None``."""
         return None
 
+    def example_actions(self) -> list[str]:
+        """Actions the format example of :attr:`instructions` shows: the first valid actions by
+        default; an environment whose action set is not finite names a typical one."""
+        return list(self.valid_actions() or [])
+
     def oracle_actions(self) -> list[str]:
         """Actions an oracle takes next from the current state (at most ``max_actions_per_turn``).
 
@@ -234,7 +239,7 @@ class TextEnv(gym.Env[str, str]):
     @property
     def instructions(self) -> str:
         """Task rules plus the action format and budget: the system-prompt material."""
-        example = self.valid_actions() or []
+        example = self.example_actions()
         example_actions = example[: min(2, self.max_actions_per_turn)] or ["..."]
         fmt = {
             "think_answer": (

@@ -154,3 +154,17 @@ def cpu_grpo_config(output_dir: str | Path, **settings: Any) -> Any:
         output_dir=str(output_dir),
         **{**fixed, "seed": 0, "per_device_train_batch_size": 16, **settings},
     )
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """Those of ``pids`` that still run (a zombie counts as gone: it holds no resources)."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out

@@ -7,6 +7,7 @@ module); any other failure to build it fails its tests.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import warnings
@@ -195,16 +196,23 @@ def test_format_penalty_is_configurable(env_id: str) -> None:
         _make(env_id, format_penalty=0.5)
 
 
+@functools.cache
+def _first_moves(env_id: str) -> tuple[str, ...]:
+    """The oracle's first move at seed 0 (made once per id: a browser env starts a browser)."""
+    env = _make(env_id)
+    env.reset(seed=0)
+    moves = tuple(_oracle_or_first(env))
+    env.close()
+    return moves
+
+
 def _foreign_actions(env_id: str) -> list[str]:
     """Actions that other environments recognise (their oracle's first move at seed 0)."""
     out = []
     for other in AVAILABLE:
         if other.split("-v")[0] == env_id.split("-v")[0]:
             continue
-        env = _make(other)
-        env.reset(seed=0)
-        out.extend(_oracle_or_first(env))
-        env.close()
+        out.extend(_first_moves(other))
     return sorted(set(out))
 
 

@@ -25,6 +25,7 @@ from agentgym.envs.webshop import random_action
 from agentgym.parsing import format_answer
 from sandboxes.web.browser import BrowserError, ChromiumBrowser
 from sandboxes.web.server import server_users
+from tests.helpers import alive
 
 BROWSER_ID = "agentgym/WebShop-v0"
 TEXT_ID = "agentgym/WebShopText-v0"
@@ -32,18 +33,6 @@ TEXT_ID = "agentgym/WebShopText-v0"
 
 def _answer(action: str) -> str:
     return format_answer([action], "think_answer", think="t")
-
-
-def _alive(pids: list[int]) -> list[int]:
-    """Those of ``pids`` that still run (a zombie counts as gone: it holds no resources)."""
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def _browser_descendants() -> list[int]:
@@ -70,7 +59,7 @@ def _with_marker(marker: str) -> list[int]:
             continue
         if marker in cmdline:
             out.append(int(entry.name))
-    return _alive(out)
+    return alive(out)
 
 
 @pytest.fixture(scope="module")
@@ -191,12 +180,12 @@ def test_browser_starts_lazily_lives_across_episodes_and_close_leaves_no_process
     reader = env.unwrapped.reader
     pids = reader.pids()
     profile = reader._state["profile"]
-    assert len(pids) >= 3 and _alive(pids) == pids  # driver, browser, its helpers
+    assert len(pids) >= 3 and alive(pids) == pids  # driver, browser, its helpers
     assert os.path.isdir(profile) and _with_marker(profile)
     env.reset(seed=1)
     assert reader.pids()[:2] == pids[:2]  # the same driver and browser in the next episode
     env.close()
-    assert _alive(pids) == []
+    assert alive(pids) == []
     assert _with_marker(profile) == []
     assert not os.path.exists(profile)
     env.close()  # twice is fine
@@ -217,10 +206,10 @@ def test_several_envs_get_their_own_browsers() -> None:
     assert done == [True, True]
     assert all(env.unwrapped.reward_parts.total == 1.0 for env in envs)
     envs[0].close()
-    assert _alive(list(pid_sets[0])) == []
+    assert alive(list(pid_sets[0])) == []
     assert envs[1].reset(seed=2)[0]  # the other one still works
     envs[1].close()
-    assert _alive(list(pid_sets[1])) == []
+    assert alive(list(pid_sets[1])) == []
 
 
 def _chromium_main_pid(reader: ChromiumBrowser) -> int:
@@ -245,7 +234,7 @@ def test_crashed_browser_is_restarted_within_the_episode() -> None:
     step_t = text.step(_answer("click[< Prev]"))
     assert step_b[0] == step_t[0] and step_b[1:4] == step_t[1:4]
     assert step_b[4]["browser_restarts"] == 1 and reader.restarts == 1
-    assert _alive(old) == []  # what was left of the crashed browser is gone
+    assert alive(old) == []  # what was left of the crashed browser is gone
     # the driver dies too: the next action still works
     os.kill(reader._state["pids"][0], signal.SIGKILL)
     step_b = env.step(_answer("click[Next >]"))
@@ -254,7 +243,7 @@ def test_crashed_browser_is_restarted_within_the_episode() -> None:
     pids = reader.pids()
     env.close()
     text.close()
-    assert _alive(pids) == []
+    assert alive(pids) == []
 
 
 def test_hung_browser_is_restarted_after_the_command_timeout() -> None:
@@ -273,11 +262,11 @@ def test_hung_browser_is_restarted_after_the_command_timeout() -> None:
     step_t = text.step(_answer("search[bath towel]"))
     assert step_b[0] == step_t[0] and step_b[1:4] == step_t[1:4]
     assert step_b[4]["browser_restarts"] == 1
-    assert _alive(hung) == []
+    assert alive(hung) == []
     pids = reader.pids()
     env.close()
     text.close()
-    assert _alive(pids) == []
+    assert alive(pids) == []
 
 
 def test_missing_binaries_give_an_error_naming_the_fix() -> None:
@@ -297,7 +286,7 @@ def test_garbage_collected_env_leaves_no_browser() -> None:
     users = server_users(server)
     del env
     gc.collect()
-    assert _alive(pids) == []
+    assert alive(pids) == []
     assert server_users(server) == users - 1  # the env's hold on the shared server is released
 
 
@@ -313,7 +302,7 @@ def test_process_exit_without_close_leaves_no_browser() -> None:
     ).stdout
     pids, profile = json.loads(out)
     assert len(pids) >= 3
-    assert _alive(pids) == [] and _with_marker(profile) == []
+    assert alive(pids) == [] and _with_marker(profile) == []
     assert not os.path.exists(profile)
 
 
@@ -326,7 +315,7 @@ def test_async_vector_env_subprocess_browsers_are_closed() -> None:
     assert len(started) >= 6  # two drivers, two browsers and their helpers
     vec.step([_answer("search[green tea]")] * 2)
     vec.close()
-    assert _alive(started) == []
+    assert alive(started) == []
 
 
 def test_restarts_leave_no_chromium_temp_dirs() -> None:

@@ -59,14 +59,15 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
+from agentgym.agents import RandomAgent
 from agentgym.envs.webshop_goals import Goal, RewardParts, get_reward, make_goal
-from agentgym.parsing import format_answer, parse_turn
+from agentgym.parsing import parse_turn
 from agentgym.text_env import ActionOutcome, TextEnv
 
 try:  # selenium: only the browser back end needs it; WebShopText-v0 runs without
@@ -415,7 +416,7 @@ def _split_actions(listed: str) -> list[str]:
     return [part for part in re.split(r"(?<=\]), (?=(?:click|search)\[)", listed) if part]
 
 
-class WebShopRandomAgent:
+class WebShopRandomAgent(RandomAgent):
     """The random agent for ``agentgym eval --agent agentgym.envs.webshop:WebShopRandomAgent``.
 
     Per episode a generator ``numpy.random.default_rng([seed, episode_seed])`` drives
@@ -423,20 +424,10 @@ class WebShopRandomAgent:
     """
 
     name = "webshop-random"
+    description = (
+        "on a page with the search box a search of 1-4 words of the instruction, elsewhere a "
+        "uniform choice among the page's clicks; one action per turn"
+    )
 
-    def __init__(self, seed: int = 0):
-        self.seed = int(seed)
-        self._rngs: dict[tuple[str, int, int], np.random.Generator] = {}
-
-    def act(self, requests: Sequence[Any]) -> list[str]:
-        out = []
-        for req in requests:
-            key = (req.env_id, req.episode, req.seed)
-            if req.turn == 1 or key not in self._rngs:
-                self._rngs[key] = np.random.default_rng([self.seed, req.seed])
-            action = random_action(req.observation, self._rngs[key])
-            out.append(format_answer([action], req.action_format, think="random"))
-        return out
-
-    def close(self) -> None:
-        self._rngs.clear()
+    def choose(self, request: Any, rng: np.random.Generator) -> str:
+        return random_action(request.observation, rng)

@@ -184,6 +184,8 @@ class BrowserConfig:
             hung (> 0).
         max_restarts: restarts allowed over the browser's life before failures raise (>= 0).
         extra_flags: more Chromium command-line flags.
+        extra_env: more environment variables for ChromeDriver and Chromium, as ``(name, value)``
+            pairs (e.g. ``("TZ", "UTC")``).
     """
 
     chromium_path: str | None = None
@@ -192,6 +194,7 @@ class BrowserConfig:
     command_timeout: float = 20.0
     max_restarts: int = 100
     extra_flags: tuple[str, ...] = field(default=())
+    extra_env: tuple[tuple[str, str], ...] = field(default=())
 
     def resolved(self) -> tuple[str, str]:
         """``(chromium, chromedriver)`` paths, checked.
@@ -372,6 +375,7 @@ class ChromiumBrowser:
             options.add_argument(flag)
         options.page_load_strategy = "normal"
         env = dict(os.environ)
+        env.update(dict(self.config.extra_env))
         env.update(TMPDIR=os.path.join(profile, "tmp"), TMP=os.path.join(profile, "tmp"))
         service = Service(executable_path=driver_path, log_output=subprocess.DEVNULL, env=env)
         self._state.update(profile=profile, healthy=True)
@@ -389,6 +393,16 @@ class ChromiumBrowser:
         driver.set_page_load_timeout(self.config.page_load_timeout)
         driver.set_script_timeout(self.config.command_timeout)
         self._state.update(driver=driver, pids=[service.process.pid])
+        try:
+            self._after_start(driver)
+        except Exception:
+            self._state["healthy"] = False
+            _cleanup(self._state)
+            raise
+
+    def _after_start(self, driver: webdriver.Chrome) -> None:
+        """Set up a freshly started browser (a subclass hook; called by :meth:`start`, also after
+        every restart). A failure here kills the new browser."""
 
     def restart(self) -> None:
         """Kill the browser (whatever its state) and start a new one."""
@@ -407,6 +421,17 @@ class ChromiumBrowser:
     def _driver(self) -> webdriver.Chrome:
         self.start()
         return self._state["driver"]
+
+    @property
+    def driver(self) -> webdriver.Chrome:
+        """The WebDriver session (started on first use)."""
+        return self._driver
+
+    def _reopen(self) -> None:
+        """Bring a freshly restarted browser back to where the failed one was before an operation
+        is retried (:meth:`recover`): here, reload the last page read. A subclass whose pages keep
+        state a reload loses (a task page mid-episode) replays it instead."""
+        self._driver.get(self.base_url + self._last_url)
 
     def _read(self) -> PageView:
         data = _retry_races(lambda: self._driver.execute_script(_READ_PAGE_JS))
@@ -447,6 +472,15 @@ class ChromiumBrowser:
         wait.until(loaded)
 
     def _recover(self, operation: Callable[[], _T]) -> _T:
+        return self.recover(operation)
+
+    def recover(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation``; after a WebDriver, HTTP or OS error (a crashed or hung browser) kill
+        the browser, start a new one, :meth:`_reopen` and run ``operation`` once more.
+
+        Raises:
+            BrowserError: the restarts are used up, or the operation fails again after one.
+        """
         try:
             return operation()
         except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as first:
@@ -455,10 +489,9 @@ class ChromiumBrowser:
                     f"browser failed and its {self.config.max_restarts} restarts are used up: "
                     f"{first}"
                 ) from first
-            last_url = self._last_url
             try:
                 self.restart()
-                self._driver.get(self.base_url + last_url)
+                self._reopen()
                 return operation()
             except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as second:
                 self._state["healthy"] = False
