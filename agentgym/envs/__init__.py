@@ -111,6 +111,14 @@ _WEBSHOP = {
     "num_products": TaskParam("int", 1, 5000),
     "max_query_length": TaskParam("int", 1, 5000),
 }
+_MINIWOB = {
+    "task": TaskParam("str", high=64, nullable=True),
+    "task_set": TaskParam("choice", choices=("all", "html", "train", "held_out"), nullable=True),
+    "coordinates": TaskParam("bool"),
+    "reward_mode": TaskParam("choice", choices=("strict", "raw")),
+    "colors": TaskParam("choice", choices=("auto", True, False)),
+    "max_type_length": TaskParam("int", 1, 4096),
+}
 _CODE_EXEC = {
     "source": TaskParam("choice", choices=("humaneval", "generated")),
     "feedback_chars": TaskParam("int", 0, 100_000),
@@ -169,6 +177,61 @@ _webshop = partial(
     },
     task_params=_WEBSHOP,
     min_ranked_episodes=4,
+)
+
+
+def _check_miniwob_task(kw: Mapping[str, Any]) -> None:
+    """A bundle's ``task`` is one of MiniWoB++'s tasks, and its task or task set replays exactly
+    (no task of :data:`agentgym.envs.miniwob_tasks.NONDETERMINISTIC_TASKS`, nor, with
+    coordinates, of :data:`~agentgym.envs.miniwob_tasks.BOX_NONDETERMINISTIC_TASKS`)."""
+    from agentgym.envs.miniwob import TASK_SETS
+    from agentgym.envs.miniwob_tasks import (
+        ALL_TASKS,
+        BOX_NONDETERMINISTIC_TASKS,
+        NONDETERMINISTIC_TASKS,
+    )
+
+    task = kw.get("task")
+    if task is None:
+        tasks = TASK_SETS.get(kw.get("task_set") or "", ())
+        odd = sorted(set(tasks) & set(NONDETERMINISTIC_TASKS))
+        if kw.get("coordinates"):
+            odd += sorted(set(tasks) & set(BOX_NONDETERMINISTIC_TASKS))
+        if odd:
+            raise EnvKwargsError(
+                f"task_set: {kw.get('task_set')!r} holds tasks that cannot be replayed exactly "
+                f"({', '.join(odd)}), so it has no leaderboard: evaluate it locally, or submit "
+                "agentgym/MiniWoBHTML-v0 or MiniWoBTrain-v0",
+                "task_set",
+            )
+        return
+    if kw.get("coordinates") and task in BOX_NONDETERMINISTIC_TASKS:
+        raise EnvKwargsError(
+            f"task: {task!r} with coordinates=True cannot be replayed exactly "
+            f"({BOX_NONDETERMINISTIC_TASKS[task]}): submit it without coordinates",
+            "task",
+        )
+    if task not in ALL_TASKS:
+        raise EnvKwargsError(
+            f"task: {task!r} is not one of MiniWoB++'s {len(ALL_TASKS)} tasks "
+            "(agentgym.envs.miniwob_tasks.ALL_TASKS)",
+            "task",
+        )
+    if task in NONDETERMINISTIC_TASKS:
+        raise EnvKwargsError(
+            f"task: {task!r} cannot be replayed exactly ({NONDETERMINISTIC_TASKS[task]}), so "
+            "it has no leaderboard: evaluate it locally, or submit another task",
+            "task",
+        )
+
+
+_miniwob = partial(
+    EnvEntry,
+    entry_point="agentgym.envs.miniwob:MiniWoBEnv",
+    default_kwargs={"max_turns": 10, "max_actions_per_turn": 1},
+    task_params=_MINIWOB,
+    min_ranked_episodes=4,
+    check_bundle=_check_miniwob_task,
 )
 _CODE_EXEC_DEFAULTS = {"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1}
 _code_exec = partial(
@@ -283,6 +346,33 @@ ENTRIES: tuple[EnvEntry, ...] = (
         id="agentgym/WebShopText-v0",
         summary="WebShop-v0 over plain HTTP: the same shop pages turned into the same text.",
         task_kwargs={"backend": "text"},
+    ),
+    _miniwob(
+        id="agentgym/MiniWoB-v0",
+        summary="One MiniWoB++ web task (task=, default click-test) in headless Chromium.",
+        default_kwargs={"task": "click-test", "max_turns": 10, "max_actions_per_turn": 1},
+    ),
+    _miniwob(
+        id="agentgym/MiniWoBHTML-v0",
+        summary="MiniWoB++'s 56 HTML tasks (WebN-T5/WebGUM); the seed picks the task (seed % 56).",
+        task_kwargs={"task": None, "task_set": "html", "coordinates": False},
+    ),
+    _miniwob(
+        id="agentgym/MiniWoBAll-v0",
+        summary="All 125 MiniWoB++ tasks (BrowserGym's), coordinate actions on; seed % 125 picks.",
+        task_kwargs={"task": None, "task_set": "all", "coordinates": True},
+        nondeterministic=True,  # stock-market, terminal (agentgym.envs.miniwob_tasks)
+    ),
+    _miniwob(
+        id="agentgym/MiniWoBTrain-v0",
+        summary="BrowserGym's training split of MiniWoB++'s tasks, coordinate actions on.",
+        task_kwargs={"task": None, "task_set": "train", "coordinates": True},
+    ),
+    _miniwob(
+        id="agentgym/MiniWoBHeldOut-v0",
+        summary="BrowserGym's held-out split of MiniWoB++'s tasks, coordinate actions on.",
+        task_kwargs={"task": None, "task_set": "held_out", "coordinates": True},
+        nondeterministic=True,  # stock-market, terminal (agentgym.envs.miniwob_tasks)
     ),
     *_code_exec_versions(
         "CodeExec", "Complete a HumanEval function; hidden tests run in a sandbox", "humaneval"
