@@ -6,7 +6,8 @@
 3. Schema: ``leaderboards/schema/bundle-v1.json`` (JSON Schema draft 2020-12, via ``jsonschema``).
    A bundle refused at steps 1-3 (or whose structure cannot be read) is *malformed*
    (:class:`MalformedBundle`: ``python -m leaderboards`` exits 2).
-4. Consistency: each env id is registered in the installed agentgym at the bundle's version; its
+4. Consistency: each env id is registered in the installed agentgym at the bundle's version, and
+   is deterministic (an id registered ``nondeterministic`` cannot be verified by replay); its
    ``env_kwargs`` pass the kwargs gate as a bundle (:func:`agentgym.registration.check_env_kwargs`
    with ``source="bundle"``: task parameters within their bounds only, never an execution
    setting such as a sandbox back end or a daemon address); the seeds are the board's official
@@ -306,6 +307,12 @@ def check_consistency(bundle: Mapping[str, Any]) -> None:
                 else f"; `agentgym list` shows the ids of agentgym {AGENTGYM_VERSION}"
             )
             raise SubmissionError(f"runs/{r}: unknown environment id {env_id!r}{hint}")
+        if registered[env_id].nondeterministic:
+            raise SubmissionError(
+                f"runs/{r}: {env_id} is nondeterministic (the same seed and actions may give "
+                "another episode), so its runs cannot be verified by replay and it has no "
+                "leaderboard (`agentgym list` marks such ids): evaluate it locally"
+            )
         if run["env_version"] != env_version(env_id):
             raise SubmissionError(
                 f"runs/{r}: env_version {run['env_version']} does not match the id {env_id!r}"

@@ -245,6 +245,14 @@ def _edit(bundle: dict[str, Any], how: str) -> Any:
             episode["terminated"] = episode["steps"][-1]["terminated"]
             episode["truncated"] = episode["steps"][-1]["truncated"]
         resum(b["runs"][1])
+    elif how == "nondeterministic env id":
+        bandit["env_id"] = "agentgym/MiniWoBAll-v0"
+    elif how == "MiniWoB task that cannot be replayed":
+        bandit["env_id"] = "agentgym/MiniWoB-v0"
+        bandit["env_kwargs"] = {"task": "stock-market"}
+    elif how == "MiniWoB task set that cannot be replayed":
+        bandit["env_id"] = "agentgym/MiniWoB-v0"
+        bandit["env_kwargs"] = {"task": None, "task_set": "held_out"}
     elif how == "summary inflated":
         bandit["summary"]["mean_return"] += 0.5
     elif how == "success claimed":
@@ -274,6 +282,9 @@ REFUSALS = {
     # Issue 25: the verifier chooses the seeds (the official ones from 0), never the submitter.
     "seeds shifted with the same actions": "runs/1 (agentgym/Sokoban-v0): the run starts at seed 1, but a leaderboard's official seeds are 0, 1, ... and a run covers their first n",
     "actions moved to the next seed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0)",
+    "nondeterministic env id": "runs/0: agentgym/MiniWoBAll-v0 is nondeterministic (the same seed and actions may give another episode), so its runs cannot be verified by replay",
+    "MiniWoB task that cannot be replayed": "'stock-market' cannot be replayed exactly (prices redrawn every 100 ms",
+    "MiniWoB task set that cannot be replayed": "task_set: 'held_out' holds tasks that cannot be replayed exactly (stock-market, terminal)",
     "summary inflated": "agentgym/Bandit-v0: summary mean_return is",
     "success claimed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0), step",
     "episode cut short": "the episode stops after",
@@ -627,7 +638,8 @@ def test_committed_baselines_replay(tmp_path: Path) -> None:
         verify_bundle(bundle)
     import agentgym
 
-    envs = list(agentgym.registered_envs())
+    # a nondeterministic id has no leaderboard (verify.check_consistency refuses it)
+    envs = [e for e, entry in agentgym.registered_envs().items() if not entry.nondeterministic]
     smollm2 = "SmolLM2-135M-Instruct zero-shot (greedy)"
     for agent, what in (("random", "random"), ("oracle", "oracle"), (smollm2, "smollm2")):
         missing = [e for e in envs if (agent, e) not in covered]

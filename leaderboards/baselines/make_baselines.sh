@@ -11,6 +11,10 @@ ENVS=(Sokoban-v0 SokobanHard-v0 FrozenLake-v0 FrozenLakeSlippery-v0 Bandit-v0 Ba
       Countdown-v0 Math-v0 MathArithmetic-v0 MathChainSum-v0)
 # Envs whose steps run sandboxed code or a browser: fewer episodes, a bundle of their own.
 HEAVY_ENVS=(CodeExec-v0 CodeExecGenerated-v0 WebShopText-v0 WebShop-v0)
+# MiniWoB++ in headless Chromium, a bundle of its own: HTML's 280 episodes are its 56 tasks x 5
+# seeds, Train's 62 each of its tasks once, MiniWoB-v0 (click-test) 20. MiniWoBAll-v0 and
+# MiniWoBHeldOut-v0 are nondeterministic (stock-market, terminal) and have no leaderboard.
+MINIWOB_RUNS=("MiniWoBHTML-v0 280" "MiniWoBTrain-v0 62" "MiniWoB-v0 20")
 # CodeExec's v1 (pass or fail per attempt), a bundle of its own beside the v0 ones.
 CODE_V1_ENVS=(CodeExec-v1 CodeExecGenerated-v1)
 # SmolLM2 on a CPU is slow: the one-turn envs with 16 episodes, the multi-turn ones with 8 (and
@@ -33,6 +37,12 @@ for agent in random oracle; do
             --out "$OUT/$agent-mathfile.json"
         agentgym eval "${code_v1_args[@]}" --agent $agent --episodes 20 --seed 0 \
             --out "$OUT/$agent-code-v1.json"
+        for run in "${MINIWOB_RUNS[@]}"; do
+            read -r e n <<<"$run"
+            [[ $agent == random ]] && spec=agentgym.envs.miniwob:MiniWoBRandomAgent || spec=oracle
+            agentgym eval --env "$e" --agent "$spec" --agent-name "$agent" --episodes "$n" \
+                --seed 0 --out "$OUT/$agent-miniwob_${e}.json"
+        done
     fi
 done
 # smol MAX_NEW_TOKENS BATCH_SIZE EPISODES ENV...: SmolLM2 zero-shot (greedy) on each ENV, timed.
@@ -42,6 +52,7 @@ smol() {
     for e in "$@"; do
         /usr/bin/time -f "$e: %e s" agentgym eval --env "$e" --agent hf:embedded \
             --agent-kw max_new_tokens="$tokens" --agent-kw batch_size="$batch" \
+            --agent-kw max_context_tokens="${SMOL_CONTEXT:-4096}" \
             --episodes "$episodes" --seed 0 \
             --agent-name "SmolLM2-135M-Instruct zero-shot (greedy)" \
             --out "$OUT/smollm2-135m-instruct_${e}.json"
@@ -52,5 +63,7 @@ if [[ $what == smollm2 || $what == all ]]; then
     smol 96 8 8 "${SMOL_MULTI_ENVS[@]}"
     smol 256 8 8 CodeExec-v0 CodeExecGenerated-v0 "${CODE_V1_ENVS[@]}"
     smol 64 4 4 WebShopText-v0 WebShop-v0
+    SMOL_CONTEXT=8192 smol 64 4 4 MiniWoB-v0 MiniWoBTrain-v0  # long pages: SmolLM2's 8k context
+    SMOL_CONTEXT=8192 smol 64 8 56 MiniWoBHTML-v0
 fi
 python -m leaderboards rebuild --db "${AGENTGYM_LEADERBOARD:-leaderboard.sqlite}"
