@@ -28,9 +28,12 @@ Agent specs (:func:`make_agent`):
   and writes one line on stdout: the action text, or a JSON string literal (a line starting with
   ``"``) for an action that holds newlines. A program that exits, writes nothing within
   ``timeout`` seconds, writes a line over ``max_line_bytes`` (16 MiB), or writes to a closed
-  pipe gives an error for that episode and is started again for the next one. It runs in a
-  process group of its own, and the whole group (what it started too) is killed when the agent
-  closes or restarts it.
+  pipe gives an error for that episode and is started again for the next one. On Linux it runs
+  under a small launcher (:mod:`agentgym.agent_launcher`, a child subreaper), so whatever it
+  starts, in any process group or session (``setsid``, a double fork, ``nohup``, SIGTERM
+  ignored), is killed when the program exits, when the agent closes or restarts it, and when
+  eval itself dies (SIGKILL too). What it starts through a daemon outside its process tree
+  (``docker run``, ``systemd-run``) is not covered. Elsewhere only its process group is killed.
 * ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
   a module in the current directory). An object (or class, instantiated without arguments) with an
   ``act(requests) -> list[str]`` method is used as a batched agent; any other callable is called
@@ -44,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -316,10 +320,16 @@ class CallableAgent(Agent):
 class CommandAgent(Agent):
     """An external program speaking JSON lines (see the module docstring).
 
-    The program leads a process group of its own; :meth:`close` (and a restart after an error)
-    ends the whole group: SIGTERM, up to 2 s for the program to exit, then SIGKILL to whatever of
-    the group is left (the processes it started, which it may not have waited for). A line is
-    read in chunks and each byte is searched for the newline once (:attr:`bytes_searched`).
+    On Linux the program runs under :mod:`agentgym.agent_launcher` (a child subreaper that leads a
+    session of its own; the program inherits the launcher's stdin and stdout, so nothing is
+    relayed). Guarantee: once the program has exited, or :meth:`close` (or a restart after an
+    error) has returned, or eval has died, every process the program started and that stayed in
+    its process tree, whatever session, group or signal mask it chose, is killed: the program
+    gets SIGTERM and 2 s to exit, then the whole tree gets SIGKILL, and the launcher exits.
+    Processes started through a daemon outside the tree (``docker run``, ``systemd-run``, ``at``)
+    are not covered. Without the launcher (not Linux) the program leads a process group of its
+    own and only that group is killed. A line is read in chunks and each byte is searched for the
+    newline once (:attr:`bytes_searched`).
 
     Args:
         command: the command line (split with :func:`shlex.split`; no shell).
@@ -362,17 +372,7 @@ class CommandAgent(Agent):
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._stop()
-            try:
-                self._proc = subprocess.Popen(
-                    self.argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    cwd=self.cwd,
-                    start_new_session=True,  # its own group: _stop ends what it started too
-                )
-            except OSError as err:
-                raise AgentError(f"cannot start {self.command!r}: {err}") from err
+            self._proc = self._popen()
             self._buffer = bytearray()
             self._searched = 0
         return self._proc
@@ -387,15 +387,56 @@ class CommandAgent(Agent):
                     stream.close()
             except OSError:
                 pass
-        # The group's id is the program's pid, which stays reserved while any of the group lives.
+        # The group's id is the launcher's (or program's) pid, which stays reserved while any of
+        # the group lives. The launcher gives the program 2 s, then kills its tree and exits.
+        tree: list[Any] = []
         if proc.poll() is None:
             _signal_group(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=2 + (5 if _LAUNCHER else 0))
             except subprocess.TimeoutExpired:
-                pass
+                from sandboxes.limits import process_tree
+
+                tree = process_tree(proc.pid)[1:]  # a stuck launcher: kill what it would have
         _signal_group(proc.pid, signal.SIGKILL)  # what is left: processes the program started
         proc.wait()
+        for child in tree:  # psutil checks that the pid is still the same process
+            with contextlib.suppress(Exception):
+                child.kill()
+
+    def _popen(self) -> subprocess.Popen[bytes]:
+        """Start the program (under the launcher where there is one), in a session of its own.
+
+        Raises:
+            AgentError: it cannot be started (the message says why).
+        """
+        options: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.DEVNULL,
+            "cwd": self.cwd,
+            "start_new_session": True,  # its own group: _stop ends what it started too
+        }
+        if not _LAUNCHER:
+            try:
+                return subprocess.Popen(self.argv, **options)
+            except OSError as err:
+                raise AgentError(f"cannot start {self.command!r}: {err}") from err
+        report, report_w = os.pipe()
+        try:
+            argv = [sys.executable, "-I", "-S", _LAUNCHER, str(report_w), str(os.getpid())]
+            proc = subprocess.Popen([*argv, *self.argv], pass_fds=(report_w,), **options)
+        except OSError as err:
+            os.close(report)
+            raise AgentError(f"cannot start {self.command!r}: {err}") from err
+        finally:
+            os.close(report_w)
+        with open(report, "rb") as pipe:  # one line: empty once the program has started
+            failure = pipe.readline().decode("utf-8", "replace").strip()
+        if failure:
+            proc.wait()
+            raise AgentError(f"cannot start {self.command!r}: {failure}")
+        return proc
 
     def _read_line(self, proc: subprocess.Popen[bytes]) -> bytes:
         assert proc.stdout is not None
@@ -467,6 +508,15 @@ class CommandAgent(Agent):
 
     def close(self) -> None:
         self._stop()
+
+
+#: The launcher program (:mod:`agentgym.agent_launcher`), run by path under ``python -I -S``;
+#: ``None`` where it cannot work (no child subreapers: not Linux) or no interpreter is known.
+_LAUNCHER: str | None = (
+    str(Path(__file__).resolve().with_name("agent_launcher.py"))
+    if sys.platform.startswith("linux") and sys.executable
+    else None
+)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import sys
 import sysconfig
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,9 @@ from agentgym.eval import (
 )
 from agentgym.registration import worst_return
 from tests.helpers import ROOT, assert_records_this_code, quiet_eval, run_python
-from tests.test_sandbox_limits import _alive  # the recorded process (pid, start time) still runs
+
+# the recorded process (pid, start time) still runs; the pids of those still alive after a wait
+from tests.test_sandbox_limits import _alive, _wait_gone
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "leaderboards" / "schema" / "bundle-v1.json").read_text()
@@ -436,6 +440,158 @@ def test_a_cmd_agents_children_end_with_the_eval(tmp_path: Path) -> None:
     finally:
         if pid is not None and started is not None and _alive(pid, started):
             psutil.Process(pid).kill()
+
+
+#: A process of LEAKY_AGENT: records ``<pid> <create time>`` in the file named by its first
+#: argument (written whole: a rename), with SIGTERM and SIGHUP ignored if its second is "deaf",
+#: then sleeps ten minutes.
+LEAKY_CHILD = """
+import os, signal, sys, time, psutil
+if sys.argv[2] == "deaf":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {psutil.Process().create_time()}")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+#: A cmd: agent (``agent.py FOLDER``) that, before it answers, starts a LEAKY_CHILD each way a
+#: program can detach one: a plain fork, a session of its own (setsid), a double fork (the middle
+#: process exits: the grandchild is orphaned) in a session of its own, and nohup with SIGTERM and
+#: SIGHUP ignored; it waits until all four have recorded themselves (FOLDER/fork, setsid, double,
+#: nohup), records its own pid and start time (FOLDER/agent), then answers arm 1 to every request.
+LEAKY_AGENT = """
+import os, subprocess, sys, time, psutil
+folder = sys.argv[1]
+def child(name, deaf="plain"):
+    return [sys.executable, os.path.join(folder, "child.py"), os.path.join(folder, name), deaf]
+quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+subprocess.Popen(child("fork"), **quiet)
+subprocess.Popen(child("setsid"), start_new_session=True, **quiet)
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, child("double"))
+    os._exit(0)
+os.waitpid(middle, 0)
+subprocess.Popen(["nohup", *child("nohup", "deaf")], **quiet)
+while not all(os.path.exists(os.path.join(folder, n)) for n in ("fork", "setsid", "double", "nohup")):
+    time.sleep(0.01)
+with open(os.path.join(folder, "agent"), "w") as f:
+    f.write(f"{os.getpid()} {psutil.Process().create_time()}")
+for line in sys.stdin:
+    print("<answer>1</answer>", flush=True)
+"""
+
+LEAKED = ("fork", "setsid", "double", "nohup")
+
+
+def _leaky_agent(folder: Path) -> str:
+    """The ``cmd:`` spec of LEAKY_AGENT, its files written to ``folder``."""
+    (folder / "child.py").write_text(LEAKY_CHILD)
+    (folder / "agent.py").write_text(LEAKY_AGENT)
+    return f"cmd:{sys.executable} {folder / 'agent.py'} {folder}"
+
+
+def _recorded(folder: Path, names: Sequence[str]) -> list[tuple[int, float]]:
+    """``(pid, create time)`` of each process that recorded itself in ``folder`` under ``names``."""
+    out = []
+    for name in names:
+        if (folder / name).exists():
+            pid, started = (folder / name).read_text().split()
+            out.append((int(pid), float(started)))
+    return out
+
+
+def _kill_recorded(procs: list[tuple[int, float]]) -> None:
+    """Kill those of ``procs`` (only those: the processes this test made) still running."""
+    for pid, started in procs:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == started:
+                proc.kill()
+
+
+def test_nothing_a_cmd_agent_starts_outlives_the_eval(tmp_path: Path) -> None:
+    """Issue 45: children started with a fork, setsid, a double fork and nohup (SIGTERM and
+    SIGHUP ignored) all end with the eval. Before the launcher, only the agent's process group
+    was killed: the setsid and double-forked children slept on for ten minutes."""
+    procs: list[tuple[int, float]] = []
+    try:
+        options = {"episodes": 2, "out": tmp_path / "leak.json", "progress": False}
+        bundle = evaluate(["agentgym/Bandit-v0"], _leaky_agent(tmp_path), **options)
+        assert [e["error"] for e in bundle["runs"][0]["episodes"]] == [None, None]
+        procs = _recorded(tmp_path, LEAKED)
+        assert len(procs) == 4
+        assert _wait_gone(procs) == []  # SIGKILL is sent before eval returns; the kernel ends them
+    finally:
+        _kill_recorded(procs or _recorded(tmp_path, LEAKED))
+
+
+def test_a_closed_cmd_agent_leaves_neither_launcher_nor_children(tmp_path: Path) -> None:
+    """close() ends the program, everything it started and the launcher between them; a restart
+    (after an error) goes through the same stop."""
+    req, env = _request()
+    agent = make_agent(_leaky_agent(tmp_path))
+    procs: list[tuple[int, float]] = []
+    try:
+        assert agent.act([req]) == ["<answer>1</answer>"]
+        launcher = psutil.Process(agent._proc.pid)
+        procs = [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, ("agent", *LEAKED))]
+        assert len(procs) == 6
+        assert psutil.Process(procs[1][0]).ppid() == launcher.pid  # the program's parent
+        agent.close()
+        assert _wait_gone(procs) == []
+    finally:
+        agent.close()
+        env.close()
+        _kill_recorded(procs or _recorded(tmp_path, ("agent", *LEAKED)))
+
+
+#: A process that plays LEAKY_AGENT once through a CommandAgent, writes "ready" to its second
+#: argument, then sleeps (it is SIGKILLed: nothing of it can close the agent).
+OWNER = """
+import sys, time
+import gymnasium as gym
+import agentgym
+from agentgym.agents import AgentRequest, make_agent
+env = gym.make("agentgym/Bandit-v0")
+obs, info = env.reset(seed=0)
+req = AgentRequest("agentgym/Bandit-v0", 0, 0, 1, obs, info, None, [], "", "raw", env)
+agent = make_agent(sys.argv[1])
+assert agent.act([req]) == ["<answer>1</answer>"]
+with open(sys.argv[2], "w") as f:
+    f.write(str(agent._proc.pid))
+time.sleep(600)
+"""
+
+
+def test_a_cmd_agents_tree_ends_when_eval_is_killed(tmp_path: Path) -> None:
+    """Eval SIGKILLed (no close(), no atexit): the launcher sees its owner gone and ends the
+    program, what it started and itself."""
+    ready = tmp_path / "ready"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, _leaky_agent(tmp_path), str(ready)], cwd=ROOT
+    )
+    procs: list[tuple[int, float]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and owner.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), f"the owner did not start its agent (exit status {owner.poll()})"
+        launcher = psutil.Process(int(ready.read_text()))
+        procs = [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, ("agent", *LEAKED))]
+        assert len(procs) == 6
+        owner.kill()
+        owner.wait()
+        assert _wait_gone(procs) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        _kill_recorded(procs or _recorded(tmp_path, ("agent", *LEAKED)))
 
 
 def _request() -> tuple[AgentRequest, gym.Env]:
