@@ -284,7 +284,7 @@ REFUSALS = {
     "actions moved to the next seed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0)",
     "nondeterministic env id": "runs/0: agentgym/MiniWoBAll-v0 is nondeterministic (the same seed and actions may give another episode), so its runs cannot be verified by replay",
     "MiniWoB task that cannot be replayed": "'stock-market' cannot be replayed exactly (prices redrawn every 100 ms",
-    "MiniWoB task set that cannot be replayed": "task_set: 'held_out' holds tasks that cannot be replayed exactly (stock-market, terminal)",
+    "MiniWoB task set that cannot be replayed": "task_set: 'held_out' holds tasks that cannot be replayed exactly (drag-cube, stock-market, terminal)",
     "summary inflated": "agentgym/Bandit-v0: summary mean_return is",
     "success claimed": "replay mismatch in agentgym/Sokoban-v0, episode 0 (seed 0), step",
     "episode cut short": "the episode stops after",

@@ -7,6 +7,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (CI: ``.ci/setup_chromium.sh
 
 from __future__ import annotations
 
+import threading
 import time
 
 import gymnasium
@@ -16,6 +17,7 @@ import pytest
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.envs.miniwob import MiniWoBEnv, random_action, render_page
 from agentgym.envs.miniwob_tasks import ALL_TASKS, HTML_TASKS
+from agentgym.lockstep import LocalEnvs, play_lockstep
 from agentgym.parsing import format_answer
 from sandboxes.web.miniwob import FIXED_CLOCK_MS, ElementInfo
 
@@ -407,3 +409,61 @@ def test_more_review_cases() -> None:
     raw = MiniWoBEnv(reward_mode="raw")
     assert "reward from -1 (failure) to 1 (success)" in raw.instructions
     raw.close()
+
+
+# ----------------------------------------------------------------------------- in a pool
+
+
+def test_browser_envs_step_together_in_threads_each_with_its_own_browser() -> None:
+    """Four MiniWoB envs in :class:`agentgym.lockstep.LocalEnvs`: each first step waits at a
+    barrier until all four are stepping (played one after the other they would never get past it), each
+    env has its own driver and browser processes, and every episode sees exactly what it sees
+    played alone (same observations and rewards as a sequential replay of the same actions)."""
+    tasks = ["click-test", "click-button", "enter-text", "click-checkboxes"]
+    barrier = threading.Barrier(len(tasks))
+
+    class _Together(gymnasium.Wrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.seen: list[tuple[str, float]] = []
+
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            self.seen = [(obs, 0.0)]
+            return obs, info
+
+        def step(self, action):
+            if len(self.seen) == 1:  # the first turn: every episode steps it
+                barrier.wait(timeout=120)  # BrokenBarrierError when stepped one at a time
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.seen.append((obs, float(reward)))
+            return obs, reward, terminated, truncated, info
+
+    def policy(live):
+        return [
+            _answer(random_action(e.observation, np.random.default_rng([e.index, len(e.steps)])))
+            for e in live
+        ]
+
+    envs = [_Together(gymnasium.make("agentgym/MiniWoB-v0", task=t)) for t in tasks]
+    alone = [gymnasium.make("agentgym/MiniWoB-v0", task=t) for t in tasks]
+    try:
+        pool = LocalEnvs(envs, threads=len(tasks))
+        assert pool.threads == len(tasks)
+        seeds = [3, 4, 5, 6]
+        played = play_lockstep(pool, seeds, policy)
+        assert all(e.steps for e in played) and barrier.n_waiting == 0 and not barrier.broken
+        drivers = {id(env.unwrapped.browser.driver) for env in envs}
+        pids = [set(env.unwrapped.browser.pids()) for env in envs]
+        assert len(drivers) == len(tasks)
+        assert all(a.isdisjoint(b) for i, a in enumerate(pids) for b in pids[i + 1 :])
+        for env, single, episode in zip(envs, alone, played, strict=True):
+            obs, _ = single.reset(seed=episode.seed)
+            seen = [(obs, 0.0)]
+            for step in episode.steps:
+                obs, reward, *_ = single.step(step.action)
+                seen.append((obs, float(reward)))
+            assert seen == env.seen
+    finally:
+        for env in envs + alone:
+            env.close()
