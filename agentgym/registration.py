@@ -23,11 +23,22 @@ through) tells them apart:
   machine; a result bundle never does (``source="bundle"`` refuses them): the verifier replays
   with its own configuration.
 
+Gymnasium's own episode limit, ``gymnasium.make(id, max_episode_steps=N)`` (a ``TimeLimit``
+wrapper), is refused for every agentgym id (:func:`refuse_time_limit`): an episode's turn budget is
+the env's ``max_turns`` task parameter, which ``info["max_turns"]``, ``info["actions_left"]``, the
+prompt ("You have 8 actions left") and a result bundle all report; a second, hidden limit would
+cut episodes those numbers say go on, and key no leaderboard. The error names the argument to use,
+``max_turns=N`` (a turn is one ``step``, as a ``TimeLimit`` step is).
+
 Example:
     >>> import gymnasium, agentgym
     >>> env = gymnasium.make("agentgym/Sokoban-v0", max_turns=3)
     >>> env.unwrapped.max_turns
     3
+    >>> gymnasium.make("agentgym/Sokoban-v0", max_episode_steps=3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentgym.registration.EnvKwargsError: ... pass max_turns=3 instead ...
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 __all__ = [
     "EnvEntry",
@@ -51,6 +63,7 @@ __all__ = [
     "UnknownEnvIdError",
     "COMMON_TASK_PARAMS",
     "register_env",
+    "refuse_time_limit",
     "registered_envs",
     "resolve_env_id",
     "maker_name",
@@ -464,7 +477,42 @@ def register_env(entry: EnvEntry) -> None:
         nondeterministic=entry.nondeterministic,
         disable_env_checker=False,
         order_enforce=True,
+        # Applied after Gymnasium's TimeLimit, so it sees one (it adds no wrapper of its own).
+        additional_wrappers=(
+            WrapperSpec("RefuseTimeLimit", f"{__name__}:{refuse_time_limit.__name__}", {}),
+        ),
     )
+
+
+def refuse_time_limit(env: gym.Env) -> gym.Env:
+    """``env`` as it is, unless a ``TimeLimit`` wraps it (``gymnasium.make(id,
+    max_episode_steps=N)``, or a spec with ``max_episode_steps``): then it closes ``env`` and
+    raises, naming the env's own ``max_turns=`` (module docstring: the choice to refuse rather
+    than honour, because ``info["max_turns"]`` and ``info["actions_left"]`` would lie).
+
+    Every agentgym id's spec lists it in ``additional_wrappers`` (:func:`register_env`);
+    ``max_episode_steps=-1`` (Gymnasium's "no limit") passes.
+
+    Raises:
+        EnvKwargsError: a ``TimeLimit`` wraps ``env`` (``key="max_episode_steps"``).
+    """
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, gym.wrappers.TimeLimit):
+            steps = inner._max_episode_steps
+            spec = env.unwrapped.spec
+            env_id = spec.id if spec is not None else type(env.unwrapped).__name__
+            env.close()
+            raise EnvKwargsError(
+                f"{env_id} does not take gymnasium.make(..., max_episode_steps={steps}): its "
+                "episodes end at its own turn budget, max_turns, which the prompt and "
+                "info['max_turns'] and info['actions_left'] report, and a TimeLimit would cut "
+                f"episodes those say go on; pass max_turns={steps} instead (one turn is one "
+                "step; max_steps= bounds the actions)",
+                "max_episode_steps",
+            )
+        inner = inner.env
+    return env
 
 
 def registered_envs() -> Mapping[str, EnvEntry]:

@@ -92,7 +92,7 @@ from baselines.config import (
 )
 from baselines.llm.engines import Generation, SamplingSettings
 from baselines.llm.engines.base import _cut
-from baselines.llm.prompts import THINK_PREFIX, TokenContext
+from baselines.llm.prompts import THINK_PREFIX, TokenContext, encode_content
 from baselines.llm.scoring import (
     autocast,
     checkpointed_if,
@@ -260,8 +260,9 @@ def build_examples(
     The chat is replayed through :class:`baselines.llm.prompts.TokenContext`, the trainer's own
     prompt builder: each turn's prompt ids are what :func:`baselines.episodes.collect_rollouts`
     gives the engine when the policy had sampled the oracle's earlier replies. A reply's target
-    is ``tokenizer(reply after <think>, add_special_tokens=False)`` then the end-of-turn token
-    (so the model also learns to end its turn where no stop string cuts it). The context of the
+    is ``tokenizer(reply after <think>, add_special_tokens=False)``, any control string in it
+    kept as text (:func:`baselines.llm.prompts.encode_content`), then the end-of-turn token (so
+    the model also learns to end its turn where no stop string cuts it). The context of the
     later turns holds the reply as the engine returns it: cut right after a stop string such as
     ``</answer>`` (without the end token; :func:`baselines.llm.engines.base._cut`), as ids, and in the chat
     as their decoding, exactly as a sampled reply enters it.
@@ -295,7 +296,9 @@ def build_examples(
                 "with the think_answer format or set sft.think_prefix=false"
             )
         prompt_ids = context.prompt(chat[:index])
-        ids = tokenizer(reply[len(prefix) :], add_special_tokens=False)["input_ids"]
+        # The env's text (the oracle's reasoning may quote an observation) is data: no control
+        # id from it, as in the prompt (baselines.llm.prompts).
+        ids = encode_content(tokenizer, reply[len(prefix) :])
         target = list(ids) + [end_of_turn_id]
         n, why = _cut(tokenizer, target, {end_of_turn_id}, tuple(stop_strings))
         sampled, ended = target[:n], why == "end"

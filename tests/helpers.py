@@ -61,7 +61,7 @@ def first_prompt_ids(tokenizer: Any, env_ids_seeds: Iterable[tuple[str, Iterable
     import gymnasium
 
     import agentgym  # noqa: F401  (registers the ids)
-    from baselines.llm.prompts import render_prompt
+    from baselines.llm.prompts import prompt_token_ids
 
     out = []
     for env_id, seeds in env_ids_seeds:
@@ -72,8 +72,7 @@ def first_prompt_ids(tokenizer: Any, env_ids_seeds: Iterable[tuple[str, Iterable
                 {"role": "system", "content": info["instructions"]},
                 {"role": "user", "content": obs},
             ]
-            text = render_prompt(tokenizer, messages, True)
-            out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append(prompt_token_ids(tokenizer, messages, True))
         env.close()
     return out
 

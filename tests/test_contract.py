@@ -7,6 +7,7 @@ module); any other failure to build it fails its tests.
 
 from __future__ import annotations
 
+import copy
 import functools
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 import agentgym
 from agentgym.parsing import format_answer
-from agentgym.registration import maker_name
+from agentgym.registration import EnvKwargsError, maker_name
 from agentgym.text_env import RESET_INFO_KEYS, STEP_INFO_KEYS
 from tests.golden_update import policy_answer
 
@@ -376,6 +377,30 @@ def test_default_kwargs_can_be_overridden(env_id: str) -> None:
     if "max_turns" in entry.default_kwargs:
         env = _make(env_id, max_turns=7)
         assert env.unwrapped.max_turns == 7
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", _params())
+def test_max_episode_steps_is_refused_naming_max_turns(env_id: str) -> None:
+    """Gymnasium's ``max_episode_steps`` (a TimeLimit) used to be applied on top of the env's
+    own budget: ``make("agentgym/Sokoban-v0", max_episode_steps=2)`` truncated after 2 steps
+    while ``info["actions_left"]`` said 8 and ``info["max_turns"]`` 5. Every id refuses it now,
+    naming ``max_turns=``; ``-1`` (Gymnasium's "no limit") passes and adds no wrapper."""
+    with pytest.raises(EnvKwargsError) as err:
+        _make(env_id, max_episode_steps=2)
+    assert err.value.key == "max_episode_steps"
+    assert f"{env_id} does not take gymnasium.make(..., max_episode_steps=2)" in str(err.value)
+    assert "pass max_turns=2 instead" in str(err.value)
+    spec = copy.deepcopy(gymnasium.spec(env_id))
+    spec.max_episode_steps = 4  # a limit in the spec is a TimeLimit too
+    with pytest.raises(EnvKwargsError, match="pass max_turns=4 instead"):
+        gymnasium.make(spec)
+    env = _make(env_id, max_episode_steps=-1)
+    try:
+        chain = [type(env).__name__, type(env.env).__name__, type(env.env.env).__name__]
+        assert chain[:2] == ["OrderEnforcing", "PassiveEnvChecker"]  # as without the guard
+        assert env.env.env is env.unwrapped
+    finally:
         env.close()
 
 

@@ -137,10 +137,11 @@ def oracle_mi(
 
     from agentgym.sft import oracle_episodes
     from baselines.collapse import mi_metrics, mi_pairs, score_matrix
-    from baselines.llm.prompts import render_prompt
+    from baselines.llm.prompts import encode_content, prompt_token_ids, render_prompt
 
     records = list(oracle_episodes(env_id, seeds, env_kwargs))
     prompts = [render_prompt(tokenizer, r["messages"][:2], think_prefix) for r in records]
+    chat_of = {p: r["messages"][:2] for p, r in zip(prompts, records, strict=True)}
     replies = [r["messages"][2]["content"] for r in records]
     distinct, zs, index, _ = mi_pairs(prompts, replies)
     if len(distinct) < 2:
@@ -148,8 +149,9 @@ def oracle_mi(
             f"oracle_mi: {len(records)} oracle chats of {env_id} gave {len(distinct)} distinct "
             "prompt(s); the MI needs at least 2: use more episodes"
         )
-    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in distinct]
-    z_ids = [tokenizer(z, add_special_tokens=False)["input_ids"] for z in zs]
+    # Tokenised from the chat, not the text: an observation's control strings stay text.
+    prompt_ids = [prompt_token_ids(tokenizer, chat_of[p], think_prefix) for p in distinct]
+    z_ids = [encode_content(tokenizer, z) for z in zs]
     with torch.no_grad():
         loglik = score_matrix(model, prompt_ids, z_ids)
     out = mi_metrics(loglik, index, lengths=torch.tensor([len(z) for z in z_ids]))
