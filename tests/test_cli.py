@@ -29,7 +29,9 @@ def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     for env_id, entry in agentgym.registered_envs().items():
-        at = lines.index(env_id)
+        # a nondeterministic id (no leaderboard) says so on its line
+        head = f"{env_id}   [nondeterministic]" if entry.nondeterministic else env_id
+        at = lines.index(head)
         assert lines[at + 1] == f"    {entry.summary}"
     # Hand-written from agentgym/envs/__init__.py.
     at = lines.index("agentgym/Bandit-v0")
@@ -42,7 +44,9 @@ def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
     ]
     # Every id has a params line; choices are listed; the common parameters are printed once.
     for env_id in agentgym.registered_envs():
-        assert lines[lines.index(env_id) + 4].startswith("    params:   ")
+        at = next(i for i, line in enumerate(lines) if line.split(" ")[0] == env_id)
+        assert lines[at + 4].startswith("    params:   ")
+    assert "agentgym/MiniWoBAll-v0   [nondeterministic]" in lines
     at = lines.index("agentgym/Countdown-v0")
     assert "number_rule: one of exact, subset" in lines[at + 4]
     assert lines[-1].startswith("Every id also takes (--kw, unless fixed above): max_turns: int in")

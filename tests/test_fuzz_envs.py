@@ -44,7 +44,7 @@ SLACK_S = 30.0
 #: guard, seconds.
 HANG_GUARD_S = 10.0
 #: Episodes drawn per id (each up to MAX_TURNS steps), by cost of a step.
-EXAMPLES = {"CodeExec": 16, "WebShop": 30, "Math": 40}
+EXAMPLES = {"CodeExec": 16, "WebShop": 30, "MiniWoB": 30, "Math": 40}
 DEFAULT_EXAMPLES = 80
 MAX_TURNS = 4
 
@@ -68,7 +68,7 @@ CODE_BODIES = [
 
 def test_every_registered_id_is_fuzzed() -> None:
     assert FUZZ_IDS == sorted(agentgym.registered_envs())
-    assert len(FUZZ_IDS) == 17  # CodeExec and CodeExecGenerated in v0 and v1
+    assert len(FUZZ_IDS) == 22  # CodeExec and CodeExecGenerated in v0 and v1, 5 MiniWoB ids
 
 
 def step_limit_s(env: gymnasium.Env) -> float:

@@ -279,9 +279,12 @@ def test_typed_markup_and_script_stay_text(enter_text) -> None:
         "</script><script>window.__pwned=1</script>",
         "${window.__pwned=1}",
     ]:
-        obs, *_ = enter_text.step(_answer(f"type[{field}, {text}]"))
+        obs, _, _, _, info = enter_text.step(_answer(f"type[{field}, {text}]"))
         value = driver.execute_script("return document.getElementById('tt').value")
-        assert value == (text[1:-1] if text.startswith('"') and text.endswith('"') else text)
+        if "<" in text:  # refused: a page may echo typed text as HTML (the terminal task does)
+            assert not info["action_is_valid"] and "'<' is refused" in info["invalid_reason"]
+        else:
+            assert value == (text[1:-1] if text.startswith('"') and text.endswith('"') else text)
         assert driver.execute_script("return window.__pwned === undefined")
         assert driver.execute_script(count) == elements
 
@@ -467,3 +470,25 @@ def test_browser_envs_step_together_in_threads_each_with_its_own_browser() -> No
     finally:
         for env in envs + alone:
             env.close()
+
+
+def test_a_page_that_echoes_typed_text_as_html_gets_no_markup() -> None:
+    """MiniWoB++'s terminal writes a submitted command into ``innerHTML``: a typed ``<img
+    onerror=...>`` then Enter ran script in the page (found by the fuzz test), which could have
+    written the reward. ``<`` is refused; what can be typed stays text after Enter."""
+    env = gymnasium.make("agentgym/MiniWoB-v0", task="terminal")
+    try:
+        obs, _ = env.reset(seed=0)
+        driver = env.unwrapped.browser.driver
+        field = _ref(obs, "input_text")
+        _, _, _, _, info = env.step(
+            _answer(f'type[{field}, <img src=x onerror="window.__pwned=1">]')
+        )
+        assert not info["action_is_valid"] and "'<' is refused" in info["invalid_reason"]
+        for text in ["${window.__pwned=1}", "&lt;img src=x onerror=window.__pwned=1&gt;"]:
+            obs, *_ = env.step(_answer(f"type[{field}, {text}]"))
+            obs, *_ = env.step(_answer("press[Enter]"))
+            assert driver.execute_script("return window.__pwned === undefined")
+            assert driver.execute_script("return document.querySelectorAll('img').length") == 0
+    finally:
+        env.close()

@@ -5,6 +5,8 @@ invalid action leaves the page as it was."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import gymnasium
 import numpy as np
 
@@ -76,21 +78,25 @@ def _fuzzed(obs: str, old_refs: list[int], rng: np.random.Generator) -> str:
     return f"press[{key}]"
 
 
-def test_ten_thousand_fuzzed_actions() -> None:
-    rng = np.random.default_rng(20261205)
+def _fuzz_shard(shard: int, shards: int, actions: int) -> tuple[int, int]:
+    """``actions`` fuzzed actions on one env (its own browser), episodes ``shard, shard +
+    shards, ...`` (task ``ALL_TASKS[episode % 125]``); returns (actions taken, episodes)."""
+    rng = np.random.default_rng([20261205, shard])
     env = gymnasium.make("agentgym/MiniWoBAll-v0", max_turns=50)
     taken = 0
-    episode = 0
+    episode = shard
+    played = 0
     old_refs: list[int] = []
     try:
-        while taken < ACTIONS:
+        while taken < actions:
             task = ALL_TASKS[episode % len(ALL_TASKS)]
             obs, _ = env.reset(seed=episode, options={"task": task})
-            episode += 1
+            episode += shards
+            played += 1
             driver = env.unwrapped.browser.driver
             scripts = driver.execute_script(_SCRIPTS_JS)
             done = False
-            while not done and taken < ACTIONS:
+            while not done and taken < actions:
                 action = _fuzzed(obs, old_refs, rng)
                 before = obs
                 obs, reward, terminated, truncated, info = env.step(
@@ -101,8 +107,9 @@ def test_ten_thousand_fuzzed_actions() -> None:
                 assert isinstance(reward, float) and np.isfinite(reward)
                 if not info["action_is_valid"]:
                     assert obs == before and info["invalid_reason"]
-                if action.startswith("type[") and not done:
+                if not done:  # after any action: Enter may submit what was typed before
                     assert driver.execute_script("return window.__pwned === undefined"), action
+                if action.startswith("type[") and not done:
                     assert driver.execute_script(_SCRIPTS_JS) == scripts, action
             old_refs = [
                 int(line.split("[", 1)[1].split("]", 1)[0])
@@ -111,7 +118,18 @@ def test_ten_thousand_fuzzed_actions() -> None:
             ]
     finally:
         env.close()
-    assert taken == ACTIONS and episode >= 100
+    return taken, played
+
+
+def test_ten_thousand_fuzzed_actions() -> None:
+    """Four envs (each its own browser) in four threads, 2,500 actions each: the browsers' waits
+    overlap, so the 10,000 take about half the time of one env."""
+    shards = 4
+    with ThreadPoolExecutor(shards) as pool:
+        futures = [pool.submit(_fuzz_shard, k, shards, ACTIONS // shards) for k in range(shards)]
+        results = [f.result() for f in futures]
+    assert sum(taken for taken, _ in results) == ACTIONS
+    assert sum(played for _, played in results) >= 100
 
 
 def test_hostile_text_typed_into_every_kind_of_field_stays_text() -> None:
@@ -129,11 +147,15 @@ def test_hostile_text_typed_into_every_kind_of_field_stays_text() -> None:
                 obs, _, _, _, info = env.step(
                     format_answer([f"type[{ref}, {text}]"], "think_answer", think="f")
                 )
-                assert info["action_is_valid"], info["invalid_reason"]
-                value = driver.execute_script(
-                    "return document.activeElement && document.activeElement.value"
-                )
-                assert value == text
+                if "<" in text:  # refused: a page may echo typed text as HTML
+                    assert not info["action_is_valid"]
+                    assert "'<' is refused" in info["invalid_reason"]
+                else:
+                    assert info["action_is_valid"], info["invalid_reason"]
+                    value = driver.execute_script(
+                        "return document.activeElement && document.activeElement.value"
+                    )
+                    assert value == text
                 assert driver.execute_script(_NODES_JS) == nodes
                 assert driver.execute_script("return window.__pwned === undefined")
         finally:

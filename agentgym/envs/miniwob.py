@@ -35,7 +35,9 @@ Actions (one per turn, inside the suite's action format, e.g. ``<answer>click[6]
 
 * ``click[ref]``: a real mouse click at the element's centre (scrolled into view first);
 * ``type[ref, text]``: clear the field, then type ``text`` as key events (at most
-  ``max_type_length`` printable characters of the Basic Multilingual Plane; surrounding double
+  ``max_type_length`` printable characters of the Basic Multilingual Plane, without ``<``:
+  some pages echo typed text as HTML, MiniWoB++'s ``terminal`` on Enter, so a ``<`` could make
+  an element whose handler runs script, and script could write the reward; surrounding double
   quotes are dropped);
 * ``press[key]``: one key or chord of :data:`sandboxes.web.miniwob.KEYS` (``Enter``, ``Tab``,
   ``Backspace``, ``ArrowDown``, ``Control+a``...);
@@ -48,7 +50,7 @@ Actions (one per turn, inside the suite's action format, e.g. ``<answer>click[6]
 
 A ref the last observation did not show (the page's frame and a wrapper shown as its child
 have none), a point outside the task area, an unknown key or
-option, or text that is too long or not printable is an invalid action (the shared policy of
+option, or text that is too long, not printable or holds ``<`` is an invalid action (the shared policy of
 :class:`~agentgym.text_env.TextEnv`; ``info["invalid_reason"]`` names why). No action string
 raises, and typed text only ever reaches the page as key events.
 
@@ -594,6 +596,10 @@ class MiniWoBEnv(TextEnv):
             problem = _printable_problem(argument)
             if problem is not None:
                 return f"the text cannot be typed: {problem}"
+            if "<" in argument:
+                # A page may echo typed text as HTML (MiniWoB++'s terminal writes a command into
+                # innerHTML on Enter): without "<" no element, handler or script can come of it.
+                return "the text cannot be typed: '<' is refused (a page may echo text as HTML)"
             return ("type", (ref, argument), f"type[{ref}, {argument}]")
         if kind == "select":
             if element.options is None:
