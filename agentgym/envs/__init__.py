@@ -361,7 +361,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         id="agentgym/MiniWoBAll-v0",
         summary="All 125 MiniWoB++ tasks (BrowserGym's), coordinate actions on; seed % 125 picks.",
         task_kwargs={"task": None, "task_set": "all", "coordinates": True},
-        nondeterministic=True,  # stock-market, terminal (agentgym.envs.miniwob_tasks)
+        nondeterministic=True,  # NONDETERMINISTIC_TASKS, BOX_NONDETERMINISTIC_TASKS (miniwob_tasks)
     ),
     _miniwob(
         id="agentgym/MiniWoBTrain-v0",
@@ -372,7 +372,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         id="agentgym/MiniWoBHeldOut-v0",
         summary="BrowserGym's held-out split of MiniWoB++'s tasks, coordinate actions on.",
         task_kwargs={"task": None, "task_set": "held_out", "coordinates": True},
-        nondeterministic=True,  # stock-market, terminal (agentgym.envs.miniwob_tasks)
+        nondeterministic=True,  # NONDETERMINISTIC_TASKS, BOX_NONDETERMINISTIC_TASKS (miniwob_tasks)
     ),
     *_code_exec_versions(
         "CodeExec", "Complete a HumanEval function; hidden tests run in a sandbox", "humaneval"
