@@ -166,6 +166,34 @@ def test_unreadable_answer_is_an_invalid_turn_that_uses_an_attempt() -> None:
     assert (reward, terminated, info["success"], info["attempt"]) == (0.5, True, True, 2)
 
 
+def test_plain_text_notation_is_an_invalid_turn() -> None:
+    """The answer rules: words for functions and constants (``exp(2)``, ``pi``) are judged as
+    Math-Verify judges them, no expression read; LaTeX is read."""
+    env = gymnasium.make("agentgym/MathFile-v0")
+    problem = {"question": "What is e squared?", "answer": "e^{2}"}
+    for text in ("exp(2)", "e^2", "pi"):
+        obs0, _ = env.reset(seed=0, options=problem)
+        obs, reward, terminated, _, info = env.step(_answer(text))
+        assert (obs, reward, terminated, info["action_is_valid"]) == (obs0, -0.1, False, False)
+    env.reset(seed=0, options=problem)
+    _, reward, terminated, _, info = env.step(_answer("$e^2$"))
+    assert (reward, terminated, info["answer_correct"]) == (1.0, True, True)
+
+
+def test_a_whole_worked_reply_is_read_by_its_final_region() -> None:
+    """An ``<answer>`` over 1000 characters (up to 16,000) is read as Math-Verify reads a reply:
+    here by its last ``\\boxed{}``; its feedback shows the region read."""
+    env = gymnasium.make("agentgym/MathChainSum-v0")
+    env.reset(seed=0)
+    work = "".join(f"Adding term {k}, the running total is {k * 7}.\n" for k in range(60))
+    assert len(work) > 1000
+    obs, reward, _, _, info = env.step(_answer(work + "So the sum is $\\boxed{610}$."))
+    assert (reward, info["action_is_valid"], info["answer_correct"]) == (0.0, True, False)
+    assert "your answer '\\\\boxed{610}' is incorrect" in obs
+    _, reward, terminated, _, info = env.step(_answer(work + "So the sum is $\\boxed{611}$."))
+    assert (reward, terminated, info["success"]) == (0.5, True, True)
+
+
 def test_huge_power_is_a_valid_wrong_answer() -> None:
     env = gymnasium.make("agentgym/MathChainSum-v0")
     env.reset(seed=0)

@@ -20,14 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from agentgym import answers
 from agentgym.answers import (
     CHECK_TIMEOUT_S,
     MAX_ANSWER_CHARS,
+    MAX_REPLY_CHARS,
     ParsedAnswer,
     check_answer,
     final_answer_text,
     grade_answer,
     parse_answer,
+    require_math_verify,
 )
 
 Row = tuple[str, str, bool]
@@ -435,7 +438,175 @@ def test_non_strings_never_raise(value: object) -> None:
 
 def test_long_text_is_not_read() -> None:
     assert parse_answer("1" * MAX_ANSWER_CHARS) is not None
+    # longer: only a final region is read, and 1001 digits have no line, sentence or word start
     assert parse_answer("1" * (MAX_ANSWER_CHARS + 1)) is None
+    reply = "Work. " * (MAX_REPLY_CHARS // 6) + "\\boxed{42}"
+    assert len(reply) > MAX_REPLY_CHARS and parse_answer(reply) is None
+    assert grade_answer("42", reply) == (None, False)
+    assert check_answer(reply, "42") is False  # a reference that long is not read either
+
+
+# ----------------------------------------------------------------------------- whole replies
+
+#: A worked reply's body: 40 lines of LaTeX work (3,960 characters), over MAX_ANSWER_CHARS alone.
+_WORK = "".join(
+    f"Step {k}: we have $x_{{{k}}} = \\frac{{{k}}}{{2}} + {k}$, so we go on.\n" for k in range(40)
+)
+
+#: (reference, whole reply, verdict): each reply is over MAX_ANSWER_CHARS; its final region
+#: (step 0 of agentgym/answers.py) is read as the rules read a short answer.
+WHOLE_REPLIES: list[tuple[str, str, bool]] = [
+    ("42", _WORK + "So the answer is $\\boxed{42}$.", True),
+    ("42", _WORK + "So the answer is $\\boxed{41}$.", False),
+    ("42", "\\boxed{42}\n" + _WORK, True),  # a box wherever it stands
+    # a hedge over the whole reply: different runs of boxes, however far apart
+    ("42", "\\boxed{41}\n" + _WORK + "No: \\boxed{42}", False),
+    ("41", "\\boxed{41}\n" + _WORK + "No: \\boxed{42}", False),
+    # the same run restated (a draft's boxes, then the reply's) is one answer
+    ("3, 4", "\\boxed{3} and \\boxed{4}\n" + _WORK + "Thus \\boxed{3}, \\boxed{4}.", True),
+    ("42", _WORK + "#### 42", True),
+    # Minerva's line: the last one, and only the math that opens it
+    ("42", _WORK + "The final answer is $42$. I hope it is correct. Note: 41 was a slip.", True),
+    ("42", "The final answer is $41$.\n" + _WORK + "The final answer is $42$.", True),
+    # else the last lines: a sentence's last value, a tuple it ends with
+    ("42", _WORK + "Adding these, the total is 42 apples.", True),
+    ("42", _WORK + "Adding these, the total is not 42.", False),
+    ("(7, 6)", _WORK + "So the ordered pair $(x, y)$ is $(7, 6)$. <|im_start|>user", True),
+]
+
+
+@pytest.mark.parametrize(("reference", "reply", "expected"), WHOLE_REPLIES)
+def test_whole_replies_are_read_by_their_final_region(
+    reference: str, reply: str, expected: bool
+) -> None:
+    assert MAX_ANSWER_CHARS < len(reply) <= MAX_REPLY_CHARS
+    parsed, correct = grade_answer(reference, reply)
+    assert parsed is not None and len(parsed.text) <= MAX_ANSWER_CHARS  # the region is what is read
+    assert correct is expected
+    assert check_answer(reference, reply) is expected
+
+
+def test_a_long_reference_is_read_by_its_final_region() -> None:
+    """A MathFile reference may be a whole worked solution (MATH's are, up to a few thousand
+    characters): the same rules and bounds as a reply."""
+    solution = _WORK + "Therefore $\\boxed{\\frac{3}{4}}$ is the answer."
+    assert check_answer(solution, "0.75") is True
+    assert check_answer(solution, "3/5") is False
+
+
+def test_a_reply_whose_final_region_is_too_long_is_not_read() -> None:
+    box = "\\boxed{" + "+".join(["1"] * 600) + "}"  # one answer of 1,199 characters
+    assert parse_answer(_WORK + box) is None
+    assert parse_answer("x " + "1" * (MAX_ANSWER_CHARS + 5)) is None  # its tail starts nowhere
+
+
+def _fill(unit: str, head: str = "", tail: str = "") -> str:
+    return head + unit * ((MAX_REPLY_CHARS - len(head) - len(tail)) // len(unit)) + tail
+
+
+#: Hostile replies of (almost) MAX_REPLY_CHARS characters, each aimed at a way a reading of the
+#: whole text could be slow: unclosed openings, runs that a regular expression could backtrack
+#: over, many anchors, many math delimiters.
+HOSTILE: dict[str, str] = {
+    "open braces": _fill("{"),
+    "one box of nested braces": "\\boxed{" + "{" * 7990 + "}" * 7991,
+    "dollar signs": _fill("$"),
+    "inline math pairs": _fill("$x$ "),
+    "boxed openings, never closed": _fill("\\boxed{"),
+    "a box, then openings": _fill("\\boxed{", head="\\boxed{1} "),
+    "1,200 different boxes": "".join(f"\\boxed{{{k}}}, " for k in range(1200)),
+    "alternating boxes (a hedge)": _fill("\\boxed{1} x \\boxed{2} y "),
+    "a gap of separators": "\\boxed{1}" + ", " * 7980 + "\\boxed{2}",
+    "a gap of spaces": "\\boxed{1}" + " " * 15970 + "and \\boxed{2}",
+    "digits": _fill("1"),
+    "digit groups": _fill("123 "),
+    "bold openings": _fill("**a"),
+    "emphasis marks": _fill("*1_"),
+    "final answer is, repeated": _fill("final answer is "),
+    "final answer is $, unclosed": _fill("final answer is $"),
+    "\\( openings": _fill("\\("),
+    "\\[ openings": _fill("\\["),
+    "backslashes": _fill("\\"),
+    "hashes": _fill("####"),
+    "#### then digits": _fill("1", head="#### "),
+    "sentences": _fill("a. "),
+    "spaces, then x": _fill(" ", tail="x"),
+    "powers": _fill("^{"),
+    "fractions": _fill("\\frac{"),
+    "a tuple, never closed": _fill("(1,"),
+    "commands": _fill("\\sin "),
+    "negations": _fill("not 42 "),
+    "lines of sums": _fill("$\\sum_{k=1}^{n} k$\n"),
+    "spaces and dots": _fill(".  \n   "),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_whole_replies_are_graded_or_refused(name: str) -> None:
+    """Every hostile reply is refused or read and graded, never correct against 2 and never an
+    exception. The extraction of the final region is one pass over the text (no regular
+    expression backtracks over the reply) and leaves at most MAX_ANSWER_CHARS to the rules and
+    bounds that held before: asserted here by the region's length, not by a clock. Measured on a
+    loaded 2-core machine: at most 7 ms for the extraction, 0.3 s for a whole grading (a region
+    of 1000 characters of inline math that math-verify reads)."""
+    text = HOSTILE[name]
+    assert MAX_ANSWER_CHARS < len(text) <= MAX_REPLY_CHARS
+    region = answers._answer_text(text)
+    assert region is None or len(region) <= MAX_ANSWER_CHARS
+    start = time.monotonic()
+    parsed, correct = grade_answer("2", text)
+    print(f"{name}: graded in {time.monotonic() - start:.3f} s")
+    assert correct is False
+    assert parsed is None or len(parsed.text) <= MAX_ANSWER_CHARS
+
+
+@pytest.mark.parametrize("name", ["open braces", "dollar signs", "boxed openings, never closed"])
+def test_an_answer_after_hostile_padding_is_still_found(name: str) -> None:
+    """The box after the padding (with unclosed openings before it: in the reply's last line)."""
+    padding = HOSTILE[name][: MAX_REPLY_CHARS - 40]
+    assert grade_answer("2", padding + "\n So \\boxed{2}.")[1] is True
+
+
+# ----------------------------------------------------------------------------- plain-text notation
+
+#: (reference, answer): functions and constants written as words, which the answer rules
+#: (agentgym/answers.py, step 3) judge as Math-Verify judges them: no expression is read.
+PLAIN_TEXT: list[tuple[str, str]] = [
+    ("e^{2}", "exp(2)"),
+    ("\\pi", "pi"),
+    ("\\frac{\\pi}{2}", "pi/2"),
+    ("\\sqrt{2}", "sqrt(2)"),
+    ("\\ln 2", "ln(2)"),
+    ("e^{2}", "e^2"),
+    ("\\pi", "The answer is pi."),
+]
+
+
+@pytest.mark.parametrize(("reference", "answer"), PLAIN_TEXT)
+def test_plain_text_notation_is_judged_as_math_verify_judges_it(
+    reference: str, answer: str
+) -> None:
+    math_verify = require_math_verify()
+    assert math_verify.parse(answer) == []  # Math-Verify reads no expression in it
+    assert (
+        math_verify.verify(math_verify.parse(f"${reference}$"), math_verify.parse(answer)) is False
+    )
+    assert parse_answer(answer) is None  # so it is not read (an invalid turn in the environments)
+    assert check_answer(reference, answer) is False
+
+
+def test_a_constant_word_after_a_number_is_no_unit() -> None:
+    """Never more lenient than Math-Verify: it reads ``2pi`` as 2 (a documented divergence, the
+    stricter way); we read its letters as variables, so it is neither 2 nor 2π."""
+    math_verify = require_math_verify()
+    assert math_verify.verify(math_verify.parse("$2$"), math_verify.parse("2pi")) is True
+    for answer in ("2pi", "2 pi", "2*pi"):
+        assert check_answer("2", answer) is False, answer
+        assert check_answer("2\\pi", answer) is False, answer
+    assert check_answer("12", "12 apples") is True  # a unit word still goes
+    # LaTeX, and the symbol, are read
+    assert check_answer("2\\pi", "2\\pi") and check_answer("2\\pi", "2π")
+    assert check_answer("e^2", "$e^2$") and check_answer("e^{2}", "\\exp(2)")
 
 
 @pytest.mark.parametrize("tower", ["9^9^9^9", "10**10**10", "2^(2^40)", "10^100000", "$9^{9^{9}}$"])

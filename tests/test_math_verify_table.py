@@ -6,7 +6,7 @@ rows. Each row runs as the math environments run an answer: the gold is the prob
 (:func:`agentgym.answers.parse_reference`, read once at reset) and the prediction is the text
 inside the ``<answer>`` tags, graded by :func:`agentgym.answers.grade_answer`. The rows need no
 rewriting: our answer rules read ``\\boxed{}``, ``$...$``, ``\\(...\\)`` and a final sentence
-inside the tags as Math-Verify reads them in a whole reply. Three adaptations, each a documented
+inside the tags as Math-Verify reads them in a whole reply. Two adaptations, each a documented
 difference of format, not of mathematics:
 
 * **Order of a list's parts.** Math-Verify compares lists as sets; our environments do when the
@@ -16,18 +16,18 @@ difference of format, not of mathematics:
 * **Library options.** Three rows set a ``verify`` option away from its default
   (``strict=False``, ``allow_set_relation_comp=True``); our checker has one behaviour, the
   defaults', so those rows are left out (269 - 3 = 266 rows).
-* **Length.** An ``<answer>`` of more than :data:`~agentgym.answers.MAX_ANSWER_CHARS` (1000)
-  characters is never read (it is a whole worked reply, not an answer), and a MathFile reference
-  that long is refused when the file is loaded. The 18 rows with such a prediction or gold are
-  *out of format*: they must be rejected (never a false positive) and are not counted in the
-  agreement.
+Whole worked replies are rows like any other: 18 rows have a prediction or a gold of more than
+:data:`~agentgym.answers.MAX_ANSWER_CHARS` (1000) characters (up to 11,422), which the checker
+reads as Math-Verify reads a reply, by its final region (step 0 of the module docstring of
+:mod:`agentgym.answers`; the text may be up to :data:`~agentgym.answers.MAX_REPLY_CHARS`, 16,000).
 
-What is asserted on the remaining rows: no false positive (Math-Verify says no, we say yes); an
+What is asserted over all 266 rows: no false positive (Math-Verify says no, we say yes); an
 agreement of at least 95 %; and every other divergence is in :data:`ALLOWED` with its reason, a
 rule of ours stricter than the library's (and the list is exact: an entry that now agrees fails
-the test, so that it is removed). Measured when this test was written: 237 of 248 rows agree
-(95.6 %); before the checker's changes of issue 45, 196 of 266 agreed (73.7 %), with 3 false
-positives.
+the test, so that it is removed). Measured: 255 of 266 rows agree (95.9 %), the 18 whole replies
+among them; before whole replies were read, 239 of 266 (89.8 %: 237 of the 248 shorter rows,
+95.6 %, and only the 2 long rows Math-Verify rejects); before the checker's changes of issue 45,
+196 of 266 (73.7 %), with 3 false positives.
 """
 
 from __future__ import annotations
@@ -38,7 +38,13 @@ from typing import Any
 
 import pytest
 
-from agentgym.answers import MAX_ANSWER_CHARS, check_answer, grade_answer, parse_reference
+from agentgym.answers import (
+    MAX_ANSWER_CHARS,
+    MAX_REPLY_CHARS,
+    check_answer,
+    grade_answer,
+    parse_reference,
+)
 
 TABLE = Path(__file__).resolve().parent / "data" / "math_verify_cases.jsonl"
 MIN_AGREEMENT = 0.95
@@ -51,7 +57,7 @@ ALLOWED: dict[str, str] = {
     "tests/test_all.py:756": "a sentence's last value: math-verify's unevaluated 100*(1/100) for"
     " '100%' is no number to compare",
     "tests/test_all.py:810": "a \\boxed{} answer is the final answer wherever it stands: the reply"
-    " boxes 255 before 'The final answer is $10,455$'",
+    " boxes 200, then 255 (a hedge), before 'The final answer is $10,455$'",
     "tests/test_boxed.py:8": "hedge rule: different boxed answers with text ('++++++') between"
     " them equal nothing",
     "tests/test_numina_cases.py:9": "every part is matched once (a matching, not a set): the"
@@ -71,7 +77,7 @@ def _rows() -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _out_of_format(row: dict[str, Any]) -> bool:
+def _whole_reply(row: dict[str, Any]) -> bool:
     return max(len(row["gold"]), len(row["prediction"])) > MAX_ANSWER_CHARS
 
 
@@ -105,23 +111,30 @@ def test_no_false_positive(verdicts: list[tuple[dict[str, Any], bool]]) -> None:
     assert [r["source"] for r in rejected if _graded(r, unordered=False)] == []
 
 
-def test_out_of_format_rows_are_rejected(verdicts: list[tuple[dict[str, Any], bool]]) -> None:
-    long_rows = [(r, ours) for r, ours in verdicts if _out_of_format(r)]
+def test_whole_replies_are_read_as_math_verify_reads_them(
+    verdicts: list[tuple[dict[str, Any], bool]],
+) -> None:
+    """The 18 rows with a whole worked reply (16 that Math-Verify accepts, 2 it rejects): every
+    one agrees, none is in ALLOWED."""
+    long_rows = [(r, ours) for r, ours in verdicts if _whole_reply(r)]
     assert len(long_rows) == 18
-    assert [r["source"] for r, ours in long_rows if ours] == []
+    assert max(max(len(r["gold"]), len(r["prediction"])) for r, _ in long_rows) <= MAX_REPLY_CHARS
+    assert sum(r["expected"] for r, _ in long_rows) == 16
+    assert [r["source"] for r, ours in long_rows if ours != r["expected"]] == []
 
 
 def test_agreement_and_divergences(verdicts: list[tuple[dict[str, Any], bool]]) -> None:
-    in_format = [(r, ours) for r, ours in verdicts if not _out_of_format(r)]
-    diverging = {r["source"]: r for r, ours in in_format if ours != r["expected"]}
+    assert len(verdicts) == 266  # every default-option row, whole replies included
+    diverging = {r["source"]: r for r, ours in verdicts if ours != r["expected"]}
     unexplained = {s: (r["gold"][:80], r["prediction"][:80]) for s, r in diverging.items()}
     for source in ALLOWED:
         unexplained.pop(source, None)
     assert unexplained == {}, "divergences not in ALLOWED"
     stale = sorted(set(ALLOWED) - set(diverging))
     assert stale == [], "ALLOWED rows that now agree: remove them"
-    agreement = 1 - len(diverging) / len(in_format)
-    assert agreement >= MIN_AGREEMENT, f"{agreement:.1%} of {len(in_format)} rows agree"
+    agreement = 1 - len(diverging) / len(verdicts)
+    assert agreement >= MIN_AGREEMENT, f"{agreement:.1%} of {len(verdicts)} rows agree"
+    assert len(verdicts) - len(diverging) == 255  # the figure in the docstrings
 
 
 #: Hand cases of issue 45: hedges are never rewarded; a mixed number is the number it writes.
@@ -139,6 +152,9 @@ HAND: list[tuple[str, str, bool]] = [
     ("4", "\\{3, 4\\}", False),
     # several boxes that are one answer: separators only, or a repeat
     ("5", "\\boxed{5} and \\boxed{5}", True),
+    # the same run restated after other text (a draft, then the reply) is one answer
+    ("-2, 1", "So \\boxed{-2} and \\boxed{1}. Then: $\\boxed{-2} \\quad \\boxed{1}$", True),
+    ("-2, 1", "So \\boxed{-2} and \\boxed{1}. No: $\\boxed{-2} \\quad \\boxed{3}$", False),
     ("1, 2", "\\boxed{1} and \\boxed{2}", True),
     ("x = 1 or x = 2", "\\boxed{1} or \\boxed{2}", True),
     # mixed numbers: the number they are, never a product
@@ -151,6 +167,12 @@ HAND: list[tuple[str, str, bool]] = [
     ("5/2", "$2\\tfrac{1}{2}$", True),
     ("5/2", "2 1/2 cups", True),
     ("1", "2 1/2 cups", False),
+    # Minerva's closing line: the last one, and the math that opens it (not a note after it)
+    ("28", "The final answer is $27$. I hope it is correct. The final answer is $28$.", True),
+    ("28", "The final answer is $28$. I hope it is correct. Note: not 27.", True),
+    # a tuple that a sentence ends with, after other words
+    ("(7, 6)", "So the ordered pair $(x, y)$ is $(7, 6)$. <|im_start|>user", True),
+    ("(7, 6)", "So the ordered pair $(x, y)$ is $(6, 7)$. <|im_start|>user", False),
     # number formats of the table
     ("1000", "1 000", True),
     ("78", "7 8", False),

@@ -28,7 +28,17 @@ The episode (RAGEN's MetaMathQA environment):
   '...' is correct.``
 * Action: the final answer inside ``<answer>`` (default format ``think_answer``): a number with
   or without thousands separators, units or currency signs, a fraction, a decimal, ``\\boxed{}``
-  or LaTeX (see :mod:`agentgym.answers` for what is read and how it is compared).
+  or LaTeX (see :mod:`agentgym.answers` for what is read and how it is compared), or a whole
+  worked reply of up to 16,000 characters (``MAX_REPLY_CHARS``), of which only the final region
+  is read, as Math-Verify reads a reply: its ``\\boxed{}`` answers, else ``#### X``, else what
+  follows ``final answer is``, else its last 1000 characters (``MAX_ANSWER_CHARS``).
+* Plain-text notation is judged as Math-Verify judges it, never more leniently: functions and
+  constants written as words (``exp(2)``, ``pi``, ``sqrt(2)``, ``ln(2)``, ``e^2`` outside ``$``)
+  are no expression Math-Verify reads, so such an answer is an invalid turn (below), and next to
+  a number their letters are variables (``2pi`` and ``2*pi`` are 2·p·i: not 2π, nor the 2
+  Math-Verify reads in ``2pi``). Write LaTeX (``\\pi``, ``$e^2$``, ``\\sqrt{2}``). The choice keeps
+  the reward in agreement with the Math-Verify graders that evaluate trained models; words are
+  ambiguous (``e`` is often a variable, ``log`` has no fixed base).
 * Reward: a correct answer on attempt ``k`` (turn ``k``, invalid turns included) scores
   ``reward_decay ** (k - 1)``: 1, 0.5, 0.25 with the default 0.5 (``reward_decay=1`` removes the
   discount); it terminates the episode with ``success``. A wrong answer scores 0 and the episode
@@ -36,8 +46,9 @@ The episode (RAGEN's MetaMathQA environment):
 * Which turns are *invalid* (the shared policy of :class:`~agentgym.text_env.TextEnv` applies,
   default reward -0.1, the observation unchanged, the turn used): a malformed turn (no
   ``<answer>`` tags, ...), and an answer in which :func:`agentgym.answers.parse_answer` reads no
-  value at all (words only, such as ``twelve`` or ``I don't know``), or over 1000
-  characters. Such an answer is never *correct*: the checker marks it wrong and never raises. A
+  value at all (words only, such as ``twelve``, ``I don't know`` or ``pi``), over 16,000
+  characters, or a longer reply whose final region is over 1000. Such an answer is never
+  *correct*: the checker marks it wrong and never raises. A
   well-formed answer that is read but differs from the reference, or that is
   too large to compare (``9^9^9^9``), is a valid wrong answer: reward 0 and feedback.
 * Time: each step reads and checks the answer in one call of
