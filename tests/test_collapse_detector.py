@@ -257,3 +257,37 @@ def test_checkpoint_round_trip_keeps_the_state():
     assert restored.update(nothing)["collapse/state_format_collapsed"] == 1.0
     with pytest.raises(KeyError, match="mi_estimate"):
         restored.update({"mi_zscore": 1.0})
+
+
+@pytest.fixture(scope="module")
+def smol_tokenizer():
+    from transformers import AutoTokenizer
+
+    from baselines.llm.policy import embedded_model_path
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_path())
+    tok.padding_side = "left"
+    return tok
+
+
+def test_a_z_that_starts_or_ends_with_white_space_ids_is_scored_verbatim(smol_tokenizer):
+    """Issue 44: a newline sampled right after ``<think>`` (and one before ``</think>``) was cut
+    from the scored z, so the scorer teacher-forced a sequence the policy never sampled. z is now
+    every sampled id between the tags; a span of white space only is still ``"empty"``."""
+    from baselines.collapse.reasoning import reasoning_span
+    from tests.test_episodes import ScriptedEngine, _play
+
+    tok = smol_tokenizer
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    assert newline and not tok.decode(newline).strip()  # ids that decode to white space only
+    body = tok("arm A paid 0.7", add_special_tokens=False)["input_ids"]
+    close = tok("</think><answer>Up</answer>", add_special_tokens=False)["input_ids"]
+    reply = newline + body + newline + close
+    (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
+    z, status = reasoning_span(tok, episode.turns[0])
+    assert status == "valid" and z == newline + body + newline
+    assert tok.decode(z) == "\narm A paid 0.7\n"
+    # Only white space inside: no z to score, dropped as empty (and counted as invalid thinking).
+    reply = newline + newline + close
+    (episode,) = _play(tok, ScriptedEngine(tok, [reply], set()), env_kwargs={"max_turns": 1})
+    assert reasoning_span(tok, episode.turns[0]) == ([], "empty")

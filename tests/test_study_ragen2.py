@@ -190,11 +190,20 @@ def test_verdicts_by_hand():
         * stats.correlation_power(0.39, 18, 2 * 0.05 / 3)
     )
     assert b["power"] < 0.8 and c["power"] < 0.8  # 5 seeds, 18 runs: far from enough
-    # Not significant: "not reproduced" only with power >= 0.8 for the paper's effect.
-    big = {**power, "filtering_effect": 1.0, "filtering_sd": 0.1}
-    for effect, expected in ((big, "not reproduced"), (power, "inconclusive")):
+    # Not significant: "not reproduced" only when the data exclude the paper's effect at their
+    # own sd (issue 44), whatever the power. Bandit: 5 pairs, mean -0.2, sd 0.1: t = (-0.2 -
+    # 0.1) / (0.1 / sqrt 5) = -6.708, p = P(T_4 <= -6.708) = 0.0013 <= 0.05: excluded there;
+    # with sd 1.0, t = -0.671, p 0.27: not excluded, so inconclusive, even at a power of 1.
+    big = {**power, "filtering_effect": 0.1, "filtering_sd": 0.001}  # planned power ~1
+    for sd, expected in ((0.1, "not reproduced"), (1.0, "inconclusive")):
         claims = {"filtering": _filtering({"Bandit-v0": 0.4, "FrozenLake-v0": 0.01})}
-        _decide(claims, effect)
+        bandit = claims["filtering"]["differences"]["Bandit-v0/softmax"]
+        bandit.update(mean=-0.2, sd=sd)
+        _decide(claims, big)
+        assert claims["filtering"]["power"] > 0.99
+        assert bandit["p_below_paper_effect"] == pytest.approx(
+            0.0013 if sd == 0.1 else 0.2695, abs=1e-4
+        )
         assert claims["filtering"]["verdict"] == expected and not claims["filtering"]["reproduced"]
     # (c) significant by its p but its seed-resampled interval reaches 0: not significant.
     claims = {
@@ -206,7 +215,9 @@ def test_verdicts_by_hand():
         }
     }
     _decide(claims, power)
-    assert claims["correlation"]["verdict"] == "inconclusive"
+    # Not significant; the interval's top, 0.4, is below the paper's +0.53: not reproduced.
+    assert not claims["correlation"]["significant"]
+    assert claims["correlation"]["verdict"] == "not reproduced"
     # The difference is clear but made by entropy alone: rho(MI-ZScore)'s interval reaches 0.
     claims = {
         "correlation": {
@@ -220,13 +231,13 @@ def test_verdicts_by_hand():
     assert not claims["correlation"]["significant"]
 
 
-def test_the_spec_sd_decides_and_the_observed_sd_is_checked_beside_it():
-    """(b) as it ran (docs/reproduction-filtering.md): 15 pairs, p 0.25, the spec's paired sd
-    0.14 gives power 0.84 at alpha 0.05, so the rule says "not reproduced"; the observed sd,
-    0.273, is checked beside it and never decides. An independent power (scipy's noncentral t,
-    one-sided, not the two-sided test at twice the level the study uses): 0.3835 at n = 15, and
-    n = 48 is the first to reach 0.8 (0.7958 at 47, 0.8034 at 48). The study's power is that
-    one-sided test's."""
+def test_b_as_committed_is_inconclusive_with_the_power_at_the_observed_sd_beside_it():
+    """(b) as it ran (docs/reproduction-filtering.md): 15 pairs, mean +0.048, p 0.25. The
+    spec's paired sd 0.14 gave a planned power of 0.84, and the old rule called it "not
+    reproduced"; the observed sd was 0.273 and its 95 % interval [-0.10, +0.20] holds the
+    paper's +0.10 (issue 44): inconclusive. The power at the observed sd, by an independent
+    computation (scipy's noncentral t, one-sided): 0.3835 at n = 15; n = 48 is the first to
+    reach 0.8 (0.7958 at 47, 0.8034 at 48)."""
     from scipy import stats as sp
 
     def one_sided(sd: float, n: int) -> float:
@@ -235,19 +246,208 @@ def test_the_spec_sd_decides_and_the_observed_sd_is_checked_beside_it():
 
     power = {"alpha": 0.05, "filtering_effect": 0.1, "filtering_sd": 0.14}
     claims = {"filtering": _filtering({"Bandit-v0": 0.2518}, n=15)}
-    claims["filtering"]["differences"]["Bandit-v0/softmax"]["sd"] = 0.27327
+    claims["filtering"]["differences"]["Bandit-v0/softmax"].update(mean=0.04792, sd=0.27327)
     _decide(claims, power)
     b = claims["filtering"]
     d = b["differences"]["Bandit-v0/softmax"]
-    assert b["verdict"] == "not reproduced" and b["power"] == pytest.approx(0.8375, abs=1e-3)
+    assert b["verdict"] == "inconclusive" and b["power"] == pytest.approx(0.8375, abs=1e-3)
+    assert d["excludes_paper_effect"] is False and d["p_below_paper_effect"] > 0.05
     assert d["power_at_observed_sd"] == pytest.approx(one_sided(0.27327, 15), abs=1e-9)
     assert d["power_at_observed_sd"] == pytest.approx(0.3835, abs=5e-4)
     assert d["pairs_for_power_at_observed_sd"] == 48
+    assert b["power_at_observed"] == d["power_at_observed_sd"]
+    assert b["n_for_power_at_observed"] == 48
     assert one_sided(0.27327, 47) < 0.8 <= one_sided(0.27327, 48)
     claims = {"filtering": _filtering({"Bandit-v0": 0.2518}, n=15)}  # no sd: no check
     _decide(claims, power)
     d = claims["filtering"]["differences"]["Bandit-v0/softmax"]
     assert math.isnan(d["power_at_observed_sd"]) and d["pairs_for_power_at_observed_sd"] is None
+    assert claims["filtering"]["verdict"] == "inconclusive"
+
+
+def test_c_is_not_reproduced_only_when_its_intervals_exclude_the_paper():
+    """(c): the paper's difference is 0.39 - (-0.14) = +0.53. An interval of the difference
+    [-0.21, 0.17] excludes it (so would rho(MI-ZScore)'s [-0.02, 0.29] exclude +0.39); one
+    reaching [-0.2, 0.6] with rho(MI-ZScore) in [-0.1, 0.5] does not."""
+    power = {"alpha": 0.05, "correlation_mi": 0.39, "correlation_entropy": -0.14}
+    for diff, mi, expected in (
+        ([-0.21, 0.17], [0.0, 0.5], "not reproduced"),
+        ([-0.2, 0.6], [-0.02, 0.29], "not reproduced"),
+        ([-0.2, 0.6], [-0.1, 0.5], "inconclusive"),
+    ):
+        claims = {
+            "correlation": {
+                "p_one_sided": 0.5,
+                "ci_zscore_minus_entropy": diff,
+                "ci_ragen_mi_zscore": mi,
+                "runs": 165,
+                "spearman_zscore_entropy": -0.38,
+            }
+        }
+        _decide(claims, power)
+        c = claims["correlation"]
+        assert c["paper_difference"] == pytest.approx(0.53) and c["verdict"] == expected
+        # The power at the observed rho(MI-ZScore, entropy) replaces the spec's 0 (absent: 0).
+        assert c["power_at_observed"] == pytest.approx(
+            stats.dependent_correlations_power(0.39, -0.14, -0.38, 165, 0.05, signed=True)
+            * stats.correlation_power(0.39, 165, 0.1)
+        )
+
+
+def test_an_arm_that_ends_at_its_floor_or_ceiling_voids_the_comparison_it_feeds():
+    """Medians over seeds of the final success: none (0.0, 0.02, 0.5) = 0.02 <= 0.05 (floor);
+    selective (0.9, 0.96, 1.0) = 0.96 >= 0.95 (ceiling); ppo (0.3, 0.5, 0.6) = 0.5 is free.
+    Whatever the statistics say, a comparison fed by a bound arm is void."""
+    from baselines.studies.ragen2 import _bounds, floor_ceiling
+
+    def runs(claim: str, arm: str, finals: list[float]) -> list[dict]:
+        return [
+            {"claim": claim, "env": "agentgym/Bandit-v0", "arm": arm, "seed": i,
+             "final_val_success": v}
+            for i, v in enumerate(finals)
+        ]  # fmt: skip
+
+    table = floor_ceiling(
+        runs("c", "none", [0.0, 0.02, 0.5]) + runs("c", "ppo", [0.3, 0.5, 0.6])
+        + runs("c", "selective", [0.9, 0.96, 1.0]) + runs("c", "nan", [math.nan]),
+        0.05, 0.95,
+    )  # fmt: skip
+    assert {k: v["median"] for k, v in table.items()} == {
+        "Bandit-v0/none": 0.02,
+        "Bandit-v0/ppo": 0.5,
+        "Bandit-v0/selective": 0.96,
+    }
+    assert "at or below its floor 0.05" in table["Bandit-v0/none"]["void"]
+    assert "at or above its ceiling 0.95" in table["Bandit-v0/selective"]["void"]
+    assert table["Bandit-v0/ppo"]["void"] is None
+    # Exactly at the bound counts (the gate's "at its floor").
+    assert floor_ceiling(runs("c", "x", [0.05]), 0.05, 0.95)["Bandit-v0/x"]["void"]
+    # (b): the filtered arm at its ceiling voids its comparison, even a significant one.
+    power = {"alpha": 0.05, "filtering_effect": 0.1, "filtering_sd": 0.14}
+    claims = {"filtering": {**_filtering({"Bandit-v0": 0.001}, n=3), "baseline": "ppo"}}
+    claims["filtering"]["differences"]["Bandit-v0/softmax"].update(mean=0.3, sd=0.1)
+    by_claim = {"filtering": runs("filtering", "ppo", [0.3, 0.5, 0.6])
+                + runs("filtering", "softmax", [0.9, 0.96, 1.0])}  # fmt: skip
+    _bounds(claims, by_claim, {"success_floor": 0.05, "success_ceiling": 0.95})
+    _decide(claims, power)
+    b = claims["filtering"]
+    assert b["significant"] and b["verdict"] == stats.VOID == "void: floor/ceiling"
+    assert not b["reproduced"] and "Bandit-v0/softmax" in b["floor_ceiling"][0]
+    assert "Bandit-v0/softmax" in b["differences"]["Bandit-v0/softmax"]["void"]
+    # (c): any arm of the sweep at its floor voids it (the GRPO arms of the committed sweep).
+    claims = {
+        "correlation": {
+            "p_one_sided": 0.5, "ci_zscore_minus_entropy": [-0.2, 0.1],
+            "ci_ragen_mi_zscore": [-0.1, 0.2], "runs": 6, "spearman_zscore_entropy": 0.0,
+        }
+    }  # fmt: skip
+    by_claim = {"correlation": runs("correlation", "grpo", [0.0, 0.0, 0.1])
+                + runs("correlation", "ppo", [0.3, 0.5, 0.6])}  # fmt: skip
+    _bounds(claims, by_claim, {"success_floor": 0.05, "success_ceiling": 0.95})
+    _decide(claims, {"alpha": 0.05, "correlation_mi": 0.39, "correlation_entropy": -0.14})
+    assert claims["correlation"]["excludes_paper_effect"]  # the interval alone would say so
+    assert claims["correlation"]["verdict"] == "void: floor/ceiling"
+
+
+def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkeypatch):
+    """--report-only re-decides each committed results.json by these rules, without a run:
+    (b) inconclusive (its interval holds the paper's +0.10), (c) void (12 GRPO arms ended at
+    their floor), the SmolLM2 (a) inconclusive; the committed files already say so, and a
+    second regeneration changes no statistic and no verdict."""
+    import shutil
+
+    docs = ROOT / "docs"
+    expected = {
+        "reproduction": ("ragen2.yaml", {"collapse": "inconclusive", "filtering":
+                         "inconclusive", "correlation": "inconclusive"}),
+        "reproduction-filtering": ("ragen2_filtering.yaml", {"filtering": "inconclusive"}),
+        "reproduction-correlation": ("ragen2_correlation.yaml",
+                                     {"correlation": "void: floor/ceiling"}),
+        "reproduction-smollm2": ("ragen2_smollm2.yaml", {"collapse": "inconclusive"}),
+    }  # fmt: skip
+    for name, (spec_name, verdicts) in expected.items():
+        committed = json.loads((docs / name / "results.json").read_text())
+        assert {k: c["verdict"] for k, c in committed["claims"].items()} == verdicts, name
+        assert "| not reproduced |" not in (docs / f"{name}.md").read_text()
+        for verdict in verdicts.values():
+            assert f"| {verdict} |" in (docs / f"{name}.md").read_text()
+        (tmp_path / name).mkdir()
+        shutil.copy(docs / name / "results.json", tmp_path / name / "results.json")
+        doc = tmp_path / f"{name}.md"
+        spec = str(ROOT / "baselines" / "studies" / spec_name)
+        assert main(["--spec", spec, "--doc", str(doc), "--report-only"]) == 0
+        again = json.loads((tmp_path / name / "results.json").read_text())
+        assert {k: c["verdict"] for k, c in again["claims"].items()} == verdicts, name
+        for key, claim in committed["claims"].items():
+            for stat in ("mean", "sd", "low", "high", "p_one_sided", "mrr_z", "ci_ragen_mi_zscore"):
+                assert json.dumps(again["claims"][key].get(stat)) == json.dumps(claim.get(stat))
+        text = doc.read_text()
+        assert "Verdicts re-decided from the committed data, nothing re-run" in text
+        assert "power: planned | at the observed variance | n for 0.8 at it" in text
+    # Staleness is stated as of the commit whose code judged it, kept from the committed report.
+    text = (tmp_path / "reproduction-filtering.md").read_text()
+    assert "stale runs as of it (made by older code than it): 30 of 30" in text
+    assert "**30 stale runs** as of commit `5bdfd8016312`:" in text
+    b = json.loads((tmp_path / "reproduction-filtering" / "results.json").read_text())
+    b = b["claims"]["filtering"]
+    assert (round(b["power"], 2), round(b["power_at_observed"], 2)) == (0.84, 0.38)
+    assert b["n_for_power_at_observed"] == 48
+    c = json.loads((tmp_path / "reproduction-correlation" / "results.json").read_text())
+    voided = c["claims"]["correlation"]["floor_ceiling"]
+    assert len(voided) == 11 and all("grpo_" in v for v in voided)  # lr3e3_ent0_none: 0.055
+    # No committed results beside the report: the fix is named.
+    with pytest.raises(SystemExit):
+        main(["--doc", str(tmp_path / "none.md"), "--report-only"])
+
+
+def test_a_results_folder_is_refused_to_another_spec(tmp_path):
+    """A spec's fingerprint is written into its folder; another spec, or a folder holding
+    files without one, is refused with the fix named; the same spec (comments, key order
+    aside) resumes."""
+    from baselines.studies.ragen2 import SPEC_FILE, claim_folder, spec_fingerprint
+
+    tiny = load_study(ROOT / "baselines" / "studies" / "ragen2_filtering.yaml")
+    smol = load_study(ROOT / "baselines" / "studies" / "ragen2_smollm2.yaml")
+    assert spec_fingerprint(tiny) != spec_fingerprint(smol)
+    assert spec_fingerprint(tiny) == spec_fingerprint(dict(reversed(list(tiny.items()))))
+    assert spec_fingerprint(load_study(quick=True)) != spec_fingerprint(load_study())
+    out = tmp_path / "study"
+    assert claim_folder(out, tiny, "ragen2_filtering.yaml") == spec_fingerprint(tiny)
+    record = json.loads((out / SPEC_FILE).read_text())
+    assert record["fingerprint"] == spec_fingerprint(tiny) and record["spec"]["model"] == "tiny"
+    (out / "sft").mkdir()  # a warm start made by the tiny spec
+    assert claim_folder(out, tiny, "ragen2_filtering.yaml") == spec_fingerprint(tiny)
+    with pytest.raises(ValueError, match="was made by another spec") as err:
+        claim_folder(out, smol, "baselines/studies/ragen2_smollm2.yaml")
+    assert "give a new --out (this spec's default: runs/ragen2-smollm2) or delete" in str(err.value)
+    legacy = tmp_path / "legacy"
+    (legacy / "gate").mkdir(parents=True)
+    with pytest.raises(ValueError, match="holds files but no spec.json"):
+        claim_folder(legacy, smol, "ragen2_smollm2.yaml")
+    assert not (legacy / SPEC_FILE).exists()
+    # The command refuses before anything runs, naming the fix.
+    with pytest.raises(SystemExit):
+        main(["--spec", str(ROOT / "baselines" / "studies" / "ragen2_smollm2.yaml"),
+              "--out", str(out)])  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == ["sft", SPEC_FILE]
+
+
+def test_out_and_doc_default_by_the_spec_name():
+    from baselines.studies.ragen2 import default_paths
+
+    studies = ROOT / "baselines" / "studies"
+    assert default_paths(studies / "ragen2.yaml", False) == (
+        Path("runs/ragen2"), Path("docs/reproduction.md"))  # fmt: skip
+    for name in ("filtering", "correlation", "smollm2", "collapse"):
+        assert default_paths(studies / f"ragen2_{name}.yaml", False) == (
+            Path(f"runs/ragen2-{name}"), Path(f"docs/reproduction-{name}.md"))  # fmt: skip
+        # Each spec's own comment names the same command (--out and --doc spelled out).
+        text = (studies / f"ragen2_{name}.yaml").read_text()
+        if "--out" in text:
+            assert f"--out runs/ragen2-{name} --doc docs/reproduction-{name}.md" in text
+    assert default_paths("my_study.yaml", True) == (
+        Path("runs/my-study-quick"), Path("runs/my-study-quick/reproduction.md"))  # fmt: skip
+    assert default_paths("my_study.yaml", False)[1] == Path("docs/reproduction-my-study.md")
 
 
 def test_design_power_is_stated_before_the_runs():
@@ -558,7 +758,13 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
         "reproduced",
         "not reproduced",
         "inconclusive",
+        "void: floor/ceiling",
     }
+    # The folder names the spec that made it (a resume of this spec matches it).
+    from baselines.studies.ragen2 import SPEC_FILE, spec_fingerprint
+
+    assert results["spec_fingerprint"] == spec_fingerprint(load_study(quick=True))
+    assert json.loads((out / SPEC_FILE).read_text())["fingerprint"] == results["spec_fingerprint"]
     # The gate measured the warm start: its oracle reasoning keeps at least a twentieth of its
     # MI ceiling (the quick gate; its success check is off: see the quick spec, whose warm start
     # kept 0.12-0.44 of it as float rounding alone changed).
@@ -596,15 +802,20 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
             assert_records_this_code(record)
         assert run["stale"] is None or "uncommitted changes" in run["stale"]
     assert_records_this_code(results["provenance"])
-    assert "## Provenance" in text and "stale runs (made by older code): " in text
+    assert "## Provenance" in text and "stale runs as of it (made by older code than it): " in text
+    assert f"Code of these statistics: commit `{results['provenance']['commit'][:12]}`" in text
     # Resume: every run is done, so the second call only recomputes the statistics. Without
     # --doc, from the checkout's root, a quick study writes its report into its results folder
     # and leaves docs/ as it was, byte for byte (it once overwrote docs/reproduction.md).
     before = {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")}
-    docs = {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()}
+    # (The study's own files only: other work may edit the rest of docs/ meanwhile.)
+    docs = {p: p.read_bytes() for p in (ROOT / "docs").rglob("reproduction*") if p.is_file()}
+    docs |= {p: p.read_bytes() for p in (ROOT / "docs").glob("reproduction*/*")}
     monkeypatch.chdir(ROOT)
     assert main(["--quick", "--out", str(out)]) == 0
-    assert {p: p.read_bytes() for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs
+    after = {p: p.read_bytes() for p in (ROOT / "docs").rglob("reproduction*") if p.is_file()}
+    after |= {p: p.read_bytes() for p in (ROOT / "docs").glob("reproduction*/*")}
+    assert after == docs
     assert (out / "reproduction.md").read_text().startswith("# RAGEN-2's claims")
     assert (out / "reproduction" / "entropy_mi.png").is_file()
     assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
@@ -619,8 +830,17 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     spec["quick"]["gate"]["mi_fraction"] = 1.5  # more than any MI can reach
     strict = tmp_path / "strict.yaml"
     strict.write_text(yaml.safe_dump(spec))
-    shutil.rmtree(out / "gate")
-    shutil.rmtree(out / "runs")
+    # Another spec: the study's folder is refused (its gate and runs are not this spec's) ...
+    with pytest.raises(SystemExit):
+        main(["--quick", "--spec", str(strict), "--out", str(out)])
+    assert "was made by another spec" in capsys.readouterr().err
+    # ... so it gets its own, given the same warm start on purpose (the check is of the gate).
+    from baselines.studies.ragen2 import claim_folder
+
+    fresh = tmp_path / "strict-study"
+    claim_folder(fresh, load_study(strict, quick=True), strict)
+    shutil.copytree(out / "sft", fresh / "sft")
+    out = fresh
     assert main(["--quick", "--spec", str(strict), "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert not results["gate"]["agentgym/Bandit-v0"]["passed"]

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from baselines.studies.stats import (
+    VOID,
+    below_effect_paired,
     cluster_bootstrap,
     correlation_power,
     dependent_correlations_power,
@@ -114,9 +116,12 @@ def test_spearman_holm_verdict_and_cluster_bootstrap() -> None:
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
     assert holm([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]
     assert holm([0.5, math.nan]) == [0.5, math.nan] or math.isnan(holm([0.5, math.nan])[1])
-    assert verdict(True, 0.1) == "reproduced"
-    assert verdict(False, 0.85) == "not reproduced"
-    assert verdict(False, 0.5) == "inconclusive"
+    assert verdict(True, False) == "reproduced"
+    assert verdict(False, True) == "not reproduced"
+    assert verdict(False, False) == "inconclusive"
+    assert verdict(True, False, "B-v0/x at floor") == verdict(False, True, "x") == VOID
+    with pytest.raises(TypeError, match="power no longer decides"):
+        verdict(False, 0.85)  # the old signature (significant, power) is refused
     # Three seeds whose runs carry values 1, 2, 3: the mean over resampled seeds lies in [1, 3]
     # and, with 3 clusters, only 10 distinct resample means exist (1, 4/3, ..., 3).
     values = {"a": [1.0, 1.0], "b": [2.0, 2.0], "c": [3.0, 3.0]}
@@ -130,3 +135,33 @@ def test_spearman_holm_verdict_and_cluster_bootstrap() -> None:
         pytest.approx(math.nan, nan_ok=True),
         pytest.approx(math.nan, nan_ok=True),
     )
+
+
+def test_b_as_committed_is_inconclusive_not_not_reproduced() -> None:
+    """Issue 44 (b), by hand: 15 pairs, mean +0.048, observed paired sd 0.273, the paper's gain
+    +0.10. The 95 % t interval: t_0.975(14) = 2.144787, half-width 2.144787 x 0.273 / sqrt(15)
+    = 0.151184, so [-0.103, +0.199]: it holds +0.10, so the data do not exclude the paper's
+    effect. The one-sided test of "gain >= 0.10": t = (0.048 - 0.10) / (0.273 / sqrt(15)) =
+    -0.052 / 0.070488 = -0.73771, p = P(T_14 <= -0.73771) = 0.2364 > 0.05: not excluded, so
+    *inconclusive*. Power at sd 0.273 for the planned 15 pairs (one-sided t at 0.05, noncentral
+    t with nc = 0.10 / 0.273 x sqrt(15) = 1.41865): 0.384; 48 pairs reach 0.8 (47: 0.796)."""
+    from scipy import stats as sp
+
+    half = 2.144787 * 0.273 / math.sqrt(15)
+    assert sp.t.ppf(0.975, 14) == pytest.approx(2.144787, abs=1e-6)
+    assert 0.048 - half == pytest.approx(-0.1032, abs=1e-4)
+    assert 0.048 + half == pytest.approx(0.1992, abs=1e-4)
+    below = below_effect_paired(0.048, 0.273, 15, 0.10)
+    assert below["t"] == pytest.approx(-0.73771, abs=1e-5)
+    assert below["p"] == pytest.approx(0.2364, abs=1e-4) and below["excluded"] is False
+    assert verdict(False, below["excluded"]) == "inconclusive"
+    assert paired_t_power(0.10, 0.273, 15, 0.05, alternative="greater") == pytest.approx(
+        0.384, abs=1e-3
+    )
+    powers = {n: paired_t_power(0.10, 0.273, n, 0.05, alternative="greater") for n in (47, 48)}
+    assert powers[47] < 0.8 <= powers[48]
+    # The interval wholly below the paper's effect: the same mean and sd on 100 pairs
+    # (upper bound 0.048 + 1.66 x 0.0273 = 0.093 < 0.10 one-sided) excludes it.
+    assert below_effect_paired(0.048, 0.273, 100, 0.10)["excluded"] is True
+    assert below_effect_paired(0.048, 0.0, 15, 0.10)["excluded"] is True
+    assert below_effect_paired(0.048, 0.273, 1, 0.10)["excluded"] is False

@@ -146,8 +146,9 @@ def reasoning_span(tokenizer: Any, turn: Step[Any]) -> tuple[list[int], str]:
     (``ragen/llm_agent/ctx_manager.py:660-669``); the rule is applied to the reply, then to the
     decoding of the sampled ids, which places z among them. The ids are exactly the sampled
     ones, never a re-tokenisation and never spliced: the longest prefix of the sampled ids (end
-    token dropped) whose text ends before ``</think>`` starts, less leading/trailing ids that
-    decode to white space only. A token that holds both the last characters of z and the start of
+    token dropped) whose text ends before ``</think>`` starts, kept verbatim: ids that decode to
+    white space at either end (a newline after ``<think>``) stay in z, since cutting them would
+    score a sequence the policy never sampled (issue 44). A token that holds both the last characters of z and the start of
     ``</think>`` (e.g. ``"done</"``) is left out, as it is part of the closing tag.
 
     Statuses (:data:`Z_STATUSES`; the ids are ``[]`` unless ``"valid"``): ``"no_think"`` the
@@ -203,15 +204,9 @@ def reasoning_span(tokenizer: Any, turn: Step[Any]) -> tuple[list[int], str]:
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     if any(i in special_ids for i in z):
         return [], "special"
-
-    def blank(i: int) -> bool:
-        return not decode([i]).strip()
-
-    while z and blank(z[0]):
-        z.pop(0)
-    while z and blank(z[-1]):
-        z.pop()
-    return (z, "valid") if z else ([], "empty")
+    # Kept verbatim: ids that decode to white space at either end (a newline after <think>)
+    # were sampled and stay in z, so the scorer teacher-forces what the policy produced.
+    return (z, "valid") if decode(z).strip() else ([], "empty")
 
 
 def reasoning_ids(tokenizer: Any, turn: Step[Any]) -> list[int]:

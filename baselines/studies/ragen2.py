@@ -1,7 +1,10 @@
 """RAGEN-2's three claims at small scale: ``python -m baselines.studies.ragen2 [--quick]``.
 
 The study (configs in ``baselines/studies/ragen2.yaml``, seeds explicit) runs, in one results
-folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
+folder (``--out``, default by the spec's name: ``runs/ragen2`` for ``ragen2.yaml``,
+``runs/ragen2-filtering`` for ``ragen2_filtering.yaml``; ``--quick`` ``runs/<name>-quick``; the
+folder records the spec's fingerprint in ``spec.json``, and a folder another spec made is
+refused, :func:`claim_folder`):
 
 1. one supervised warm start per environment (``agentgym export-sft`` data, then
    :func:`baselines.sft.train_sft`), then the warm-start gate (:mod:`baselines.studies.gate`,
@@ -13,16 +16,23 @@ folder (``--out``, default ``runs/ragen2``; ``--quick`` ``runs/ragen2-quick``):
    claims name (the same resolved config and seeds, :func:`shared_runs`) runs once, in the folder
    of the first run that names it, and the others say so (``same_run_as`` in ``results.json``
    and in the report);
-3. the statistics of each claim, written to ``results.json`` and ``--doc`` (default
-   ``docs/reproduction.md``; with ``--quick``, ``reproduction.md`` in the results folder: a quick
-   run writes into ``docs/`` only when ``--doc`` names a file there) with PNG plots beside it.
+3. the statistics of each claim, written to ``results.json`` and ``--doc`` (default by the
+   spec's name: ``docs/reproduction.md``, ``docs/reproduction-filtering.md``, ...; with
+   ``--quick``, ``reproduction.md`` in the results folder: a quick run writes into ``docs/`` only
+   when ``--doc`` names a file there) with PNG plots beside it.
+
+``--report-only`` runs nothing: it re-decides the ``results.json`` committed beside ``--doc`` by
+this code's rules and rewrites it and the report (:func:`regenerate`)::
+
+    python -m baselines.studies.ragen2 --spec baselines/studies/ragen2_filtering.yaml --report-only
 
 Provenance: every run folder holds the ``provenance.json`` its trainer wrote (the commit and
 dirty state of the code, :mod:`agentgym.provenance`), and so does each warm start's; each run of
 ``results.json`` carries both. Whenever the report is made (a resumed study only recomputes it),
 a run whose code (:data:`RESULT_CODE` and its env's module) changed since its commit, or that ran
 on uncommitted changes to it, or that records no commit, is marked ``stale`` with the reason, and
-the report counts and lists such runs: re-run them into a fresh ``--out``.
+the report counts and lists such runs, stale "as of" the commit that judged them: re-run them
+into a fresh ``--out``.
 
 Claims and their tests (issues 13 and 23), the statistics through :mod:`baselines.studies.stats`:
 
@@ -43,16 +53,20 @@ Claims and their tests (issues 13 and 23), the statistics through :mod:`baseline
     figures pooled over every run of the study are reported, never deciding: pooling envs
     confounds the scores with the env).
 
-Each claim's verdict (:func:`_decide`) carries the power its design had for the paper's effect
-sizes (the spec's ``power`` section, written before the study runs): ``reproduced`` when
-significant, ``not reproduced`` only when not and the power was at least 0.8, else
-``inconclusive``.
+Each claim's verdict (:func:`_decide`, :func:`~baselines.studies.stats.verdict`; issue 44):
+``reproduced`` when significant; ``not reproduced`` only when the data exclude the paper's effect
+at the variance they showed; ``void: floor/ceiling`` when an arm (b) or (c) compares ended with a
+median final success at or beyond the gate's floor or ceiling (:func:`floor_ceiling`); else
+``inconclusive``. The power for the paper's effect sizes, planned (the spec's ``power`` section,
+written before the study runs) and at the observed variance, is reported beside it and never
+decides.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import json
 import math
 import os
@@ -62,6 +76,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +88,13 @@ from agentgym import provenance
 from agentgym.fileio import write_text_atomic
 from baselines.studies import stats as st
 from baselines.studies.gate import warm_start_gate
-from baselines.studies.spec import SPEC, gate_settings, load_study
+from baselines.studies.spec import (
+    SPEC,
+    SUCCESS_CEILING,
+    SUCCESS_FLOOR,
+    gate_settings,
+    load_study,
+)
 from baselines.studies.stats import paired_t, spearman
 
 __all__ = [
@@ -653,26 +674,118 @@ def design_power(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return plan
 
 
-def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
-    """Each claim's ``verdict``, ``power`` and ``reproduced`` (issue 23, item 5).
+def _runs_for_power(fn: Callable[[int], float], least: int = 4) -> int | None:
+    """The fewest ``n >= least`` with ``fn(n) >= 0.8`` (:data:`~baselines.studies.stats.
+    POWER_TO_DECIDE`), by bisection (``fn`` rises with ``n``); None when :data:`MOST_PAIRS`
+    does not reach it or ``fn`` is NaN there."""
+    if not fn(MOST_PAIRS) >= st.POWER_TO_DECIDE:
+        return None
+    low, high = least - 1, MOST_PAIRS
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if fn(mid) >= st.POWER_TO_DECIDE else (mid, high)
+    return high
 
-    The one-sided p-values of every (b) comparison (each env and filtered arm) and of (c) are
-    corrected together by Holm's method (:func:`~baselines.studies.stats.holm`) at
-    ``power["alpha"]``. (b) is significant when some arm's adjusted p is within alpha on every
-    env; (c) when its adjusted p is, its cluster-bootstrap interval lies above 0, and so does
-    the interval of rho(MI-ZScore) itself (the paper's MI goes with success: a difference made
-    by entropy alone, with MI at 0, is not the claim). The power
-    of each is computed for the effect sizes of the spec's ``power`` section, written before the
-    study runs, at the Bonferroni level alpha / m (a lower bound of Holm's): (b) the best arm's
-    smallest power over envs, :func:`~baselines.studies.stats.paired_t_power` with the spec's
-    ``filtering_effect`` and ``filtering_sd``, one-sided (the test's own alternative); (c)
-    :func:`~baselines.studies.stats.dependent_correlations_power` for
-    ``correlation_mi``, ``correlation_entropy``, ``correlation_between`` on the sweep's runs
-    times :func:`~baselines.studies.stats.correlation_power` of ``correlation_mi`` one-sided (the
-    product: exact if the two tests were independent, conservative when they go together; an
-    upper bound all the same, since runs of one seed are not independent and the intervals
-    that also decide are not modelled). (a) has no test statistic: power NaN,
-    so it is ``reproduced`` or ``inconclusive``. Verdicts: :func:`~baselines.studies.stats.verdict`.
+
+def floor_ceiling(
+    runs: list[dict[str, Any]], floor: float, ceiling: float
+) -> dict[str, dict[str, Any]]:
+    """Where each arm's success ended (issue 44): per ``env/arm``, the median over seeds of
+    the final validation success, and ``void``: a reason when that median is at or below
+    ``floor`` or at or above ``ceiling`` (the gate's thresholds, the spec's ``gate`` section),
+    else None. An arm that ends there had no room to move, so a comparison it feeds measures
+    the bound, not the claim (55 of (c)'s 84 GRPO runs ended at or below 0.05).
+
+    Example:
+        >>> out = floor_ceiling([{"env": "a/B-v0", "arm": "x", "final_val_success": v}
+        ...                      for v in (0.0, 0.03, 0.5)], 0.05, 0.95)
+        >>> out["B-v0/x"]["median"], out["B-v0/x"]["void"]
+        (0.03, 'B-v0/x: median final success 0.030 over 3 seeds, at or below its floor 0.05')
+    """
+    finals: dict[str, list[float]] = {}
+    for r in runs:
+        value = float(r["final_val_success"])
+        if math.isfinite(value):
+            finals.setdefault(f"{_short(r['env'])}/{r['arm']}", []).append(value)
+    out: dict[str, dict[str, Any]] = {}
+    for key, values in sorted(finals.items()):
+        median = float(np.median(values))
+        where = f"{key}: median final success {median:.3f} over {len(values)} seeds"
+        void = (
+            f"{where}, at or below its floor {floor:g}"
+            if median <= floor
+            else f"{where}, at or above its ceiling {ceiling:g}"
+            if median >= ceiling
+            else None
+        )
+        out[key] = {"median": median, "seeds": len(values), "void": void}
+    return out
+
+
+#: The claims that compare success between arms, so that an arm at its floor or ceiling voids
+#: them. (a) compares the reasoning's MI, and its design removes the task signal on purpose.
+SUCCESS_CLAIMS = ("filtering", "correlation")
+
+
+def _bounds(
+    claims: dict[str, Any], by_claim: dict[str, list[dict[str, Any]]], thresholds: dict[str, float]
+) -> None:
+    """Each success claim's ``arm_final_success`` (:func:`floor_ceiling` of its counted runs)
+    and ``floor_ceiling``: the reasons of the arms that void it ((b): an arm or the baseline of
+    a comparison; (c): any arm of the sweep); (b)'s comparisons each get their own ``void``."""
+    floor = float(thresholds.get("success_floor", SUCCESS_FLOOR))
+    ceiling = float(thresholds.get("success_ceiling", SUCCESS_CEILING))
+    for name in SUCCESS_CLAIMS:
+        if name not in claims:
+            continue
+        arms = floor_ceiling(by_claim.get(name, []), floor, ceiling)
+        claims[name]["arm_final_success"] = arms
+        reasons = [a["void"] for a in arms.values() if a["void"]]
+        if name == "filtering":
+            baseline = claims[name].get("baseline", "none")
+            for key, d in claims[name]["differences"].items():
+                env = key.split("/")[0]
+                mine = [arms.get(f"{env}/{a}", {}).get("void") for a in (d["arm"], baseline)]
+                d["void"] = "; ".join(v for v in mine if v) or None
+            reasons = [d["void"] for d in claims[name]["differences"].values() if d["void"]]
+            reasons = sorted(set(reasons))
+        claims[name]["floor_ceiling"] = reasons
+
+
+def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
+    """Each claim's ``verdict``, ``reproduced``, its planned ``power`` and the power at the
+    variance observed (issues 23 and 44); :func:`~baselines.studies.stats.verdict` decides.
+
+    Significance: the one-sided p-values of every (b) comparison (each env and filtered arm)
+    and of (c) are corrected together by Holm's method (:func:`~baselines.studies.stats.holm`)
+    at ``power["alpha"]``. (b) is significant when some arm's adjusted p is within alpha on
+    every env; (c) when its adjusted p is, its cluster-bootstrap interval lies above 0, and so
+    does the interval of rho(MI-ZScore) itself (the paper's MI goes with success: a difference
+    made by entropy alone, with MI at 0, is not the claim).
+
+    Exclusion ("not reproduced"), at the variance the data showed, never at the spec's: (b)
+    when, for every filtered arm, some env's differences exclude the paper's
+    ``filtering_effect`` (:func:`~baselines.studies.stats.below_effect_paired` at alpha, with
+    the observed sd); (c) when the 95 % seed-resampled interval of the difference lies wholly
+    below the paper's ``correlation_mi - correlation_entropy`` (+0.53) or that of
+    rho(MI-ZScore) below ``correlation_mi`` (+0.39). Otherwise a non-significant claim is
+    ``inconclusive``, whatever its power.
+
+    Void: a success claim whose ``floor_ceiling`` (:func:`_bounds`) names an arm is
+    ``void: floor/ceiling``.
+
+    Power, reported beside the verdict and never deciding, at the Bonferroni level alpha / m (a
+    lower bound of Holm's): ``power`` as planned (the spec's ``power`` section, fixed before
+    the runs) and ``power_at_observed`` with the spec's variance replaced by the observed one,
+    with ``n_for_power_at_observed``, the pairs or runs that would reach 0.8 there. (b):
+    :func:`~baselines.studies.stats.paired_t_power`, one-sided, at the spec's
+    ``filtering_sd`` and at the observed paired sd (the best arm's smallest power over envs);
+    (c): :func:`~baselines.studies.stats.dependent_correlations_power` for ``correlation_mi``,
+    ``correlation_entropy`` and ``correlation_between`` (observed: the sweep's
+    rho(MI-ZScore, entropy)) times :func:`~baselines.studies.stats.correlation_power` of
+    ``correlation_mi`` one-sided (the product: exact if the two tests were independent; an
+    upper bound all the same, since runs of one seed are not independent). (a) has no test
+    statistic: power NaN, so it is ``reproduced`` or ``inconclusive``.
     """
     alpha = float(power.get("alpha", 0.05))
     keys: list[tuple[str, str]] = []
@@ -688,25 +801,42 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
     level = alpha / m
     if "filtering" in claims:
         c = claims["filtering"]
+        effect = float(power.get("filtering_effect", math.nan))
         arms: dict[str, dict[str, Any]] = {}
         for name, d in c["differences"].items():
             d["p_holm"] = adjusted[("filtering", name)]
             d["power"] = _filtering_power(power, d["n"], level)
-            # A check of the spec's sd, never deciding: the same power at the observed sd
-            # (the paper's effect, not the observed one) and the pairs it would need for 0.8.
+            # The same power at the observed sd (the paper's effect, not the observed one)
+            # and the pairs it would need for 0.8.
             observed = {**power, "filtering_sd": d.get("sd", math.nan)}
             d["power_at_observed_sd"] = _filtering_power(observed, d["n"], level)
             d["pairs_for_power_at_observed_sd"] = _pairs_for_power(observed, level)
-            arm = arms.setdefault(d["arm"], {"significant": True, "power": math.inf})
+            below = st.below_effect_paired(
+                d.get("mean", math.nan), d.get("sd", math.nan), d["n"], effect, alpha
+            )
+            d["p_below_paper_effect"], d["excludes_paper_effect"] = below["p"], below["excluded"]
+            arm = arms.setdefault(
+                d["arm"],
+                {"significant": True, "power": math.inf, "observed": math.inf, "need": 0,
+                 "excluded": False},
+            )  # fmt: skip
             arm["significant"] &= bool(math.isfinite(d["p_holm"]) and d["p_holm"] <= alpha)
             arm["power"] = min(arm["power"], d["power"])
+            arm["observed"] = min(arm["observed"], d["power_at_observed_sd"])
+            need = d["pairs_for_power_at_observed_sd"]
+            arm["need"] = None if need is None or arm["need"] is None else max(arm["need"], need)
+            arm["excluded"] |= d["excludes_paper_effect"]
+        best = max(arms.values(), key=lambda a: a["power"], default=None)
         c["significant"] = any(a["significant"] for a in arms.values())
-        c["power"] = max((a["power"] for a in arms.values()), default=math.nan)
+        c["excludes_paper_effect"] = bool(arms) and all(a["excluded"] for a in arms.values())
+        c["power"] = best["power"] if best else math.nan
+        c["power_at_observed"] = best["observed"] if best else math.nan
+        c["n_for_power_at_observed"] = best["need"] if best else None
     if "correlation" in claims:
         c = claims["correlation"]
         c["p_holm"] = adjusted[("correlation", "")]
-        low = c["ci_zscore_minus_entropy"][0]
-        mi_low = c["ci_ragen_mi_zscore"][0]
+        low, high = c["ci_zscore_minus_entropy"]
+        mi_low, mi_high = c["ci_ragen_mi_zscore"]
         c["significant"] = bool(
             math.isfinite(c["p_holm"])
             and c["p_holm"] <= alpha
@@ -715,12 +845,33 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
             and math.isfinite(mi_low)
             and mi_low > 0
         )
+        rho_mi = float(power.get("correlation_mi", math.nan))
+        paper = rho_mi - float(power.get("correlation_entropy", math.nan))
+        c["paper_difference"] = paper
+        c["excludes_paper_effect"] = bool(
+            (math.isfinite(high) and math.isfinite(paper) and high < paper)
+            or (math.isfinite(mi_high) and math.isfinite(rho_mi) and mi_high < rho_mi)
+        )
         c["power"] = _correlation_power(power, c["runs"], level)
+        between = c.get("spearman_zscore_entropy", math.nan)
+        observed = {**power, "correlation_between": between}
+        c["power_at_observed"] = (
+            _correlation_power(observed, c["runs"], level) if math.isfinite(between) else math.nan
+        )
+        c["n_for_power_at_observed"] = (
+            _runs_for_power(lambda n: _correlation_power(observed, n, level))
+            if math.isfinite(between)
+            else None
+        )
     if "collapse" in claims:
-        claims["collapse"]["significant"] = claims["collapse"].pop("reproduced")
-        claims["collapse"]["power"] = math.nan
+        a = claims["collapse"]
+        a["significant"] = bool(a.get("regularised_collapses") and a.get("control_holds"))
+        a["excludes_paper_effect"] = False  # no test statistic: never "not reproduced"
+        a["power"] = a["power_at_observed"] = math.nan
+        a["n_for_power_at_observed"] = None
     for c in claims.values():
-        c["verdict"] = st.verdict(c["significant"], c["power"])
+        void = "; ".join(c.get("floor_ceiling") or []) or None
+        c["verdict"] = st.verdict(c["significant"], c["excludes_paper_effect"], void)
         c["reproduced"] = c["verdict"] == "reproduced"
         c["alpha"] = alpha
 
@@ -838,9 +989,12 @@ def _describe_code(p: dict[str, Any] | None) -> str:
     return f"commit `{p['commit'][:12]}`{dirty}"
 
 
-def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -> list[str]:
+def _provenance_lines(
+    runs: list[dict[str, Any]], stale: list[dict[str, Any]], as_of: str = "this code"
+) -> list[str]:
     """The report's provenance section: runs per commit, the runs shared between claims, then
-    every stale run with its reason."""
+    every stale run with its reason, stale "as of" the code that judged it (``as_of``:
+    :func:`_describe_code` of the report's provenance)."""
     commits: dict[str, int] = {}
     for r in runs:
         name = "void (never ran)" if r.get("void") else _describe_code(r["provenance"])
@@ -869,8 +1023,10 @@ def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -
     if stale:
         lines += [
             "",
-            f"**{len(stale)} stale runs**: the trainer, SFT, sampler or env code they ran has "
-            "changed since (or was not recorded), so they may not be what this code gives. "
+            f"**{len(stale)} stale runs**"
+            f"{'' if as_of == 'not recorded' else f' as of {as_of}'}: the trainer, SFT, sampler or env code "
+            "they ran has changed since (or was not recorded), so they may not be what that code "
+            "gives; later commits may have changed more. "
             "Re-run them into a fresh `--out`.",
             "",
             "| claim | env | arm | seed | why stale |",
@@ -881,6 +1037,42 @@ def _provenance_lines(runs: list[dict[str, Any]], stale: list[dict[str, Any]]) -
             ],
         ]
     return lines
+
+
+#: What the report says of results made before spec fingerprints were recorded.
+NO_FINGERPRINT = "not recorded (made before fingerprints)"
+
+
+def _count(n: int | None) -> str:
+    return "n/a" if n is None else str(n)
+
+
+def _bounds_lines(claims: dict[str, Any]) -> list[str]:
+    """The report's floor/ceiling section: each success claim's arms, their median final
+    success and whether it voids the claim."""
+    rows = [
+        (name, key, arm)
+        for name, c in claims.items()
+        for key, arm in (c.get("arm_final_success") or {}).items()
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Floors and ceilings over the run",
+        "",
+        "An arm whose median final validation success (over its seeds) is at or below the "
+        "gate's floor, or at or above its ceiling, had no room to move at the end: the "
+        "comparison it feeds is void ((a) compares MI, not success, and is not checked).",
+        "",
+        "| claim | env/arm | seeds | median final success | voids |",
+        "| --- | --- | --- | --- | --- |",
+        *[
+            f"| {name} | {key} | {arm['seeds']} | {arm['median']:.3f} | "
+            f"{'yes' if arm['void'] else ''} |"
+            for name, key, arm in rows
+        ],
+    ]
 
 
 def _alpha(claims: dict[str, Any]) -> float:
@@ -904,26 +1096,47 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         f"Machine: {results['machine']}; wall time of the last invocation "
         f"{results['wall_s']:.0f} s; training steps of all runs "
         f"{sum(r['run_s'] for r in results['runs']) / 60:.0f} min.  ",
-        f"Code: {_describe_code(results['provenance'])}; stale runs (made by older code): "
-        f"{len(stale)} of {len(results['runs'])}.  ",
+        f"Code of these statistics: {_describe_code(results['provenance'])}; stale runs as "
+        f"of it (made by older code than it): {len(stale)} of {len(results['runs'])}.  ",
+        *(
+            [
+                f"Verdicts re-decided from the committed data, nothing re-run: "
+                f"`{results['regenerated']['command']}` at "
+                f"{_describe_code(results['regenerated']['provenance'])}.  "
+            ]
+            if results.get("regenerated")
+            else []
+        ),
+        f"Spec fingerprint: {results.get('spec_fingerprint') or NO_FINGERPRINT}.  ",
         f"Data: `{rel}/results.json` (every run's config, seed, code and per-step series).",
         "",
-        "Verdicts: *reproduced* when the claim's test is significant in the paper's direction "
-        f"(Holm-corrected over the claims' comparisons, alpha {_alpha(c)}); *not reproduced* "
-        "only when it is not and the design had at least 0.8 power for the paper's effect size "
-        "(the spec's `power` section, fixed before the runs); else *inconclusive*.",
+        "Verdicts (issue 44): *reproduced* when the claim's test is significant in the paper's "
+        f"direction (Holm-corrected over the claims' comparisons, alpha {_alpha(c)}); *not "
+        "reproduced* only when the data exclude the paper's effect at the variance they showed "
+        "((b): the one-sided t test of a gain at least the paper's, at alpha, with the observed "
+        "paired sd; (c): the 95% seed-resampled interval of the difference, or of "
+        "rho(MI-ZScore), wholly below the paper's); *void: floor/ceiling* when an arm that "
+        "(b) or (c) compares ended with a median final success at or below the floor or at or "
+        "above the ceiling of the gate; else *inconclusive*. Power never decides: it is shown "
+        "for the paper's effect as planned (the spec's `power` section, fixed before the runs) "
+        "and at the variance observed, with the pairs ((b)) or runs ((c)) that would reach 0.8 "
+        "there.",
         "",
         "Power is that of the runs counted; *as designed*, that of every planned run (`--plan`).",
         "",
-        "| claim | verdict | power for the paper's effect | as designed | stale runs | void runs |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| claim | verdict | power: planned | at the observed variance | n for 0.8 at it | "
+        "as designed | stale runs | void runs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
         *[
             f"| {titles[k]} | {v['verdict']} | {v['power']:.2f} | "
+            f"{v.get('power_at_observed', math.nan):.2f} | "
+            f"{_count(v.get('n_for_power_at_observed'))} | "
             f"{results.get('design_power', {}).get(k, math.nan):.2f} | "
             f"{sum(1 for r in stale if r['claim'] == k)} | "
             f"{sum(1 for r in results['runs'] if r['claim'] == k and r['void'])} |"
             for k, v in c.items()
         ],
+        *_bounds_lines(c),
         "",
         "## Warm-start gate",
         "",
@@ -931,8 +1144,14 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         "MI ceiling under the warm start and the warm start's validation success is off its "
         "floor and ceiling (`baselines/studies/gate.py`); else they are void.",
         "",
-        "| env | passed | oracle MI / ceiling (nats) | validation success | reasons |",
-        "| --- | --- | --- | --- | --- |",
+        *(
+            [
+                "| env | passed | oracle MI / ceiling (nats) | validation success | reasons |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            if results["gate"]
+            else ["No gate recorded: these runs were made before the warm-start gate."]
+        ),
         *[
             f"| {_short(env)} | {g['passed']} | {g['mi']:.3f} / {g['mi_ceiling']:.3f} | "
             f"{g['success']:.3f} ({g['val_episodes']} episodes) | {'; '.join(g['reasons'])} |"
@@ -944,24 +1163,30 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             "",
             "## (b) paired differences in final validation success (arm minus baseline)",
             "",
-            "| env/arm | n | mean | 95% low | 95% high | p (one-sided) | p (Holm) | power | "
-            "MI arm | MI baseline | groups kept: arm | groups kept: baseline |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"`p (gain >= paper)`: the one-sided t test that the gain is at least the paper's "
+            f"{float(results['power'].get('filtering_effect', math.nan)):g} (small: excluded).",
+            "",
+            "| env/arm | n | mean | 95% low | 95% high | p (one-sided) | p (Holm) | "
+            "p (gain >= paper) | power | MI arm | MI baseline | groups kept: arm | "
+            "groups kept: baseline | void |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for key, s in c["filtering"]["differences"].items():
             lines.append(
                 f"| {key} | {s['n']} | {s['mean']:.3f} | {s['low']:.3f} | {s['high']:.3f} | "
-                f"{s['p_one_sided']:.3f} | {s['p_holm']:.3f} | {s['power']:.2f} | "
+                f"{s['p_one_sided']:.3f} | {s['p_holm']:.3f} | "
+                f"{s.get('p_below_paper_effect', math.nan):.3f} | {s['power']:.2f} | "
                 f"{s['mi_arm']:.3f} | {s['mi_baseline']:.3f} | "
-                f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} |"
+                f"{s.get('kept_arm', math.nan):.2f} | {s.get('kept_baseline', math.nan):.2f} | "
+                f"{s.get('void') or ''} |"
             )
         assumed = float(results["power"].get("filtering_sd", math.nan))
         if c["filtering"]["differences"]:
             lines += [
                 "",
-                f"The power decides, at the paired sd the spec assumed before the runs "
-                f"({assumed:g}). Checked against the data (never deciding): the same power at the "
-                "observed paired sd, and the pairs that sd would need for 0.8:",
+                f"Power for the paper's gain at the paired sd the spec assumed before the runs "
+                f"({assumed:g}) and at the paired sd observed, with the pairs that sd would need "
+                "for 0.8 (neither decides):",
                 "",
                 "| env/arm | paired sd: assumed | observed | power at the observed sd | "
                 "pairs for 0.8 at the observed sd |",
@@ -1018,7 +1243,13 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             f"intervals resample whole seeds ({cc['seeds']} seeds). Significant when that p is "
             "within alpha and the intervals of the difference and of rho(MI-ZScore) lie above "
             f"0. Runs left out (no final validation or no scored evaluation): "
-            f"{cc.get('dropped', 0)}.",
+            f"{cc.get('dropped', 0)}. The paper's difference is "
+            f"{cc.get('paper_difference', math.nan):+.2f} (rho(MI-ZScore) "
+            f"{float(results['power'].get('correlation_mi', math.nan)):+.2f}); excluded by "
+            f"the intervals: {cc.get('excludes_paper_effect')}. Power at the observed "
+            f"rho(MI-ZScore, entropy) {cc['spearman_zscore_entropy']:.3f} instead of the "
+            f"spec's {float(results['power'].get('correlation_between', math.nan)):.2f}: "
+            f"{cc.get('power_at_observed', math.nan):.2f}.",
         ]
     if "collapse" in c:
         lines += [
@@ -1042,24 +1273,30 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
                 f"{r.get('entropy_last', math.nan):.3f} | "
                 f"{r.get('final_val_success', math.nan):.3f} |"
             )
-    lines += _provenance_lines(results["runs"], stale)
+    lines += _provenance_lines(results["runs"], stale, _describe_code(results["provenance"]))
     lines += ["", *[f"![{p}]({rel}/{p})" for p in plots], ""]
     doc.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(doc, "\n".join(lines))
 
 
 def run_study(
-    spec: dict[str, Any], out: Path, doc: Path, command: str, jobs: int = 1
+    spec: dict[str, Any],
+    out: Path,
+    doc: Path,
+    command: str,
+    jobs: int = 1,
+    spec_path: str | Path = SPEC,
 ) -> dict[str, Any]:
     """Warm starts, every run (resumable; ``jobs`` runs at once), statistics; writes
-    results.json and ``doc``.
+    results.json and ``doc``. ``out`` must be this spec's folder or new (:func:`claim_folder`).
 
     Raises:
+        ValueError: ``out`` was made by another spec (nothing is run or written).
         RuntimeError: a run failed (its log is named); runs already started finish, and no
             further run starts.
     """
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    fingerprint = claim_folder(out, spec, spec_path)
     runs = _runs(spec)
     checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
     gates = {env: _gate(spec, env, checkpoint, out) for env, checkpoint in checkpoints.items()}
@@ -1124,13 +1361,17 @@ def run_study(
     if "correlation" in by_claim:
         once = [s for s in counted if s["same_run_as"] is None]  # a shared run counts once
         claims["correlation"] = _claim_correlation(by_claim["correlation"], once)
+    _bounds(claims, by_claim, gate_settings(spec, {})[2])
     _decide(claims, dict(spec.get("power") or {}))
     results = {
         "command": command,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "model": spec["model"],
         "wall_s": time.perf_counter() - t0,
-        "provenance": now,  # the code that made this report (each run's own is in the run)
+        # The code that made this report and against which `stale` was judged (each run's own
+        # is in the run).
+        "provenance": now,
+        "spec_fingerprint": fingerprint,
         "runs": [{k: s[k] for k in keep} for s in summaries],
         "gate": gates,
         "power": spec.get("power") or {},
@@ -1146,16 +1387,194 @@ def run_study(
     return results
 
 
+#: The decisions :func:`_decide` and :func:`_bounds` add to a claim; :func:`regenerate` removes
+#: them (also those an older rule wrote) and decides again.
+DECISION_KEYS = (
+    "p_holm",
+    "significant",
+    "power",
+    "power_at_observed",
+    "n_for_power_at_observed",
+    "excludes_paper_effect",
+    "paper_difference",
+    "arm_final_success",
+    "floor_ceiling",
+    "verdict",
+    "reproduced",
+    "alpha",
+)
+
+
+def regenerate(spec: dict[str, Any], doc: Path, command: str) -> dict[str, Any]:
+    """Re-decide a committed study from its data, without running anything (``--report-only``).
+
+    Reads ``results.json`` beside ``doc`` (``docs/reproduction-filtering/results.json`` for
+    ``docs/reproduction-filtering.md``): its claims' statistics and its runs' final success are
+    kept as computed; the decisions (:data:`DECISION_KEYS`) are removed and made again by this
+    code's rules (:func:`_bounds`, :func:`_decide`) with the spec's ``power`` and ``gate``
+    sections; then ``results.json`` and ``doc`` are rewritten, the plots left as they are.
+    Staleness stays as judged when the statistics were computed, "as of" that report's commit
+    (``provenance``); this regeneration's own code is recorded as ``regenerated``. Results
+    made before a key existed read as missing (no power section, provenance or gate).
+
+    Raises:
+        FileNotFoundError: no committed ``results.json`` beside ``doc``.
+        ValueError: it records a spec fingerprint other than ``spec``'s.
+    """
+    plot_dir = doc.parent / doc.stem
+    path = plot_dir / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--report-only: no {path}; it re-decides a study from the results.json committed "
+            "beside its report (give that report as --doc)"
+        )
+    results = json.loads(path.read_text(encoding="utf-8"))
+    recorded = results.get("spec_fingerprint")
+    mine = spec_fingerprint(spec)
+    if recorded is not None and recorded != mine:
+        raise ValueError(
+            f"--report-only: {path} was made by a spec with fingerprint {recorded}, not this "
+            f"spec's {mine}: give the spec that made it (--spec)"
+        )
+    power = dict(spec.get("power") or results.get("power") or {})
+    results["power"] = power
+    for run in results["runs"]:
+        if "stale" not in run:  # made before staleness was judged: its code is unknown
+            run["stale"] = provenance.stale_reason(run.get("provenance"), [], None)
+        for key in ("provenance", "warm_start_provenance", "void", "same_run_as"):
+            run.setdefault(key, None)
+    results.setdefault("provenance", None)
+    results.setdefault("gate", {})
+    results.setdefault("design_power", {k: v["power"] for k, v in design_power(spec).items()})
+    claims = results["claims"]
+    for name, c in claims.items():
+        for key in DECISION_KEYS:
+            c.pop(key, None)
+        for d in c.get("differences", {}).values():
+            for key in ("void", "p_below_paper_effect", "excludes_paper_effect"):
+                d.pop(key, None)
+        if name == "collapse":
+            c.setdefault("control_holds", False)
+    counted = [r for r in results["runs"] if not r.get("void")]
+    by_claim = {name: [r for r in counted if r["claim"] == name] for name in claims}
+    _bounds(claims, by_claim, gate_settings(spec, {})[2])
+    _decide(claims, power)
+    now = provenance.describe()
+    # The code that decides is the study's own: other uncommitted work in the checkout is not
+    # named (it does not touch a committed statistic).
+    dirty = [p for p in now.get("dirty_paths") or [] if p.startswith("baselines/studies/")]
+    now = {"commit": now.get("commit"), "dirty": bool(dirty), "dirty_paths": dirty}
+    results["regenerated"] = {"command": command, "provenance": now}
+    text = json.dumps(results, indent=1, default=float)
+    write_text_atomic(path, text)
+    plots = sorted(p.name for p in plot_dir.glob("*.png"))
+    _write_doc(doc, results, plots, plot_dir)
+    return results
+
+
+def spec_fingerprint(spec: dict[str, Any]) -> str:
+    """The sha256 (first 16 hex digits) of a loaded spec's canonical content: its JSON with
+    sorted keys, so comments, key order and spelling of the YAML do not count, and any setting
+    does (a ``--quick`` spec is another spec).
+
+    Example:
+        >>> spec_fingerprint({"model": "tiny", "claims": {}}) == spec_fingerprint(
+        ...     {"claims": {}, "model": "tiny"})
+        True
+    """
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+#: The file in a results folder that names the spec which made it.
+SPEC_FILE = "spec.json"
+
+
+def claim_folder(out: Path, spec: dict[str, Any], spec_path: str | Path) -> str:
+    """Make ``out`` this spec's results folder, or refuse one another spec made (issue 44: a
+    SmolLM2 spec silently took a tiny model's warm start and cached gate from another spec's
+    folder). Writes ``out/spec.json`` (fingerprint, spec path, spec) into a new or empty folder;
+    a folder that holds it with the same fingerprint is resumed.
+
+    Returns:
+        The fingerprint (:func:`spec_fingerprint`).
+
+    Raises:
+        ValueError: ``out`` holds another spec's fingerprint, or holds files but no
+            ``spec.json`` (made before fingerprints, or by hand): the message names the fix.
+    """
+    mine = spec_fingerprint(spec)
+    record = out / SPEC_FILE
+    fix = (
+        f"give a new --out (this spec's default: {default_paths(spec_path, False)[0]}) or "
+        f"delete {out} to start over"
+    )
+    if record.is_file():
+        theirs = json.loads(record.read_text(encoding="utf-8"))
+        if theirs.get("fingerprint") != mine:
+            raise ValueError(
+                f"{out} was made by another spec ({theirs.get('spec_path')}, fingerprint "
+                f"{theirs.get('fingerprint')}); this spec ({spec_path}) has fingerprint {mine}. "
+                f"Its warm starts, gate and runs are not this spec's: {fix}"
+            )
+        return mine
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(
+            f"{out} holds files but no {SPEC_FILE}, so which spec made it is unknown (made "
+            f"before fingerprints, or by hand); its warm starts and gate may be another spec's: "
+            f"{fix}"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    body = {"fingerprint": mine, "spec_path": str(spec_path), "spec": spec}
+    write_text_atomic(record, json.dumps(body, indent=1, default=str))
+    return mine
+
+
+def default_paths(spec_path: str | Path, quick: bool) -> tuple[Path, Path]:
+    """``(--out, --doc)`` by the spec's name: ``ragen2.yaml`` gives ``runs/ragen2`` and
+    ``docs/reproduction.md``; ``ragen2_filtering.yaml`` ``runs/ragen2-filtering`` and
+    ``docs/reproduction-filtering.md``; another name ``runs/<name>`` and
+    ``docs/reproduction-<name>.md``. With ``quick``, ``runs/<...>-quick`` and the report in it
+    (a quick run writes into ``docs/`` only when ``--doc`` names a file there).
+
+    Example:
+        >>> [str(p) for p in default_paths("baselines/studies/ragen2_filtering.yaml", False)]
+        ['runs/ragen2-filtering', 'docs/reproduction-filtering.md']
+        >>> [str(p) for p in default_paths("ragen2.yaml", True)]
+        ['runs/ragen2-quick', 'runs/ragen2-quick/reproduction.md']
+    """
+    name = Path(spec_path).stem.replace("_", "-")
+    suffix = name[len("ragen2") :] if name.startswith("ragen2") else f"-{name}"
+    if quick:
+        out = Path("runs") / f"{name}-quick"
+        return out, out / "reproduction.md"
+    return Path("runs") / name, Path("docs") / f"reproduction{suffix}.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m baselines.studies.ragen2", description=__doc__)
     parser.add_argument("--spec", default=str(SPEC), help="study YAML")
     parser.add_argument("--quick", action="store_true", help="the reduced study (tests)")
-    parser.add_argument("--out", default=None, help="results folder")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="results folder (default by the spec's name: runs/ragen2-filtering for "
+        "ragen2_filtering.yaml; with --quick, runs/<name>-quick); a folder another spec made "
+        "is refused",
+    )
     parser.add_argument(
         "--doc",
         default=None,
-        help="report to write (default docs/reproduction.md; with --quick, reproduction.md in "
-        "the results folder: a quick run writes into docs/ only when this names a file there)",
+        help="report to write (default by the spec's name: docs/reproduction-filtering.md for "
+        "ragen2_filtering.yaml, docs/reproduction.md for ragen2.yaml; with --quick, "
+        "reproduction.md in the results folder: a quick run writes into docs/ only when this "
+        "names a file there)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: re-decide the verdicts of the results.json committed beside --doc "
+        "by this code's rules and rewrite it and the report (regenerate)",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="runs at once (each is one single-threaded process)"
@@ -1192,15 +1611,31 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"{name}: {count}; {power}")
         return 0
-    out = Path(args.out or ("runs/ragen2-quick" if args.quick else "runs/ragen2"))
-    doc = Path(args.doc or (out / "reproduction.md" if args.quick else "docs/reproduction.md"))
+    default_out, default_doc = default_paths(args.spec, args.quick)
+    out = Path(args.out) if args.out else default_out
+    if args.doc:
+        doc = Path(args.doc)
+    else:
+        doc = out / "reproduction.md" if args.quick and args.out else default_doc
     command = "python -m baselines.studies.ragen2 " + " ".join(argv or sys.argv[1:])
-    results = run_study(spec, out, doc, command.strip(), jobs=args.jobs)
+    try:
+        if args.report_only:
+            results = regenerate(spec, doc, command.strip())
+        else:
+            results = run_study(
+                spec, out, doc, command.strip(), jobs=args.jobs, spec_path=args.spec
+            )
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
     for name, claim in results["claims"].items():
         print(
-            f"{name}: {claim['verdict']} (power {claim['power']:.2f} for the paper's effect; "
-            f"reproduced={claim['reproduced']})"
+            f"{name}: {claim['verdict']} (power for the paper's effect {claim['power']:.2f} "
+            f"planned, {claim.get('power_at_observed', math.nan):.2f} at the observed "
+            f"variance; reproduced={claim['reproduced']})"
         )
+    if args.report_only:
+        print(f"re-decided {doc.parent / doc.stem / 'results.json'} and wrote {doc}")
+        return 0
     stale = sum(1 for r in results["runs"] if r["stale"])
     if stale:
         print(f"{stale} of {len(results['runs'])} runs are stale (made by older code): see {doc}")

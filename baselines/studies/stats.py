@@ -1,9 +1,14 @@
 """The statistics of the RAGEN-2 study: tests, intervals, power and verdicts, through scipy.
 
-Every claim's verdict carries the power its design had for the effect it looks for
-(issue 23): a claim is ``reproduced`` when its test is significant in the paper's direction after
-the correction for multiple comparisons, ``not reproduced`` only when it is not and the design had
-at least :data:`POWER_TO_DECIDE` power for the paper's effect size, and ``inconclusive`` otherwise.
+Verdicts (issue 44, :func:`verdict`): a claim is ``reproduced`` when its test is significant in
+the paper's direction after the correction for multiple comparisons, ``not reproduced`` only when
+the data *exclude* the paper's effect at the variance they showed (an interval wholly below it,
+or the one-sided test of "the effect is at least the paper's", the half of an equivalence test
+(TOST) that matters here: :func:`below_effect_paired`), ``void: floor/ceiling`` when an arm it
+compares ended at its floor or ceiling, and ``inconclusive`` otherwise. Power never decides: a
+design's power for the paper's effect, planned (the spec's assumed sd) and at the observed sd,
+is reported beside the verdict (issue 23 let a planned power of 0.84 call a result "not
+reproduced" whose interval held the paper's effect).
 
 * paired differences (claim b, filter vs no filter per seed): :func:`paired_t` (scipy's
   ``ttest_1samp`` and the t interval) and :func:`paired_t_power` (the noncentral t: Cohen 1988,
@@ -36,15 +41,18 @@ __all__ = [
     "spearman",
     "paired_t",
     "paired_t_power",
+    "below_effect_paired",
     "correlation_power",
     "dependent_correlations_test",
     "dependent_correlations_power",
     "cluster_bootstrap",
     "holm",
     "verdict",
+    "VOID",
 ]
 
-#: The power a design needs before a non-significant result may be called "not reproduced".
+#: The power a design is planned for (the pairs "needed for 0.8" are reported against it); it
+#: never decides a verdict.
 POWER_TO_DECIDE = 0.8
 #: Var(atanh(r_s)) * (n - 3) for Spearman's r_s under bivariate normality (Fieller, Hartley and
 #: Pearson 1957); Pearson's r has 1.
@@ -270,11 +278,59 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
-def verdict(significant: bool, power: float) -> str:
-    """``reproduced`` (significant in the paper's direction), ``not reproduced`` (not, with at
-    least :data:`POWER_TO_DECIDE` power for the paper's effect) or ``inconclusive``."""
+def below_effect_paired(
+    mean: float, sd: float, n: int, effect: float, alpha: float = 0.05
+) -> dict[str, float | bool]:
+    """Do ``n`` paired differences (``mean``, ``sd``) exclude a true mean as large as ``effect``?
+
+    The one-sided t test of ``H0: mu >= effect`` against ``mu < effect`` (the upper half of
+    Schuirmann's two one-sided tests, 1987): ``t = (mean - effect) / (sd / sqrt(n))``, p from
+    the t distribution with ``n - 1`` degrees of freedom; ``excluded`` when ``p <= alpha``, the
+    same as the upper bound of the ``1 - 2 alpha`` t interval lying below ``effect``.
+
+    Returns:
+        ``t``, ``p`` and ``excluded``; NaN and False with fewer than 2 pairs or a NaN input. An
+        sd of 0 excludes exactly when ``mean < effect``.
+
+    Example:
+        >>> r = below_effect_paired(0.048, 0.273, 15, 0.10)  # (b): holds the paper's +0.10
+        >>> round(r["p"], 3), r["excluded"]
+        (0.236, False)
+    """
+    nan = math.nan
+    if n < 2 or not all(math.isfinite(v) for v in (mean, sd, effect)):
+        return {"t": nan, "p": nan, "excluded": False}
+    if sd == 0:
+        return {"t": nan, "p": 0.0 if mean < effect else 1.0, "excluded": bool(mean < effect)}
+    t = (mean - effect) / (sd / math.sqrt(n))
+    p = float(stats.t.cdf(t, n - 1))
+    return {"t": t, "p": p, "excluded": bool(p <= alpha)}
+
+
+def verdict(significant: bool, excludes_effect: bool, void: str | None = None) -> str:
+    """A claim's verdict (issue 44): ``void: floor/ceiling`` when ``void`` (the reason: an arm
+    the comparison needs ended at or beyond its floor or ceiling, so its success had no room to
+    move), else ``reproduced`` (significant in the paper's direction), ``not reproduced`` (the
+    data exclude the paper's effect at their own variance) or ``inconclusive``. Power does not
+    decide.
+
+    Example:
+        >>> verdict(False, False), verdict(False, True), verdict(True, False, "arm x at floor")
+        ('inconclusive', 'not reproduced', 'void: floor/ceiling')
+    """
+    if not isinstance(excludes_effect, bool):
+        raise TypeError(
+            f"verdict: excludes_effect is a bool (do the data exclude the paper's effect?), got "
+            f"{excludes_effect!r}; power no longer decides a verdict (issue 44)"
+        )
+    if void:
+        return VOID
     if significant:
         return "reproduced"
-    if math.isfinite(power) and power >= POWER_TO_DECIDE:
+    if excludes_effect:
         return "not reproduced"
     return "inconclusive"
+
+
+#: The verdict of a claim voided by an arm at its success floor or ceiling.
+VOID = "void: floor/ceiling"
