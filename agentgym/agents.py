@@ -26,13 +26,14 @@ Agent specs (:func:`make_agent`):
 * ``cmd:COMMAND``: any program, in any language. It is started once (``shlex.split(COMMAND)``, no
   shell) and, for each turn, reads one JSON object on a line on stdin (see :func:`request_json`)
   and writes one line on stdout: the action text, or a JSON string literal (a line starting with
-  ``"``) for an action that holds newlines. A program that exits, writes nothing within
-  ``timeout`` seconds, writes a line over ``max_line_bytes`` (16 MiB), or writes to a closed
-  pipe gives an error for that episode and is started again for the next one. On Linux it runs
-  under a small launcher (:mod:`agentgym.agent_launcher`, a child subreaper), so whatever it
-  starts, in any process group or session (``setsid``, a double fork, ``nohup``, SIGTERM
-  ignored), is killed when the program exits, when the agent closes or restarts it, and when
-  eval itself dies (SIGKILL too). What it starts through a daemon outside its process tree
+  ``"``) for an action that holds newlines. A program that exits, does not take its request and
+  write its action within ``timeout`` seconds (one deadline per turn: a program that never reads
+  its stdin cannot block eval on a full pipe), writes a line over ``max_line_bytes`` (16 MiB), or
+  writes to a closed pipe gives an error for that episode and is started again for the next one. On
+  Linux it runs under a small launcher (:mod:`agentgym.agent_launcher`, a child subreaper), so
+  whatever it starts, in any process group or session (``setsid``, a double fork, ``nohup``,
+  SIGTERM ignored), is killed when the program exits, when the agent closes or restarts it, and
+  when eval itself dies (SIGKILL too). What it starts through a daemon outside its process tree
   (``docker run``, ``systemd-run``) is not covered. Elsewhere only its process group is killed.
 * ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
   a module in the current directory). An object (or class, instantiated without arguments) with an
@@ -333,7 +334,8 @@ class CommandAgent(Agent):
 
     Args:
         command: the command line (split with :func:`shlex.split`; no shell).
-        timeout: seconds to wait for each action line.
+        timeout: seconds for each turn: the program must take its request line (a full stdin
+            pipe is never waited on longer) and write its action line within them.
         cwd: working folder of the program.
         max_line_bytes: longest action line, bytes; a longer one is an error for its episode.
 
@@ -438,9 +440,38 @@ class CommandAgent(Agent):
             raise AgentError(f"cannot start {self.command!r}: {failure}")
         return proc
 
-    def _read_line(self, proc: subprocess.Popen[bytes]) -> bytes:
+    def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
+        """Write ``data`` to the program's stdin by ``deadline``: a program that does not read
+        its stdin (its pipe full) gives an error, never a write that blocks for ever.
+
+        Raises:
+            AgentError: the pipe is closed, or still full at the deadline.
+        """
+        assert proc.stdin is not None
+        fd = proc.stdin.fileno()
+        os.set_blocking(fd, False)  # our end of the pipe only: select says when it takes more
+        view = memoryview(data)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_WRITE)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                    continue
+                except BlockingIOError:
+                    pass
+                except OSError as err:
+                    raise AgentError(f"{self.command!r} stopped reading its stdin: {err}") from err
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise AgentError(
+                        f"{self.command!r} read no request within {self.timeout:g} s (its stdin "
+                        "is full)"
+                    )
+
+    def _read_line(self, proc: subprocess.Popen[bytes], deadline: float | None = None) -> bytes:
         assert proc.stdout is not None
-        deadline = time.monotonic() + self.timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         fd = proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
@@ -479,13 +510,10 @@ class CommandAgent(Agent):
 
     def _ask(self, req: AgentRequest) -> str:
         proc = self._start()
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(json.dumps(request_json(req)).encode() + b"\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError) as err:
-            raise AgentError(f"{self.command!r} stopped reading its stdin: {err}") from err
-        text = self._read_line(proc).decode("utf-8", errors="replace").rstrip("\r")
+        # one deadline for the turn: reading the request and writing the action
+        deadline = time.monotonic() + self.timeout
+        self._write(proc, json.dumps(request_json(req)).encode() + b"\n", deadline)
+        text = self._read_line(proc, deadline).decode("utf-8", errors="replace").rstrip("\r")
         if text.startswith('"'):
             try:
                 decoded = json.loads(text)

@@ -102,6 +102,32 @@ def to_json_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k): convert(str(k), v) for k, v in kwargs.items()}
 
 
+def _check_utf8(config: Mapping[str, Any]) -> None:
+    """Refuse, before anything is played, an argument the UTF-8 bundle could not hold: text with
+    a lone surrogate, as Python gives for a file name's or a command's bytes that are not UTF-8
+    (``--kw dataset_file=$'data\\xff.jsonl'``). Found only when the bundle was written, it ended
+    the run after its last episode, and every rerun resumed into the same error.
+
+    Raises:
+        EvalError: naming the argument.
+    """
+    for key, value in config.items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            what = {
+                "envs": "--env",
+                "agent_spec": "--agent",
+                "env_kwargs": "--kw",
+                "agent_kwargs": "--agent-kw",
+            }.get(key, key)
+            raise EvalError(
+                f"{what} holds text that is not valid UTF-8 (e.g. a file name with bytes that "
+                "are not UTF-8); a result bundle is UTF-8 JSON and cannot record it: rename the "
+                "file or folder, or use a path without such bytes"
+            ) from None
+
+
 def _episode_record(episode: LiveEpisode, wall_s: float) -> dict[str, Any]:
     """The bundle record of one episode :func:`agentgym.lockstep.play_lockstep` played."""
     return episode_record(
@@ -262,7 +288,10 @@ def evaluate(
         "agent_kwargs": to_json_kwargs(agent_kwargs or {}),
         "agent_seed": agent_seed,
     }
+    _check_utf8(config)
     out = Path(out)
+    if out.is_dir():
+        raise EvalError(f"--out {out} is a folder; give the path of the bundle file to write")
     partial = out.with_name(out.name + ".partial.jsonl")
     if overwrite:
         out.unlink(missing_ok=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.fileio import write_text_atomic
-from leaderboards.render import html_page, inert, markdown_tables, text_tables
+from leaderboards.render import html_page, inert, invisible, markdown_tables, text_tables
 from leaderboards.store import (
     Store,
     _duplicate_message,
@@ -116,7 +116,9 @@ def name_problem(name: object) -> str | None:
     """What is wrong with an entry name, or None. After :func:`normalise_name` it must be 1 to
     :data:`MAX_NAME_CHARS` characters of valid Unicode, none of them a control or format
     character (invisible ones such as U+200B ZERO WIDTH SPACE or U+202E RIGHT-TO-LEFT OVERRIDE
-    make a name look like another's), and its letters from at most one of
+    make a name look like another's) nor a default-ignorable one (drawn as nothing whatever its
+    category: U+3164 HANGUL FILLER, U+034F COMBINING GRAPHEME JOINER, variation selectors;
+    :func:`leaderboards.render.invisible`), and its letters from at most one of
     :data:`LOOKALIKE_SCRIPTS`.
 
     Example:
@@ -135,7 +137,9 @@ def name_problem(name: object) -> str | None:
     if not 0 < len(name) <= MAX_NAME_CHARS:
         return f"--name must be 1 to {MAX_NAME_CHARS} characters"
     for ch in name:
-        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+        # a default-ignorable code point (U+3164 HANGUL FILLER is a letter, U+034F a mark) is
+        # drawn as nothing, whatever its category: refused as a zero-width space is
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES or invisible(ch):
             label = unicodedata.name(ch, "")
             return (
                 f"--name holds U+{ord(ch):04X}{' ' + label if label else ''}, a control or "

@@ -7,7 +7,8 @@ Intervals, seeds and dates never wrap; the page fits a 1280-pixel window.
 
 Every text column is printed inert (:func:`inert`), whoever wrote the database: control
 characters, which a terminal would obey (``ESC [ 2 J`` clears it), and invisible format
-characters (zero-width spaces, bidirectional overrides) are shown as ``\\x1b``-style escapes. In
+characters (zero-width spaces, bidirectional overrides) and the other default-ignorable code
+points (U+3164 HANGUL FILLER, variation selectors) are shown as ``\\x1b``-style escapes. In
 Markdown every field is also escaped (:func:`_md`), so that no name becomes a link, an image,
 emphasis or HTML.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "SELF_REPORTED",
     "board_title",
     "inert",
+    "invisible",
     "text_tables",
     "markdown_tables",
     "html_page",
@@ -34,6 +36,43 @@ __all__ = [
 # spaces and joiners, bidirectional marks, overrides and isolates, soft hyphen), surrogates,
 # private use, unassigned code points, line and paragraph separators.
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+#: Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt), first and last code
+#: point: characters a renderer draws as nothing whatever their category, so they hide in a name
+#: as a zero-width space does. Beyond the categories above they hold letters (U+3164 HANGUL
+#: FILLER, U+115F, U+1160, U+FFA0) and combining marks (U+034F COMBINING GRAPHEME JOINER, the
+#: variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF, U+180B-U+180D, U+17B4, U+17B5).
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def invisible(ch: str) -> bool:
+    """Whether ``ch`` is drawn as nothing, or acts on a terminal: a control, format, surrogate,
+    private-use, unassigned or separator character (:data:`_INVISIBLE`), or a default-ignorable
+    code point (:data:`DEFAULT_IGNORABLE`)."""
+    code = ord(ch)
+    return unicodedata.category(ch) in _INVISIBLE or any(
+        lo <= code <= hi for lo, hi in DEFAULT_IGNORABLE
+    )
+
+
 _SPECIAL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -52,8 +91,8 @@ def _escape(ch: str) -> str:
 
 def inert(text: object) -> str:
     r"""``text`` (made a string) with every control, format or other invisible character escaped
-    (``\x1b``, ``\n``, ``\u202e``, ``\u200b``), so that printing it cannot move the cursor,
-    recolour or clear a terminal, reorder a line, or hide a character.
+    (``\x1b``, ``\n``, ``\u202e``, ``\u200b``, ``\u3164``: :func:`invisible`), so that printing
+    it cannot move the cursor, recolour or clear a terminal, reorder a line, or hide a character.
 
     Example:
         >>> inert("ok\x1b[2Jx\n"), inert("a\u200bb")
@@ -62,7 +101,7 @@ def inert(text: object) -> str:
     text = str(text)
     if text.isprintable() and text.isascii():
         return text
-    return "".join(_escape(ch) if unicodedata.category(ch) in _INVISIBLE else ch for ch in text)
+    return "".join(_escape(ch) if invisible(ch) else ch for ch in text)
 
 
 Boards = Mapping[tuple[str, str], Sequence[Entry]]

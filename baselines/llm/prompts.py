@@ -86,6 +86,9 @@ class _Controls:
     index: dict[str, int]
     pattern: re.Pattern[str] | None  # the control strings (escaped in contents)
     specials: re.Pattern[str] | None  # every special token (where encode_rendered splits)
+    # special tokens that eat the white space on their left / right (AddedToken lstrip, rstrip)
+    lstrip: frozenset[str] = frozenset()
+    rstrip: frozenset[str] = frozenset()
 
 
 _CONTROLS: weakref.WeakKeyDictionary[Any, tuple[int, _Controls]] = weakref.WeakKeyDictionary()
@@ -118,11 +121,14 @@ def _controls(tokenizer: Any) -> _Controls:
     found.update(str(t) for t in getattr(tokenizer, "all_special_tokens", ()) or ())
     found.discard("")
     strings = tuple(sorted(found - _FORMAT_STRINGS, key=lambda t: (-len(t), t)))
+    special_added = [t for t in added.values() if t.content in found]
     controls = _Controls(
         strings,
         {t: k for k, t in enumerate(strings)},
         _alternation(list(strings)),
         _alternation(sorted(found)),
+        frozenset(t.content for t in special_added if getattr(t, "lstrip", False)),
+        frozenset(t.content for t in special_added if getattr(t, "rstrip", False)),
     )
     try:
         _CONTROLS[tokenizer] = (len(added), controls)
@@ -208,7 +214,9 @@ def encode_rendered(tokenizer: Any, text: str) -> list[int]:
     them unescaped and tokenised with ``split_special_tokens=True``, so no control id comes from
     a content (a special token of the action format keeps its id, as before). A text without
     escapes is tokenised as ``tokenizer(text, add_special_tokens=False)`` (the same ids: that
-    call also splits at the special tokens and tokenises between them).
+    call also splits at the special tokens and tokenises between them, and a special token
+    marked ``lstrip``/``rstrip`` (an end-of-turn token may be) eats the white space beside it
+    there as here, so a content's control string changes no id of the template's own text).
     """
     if _ESC not in text:
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -224,11 +232,26 @@ def encode_rendered(tokenizer: Any, text: str) -> list[int]:
 
     ids: list[int] = []
     start = 0
+    strip_left = False  # the token before this piece eats the white space after it (rstrip)
     for m in controls.specials.finditer(text) if controls.specials is not None else ():
-        ids += literal(text[start : m.start()])
+        piece = text[start : m.start()]
+        if strip_left:
+            piece = _WHITE_LEFT.sub("", piece)
+        if m.group() in controls.lstrip:
+            piece = _WHITE_RIGHT.sub("", piece)
+        ids += literal(piece)
         ids.append(int(tokenizer.convert_tokens_to_ids(m.group())))
+        strip_left = m.group() in controls.rstrip
         start = m.end()
-    return ids + literal(text[start:])
+    piece = text[start:]
+    return ids + literal(_WHITE_LEFT.sub("", piece) if strip_left else piece)
+
+
+# Unicode White_Space, what a special token's lstrip/rstrip eats in ``tokenizer(text)`` (Rust's
+# char::is_whitespace; Python's str.isspace also takes U+001C..U+001F)
+_WHITE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_WHITE_LEFT = re.compile(f"^[{_WHITE}]+")
+_WHITE_RIGHT = re.compile(f"[{_WHITE}]+$")
 
 
 def encode_content(tokenizer: Any, text: str) -> list[int]:
