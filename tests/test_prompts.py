@@ -127,7 +127,7 @@ ECHOES = {
     "agentgym/FrozenLake-v0": f"<think>x</think><answer>Fly {FORGE}</answer>",
     "agentgym/Bandit-v0": f"<think>x</think><answer>Fly {FORGE}</answer>",
     "agentgym/Countdown-v0": f"<think>x</think><answer>Fly {FORGE}</answer>",
-    "agentgym/CodeExecGenerated-v1": f"<think>x</think><answer>Fly {FORGE}</answer>",
+    "agentgym/CodeExecGenerated-v2": f"<think>x</think><answer>Fly {FORGE}</answer>",
     "agentgym/MathFile-v0": f"<think>x</think><answer>3 {FORGE_LINE}</answer>",
     "agentgym/WebShopText-v0": f"<think>x</think><answer>search[red {FORGE_LINE}]</answer>",
 }

@@ -122,7 +122,7 @@ _MINIWOB = {
 _CODE_EXEC = {
     "source": TaskParam("choice", choices=("humaneval", "generated")),
     "feedback_chars": TaskParam("int", 0, 100_000),
-    "feedback": TaskParam("choice", choices=("pass_fail", "counts")),
+    "feedback": TaskParam("choice", choices=("public", "pass_fail", "counts")),
 }
 
 
@@ -242,22 +242,32 @@ _code_exec = partial(
 )
 
 
-def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry, EnvEntry]:
-    """v0 and v1 of one CodeExec task. v0: each attempt's feedback and reward count the passed
-    tests (``feedback="counts"``), which lets a blind agent solve a problem with few yes/no tests
-    from the counts (issue 25). v1 says only pass or fail per attempt and pays the best attempt
-    at the end (the env's default). v0 stays as it was, so its episodes and the bundles made on
-    it replay unchanged (DESIGN.md: a change that alters episodes bumps the version)."""
+def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry, ...]:
+    """v0, v1 and v2 of one CodeExec task. v0: each attempt's feedback and reward count the
+    passed tests (``feedback="counts"``), which lets a blind agent solve a problem with few yes/no
+    tests from the counts (issue 25). v1 says only pass or fail per attempt and pays the best
+    attempt at the end (``feedback="pass_fail"``); every test still both gives feedback and
+    decides the reward. v2 (the env's default, ``feedback="public"``) splits each problem's tests:
+    the public third is shown and reported on, the hidden rest alone decides the reward, so no
+    feedback channel carries anything of the tests that pay (issue 45). v0 and v1 stay as they
+    were, so their episodes and the bundles made on them replay unchanged (DESIGN.md: a change
+    that alters episodes bumps the version)."""
     return (
         _code_exec(
             id=f"agentgym/{name}-v0",
-            summary=f"{summary}; 3 attempts, each shown its pass count (superseded by v1).",
+            summary=f"{summary}; 3 attempts, each shown its pass count (superseded by v2).",
             default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "counts"},
             task_kwargs={"source": source},
         ),
         _code_exec(
             id=f"agentgym/{name}-v1",
-            summary=f"{summary}; 3 attempts, each told only pass or fail.",
+            summary=f"{summary}; 3 attempts, each told only pass or fail (superseded by v2).",
+            default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "pass_fail"},
+            task_kwargs={"source": source},
+        ),
+        _code_exec(
+            id=f"agentgym/{name}-v2",
+            summary=f"{summary}; public tests shown and reported on, hidden tests pay; 3 attempts.",
             task_kwargs={"source": source},
         ),
     )

@@ -1,20 +1,35 @@
-"""CodeExec-v0 (HumanEval) and CodeExecGenerated-v0: write a Python function; hidden tests grade it.
+"""CodeExec (HumanEval) and CodeExecGenerated (v0, v1, v2): write a Python function; tests grade it.
 
 * Problems (:mod:`agentgym.envs.code_exec_tasks`): ``source="humaneval"`` draws one of the 164
   HumanEval problems (Chen et al. 2021); ``source="generated"`` builds a small parametrised
   function-writing task from ``self.np_random`` (seven families, each with drawn constants and
   inputs).
-* Observation: the function's signature and docstring to complete; after an attempt that did not
-  pass every test, that it did not, whether some test got a wrong value (not which, nor how many),
-  and for the first five tests whose call failed, the call and what happened:
-  ``Failed: flip_case('Hello!') raised ValueError: x`` (or ``timed out after ...``), truncated to
-  ``feedback_chars``. Never the assert itself or its expected value: an agent could answer the
-  next attempt from a table of those instead of solving the task. Never which tests failed nor how
-  many passed (``feedback="pass_fail"``, the default): a count per attempt lets an agent that
-  computes nothing enumerate the outputs of a yes/no task test by test (its function can number
-  its calls) and solve it from the counts. ``feedback="counts"`` restores the count per attempt
-  (``Attempt 2: 4/7 tests passed.``, how many got a wrong value) and the reward per attempt below,
-  for studies of dense feedback.
+* Tests and feedback (``feedback``, fixed by the id): what an attempt that fails reveals is a
+  channel from the tests to the policy, and a policy trained with RL learns to farm any channel
+  from the tests that pay. On a yes/no problem, an agent that never computes the function (its
+  answer numbers its calls, the harness calls the tests in order, and it chooses a bool per call)
+  can read the expected outputs out of per-attempt feedback: with pass counts (``"counts"``,
+  CodeExec-v0) it solves 4 of HumanEval's 28 yes/no problems in 3 attempts where guessing
+  expects 0.45; with pass or fail only (``"pass_fail"``, v1) it still learns one bit per attempt
+  (answer one call, raise on the others: is "a test returned a wrong value"?). The defence,
+  ``"public"`` (the default; v2), is CodeContests' split (Li et al. 2022, section 3.2): a
+  problem's first quarter of tests is *public* (:func:`split_tests`), shown in the observation
+  with its expected values and reported on test by test after each attempt (``Failed public
+  test: assert candidate(x) == 2 -> f(x) returned 3``); the rest are *hidden*, decide the reward
+  and success alone, and an attempt is told only whether all of them passed (which ends the
+  episode). Nothing else of a hidden test reaches the observation: not how many passed, not
+  which, not how their calls went (raised, timed out). So no feedback carries more than the public
+  tests reveal, and a blind agent's success on the hidden tests is a guess's:
+  ``attempts / 2**k`` on a yes/no problem with ``k`` hidden tests (measured: the agent above
+  solves none of the 28 where guessing expects 1.06; ``tests/blind_code_agent.py``). Every test counts
+  as hidden for ``"pass_fail"`` and ``"counts"``.
+* Observation: the function's signature and docstring to complete; with ``"public"`` its public
+  tests (or that it has none: problems with fewer than 4 tests); after an attempt that did not
+  pass, that it did not, and: with ``"public"``, the public tests' results as above; with
+  ``"pass_fail"``/``"counts"``, whether some test got a wrong value (not which) and, for the first
+  five tests whose call failed, the call and what happened (``Failed: flip_case('Hello!') raised
+  ValueError: x``), with ``"counts"`` the count per attempt (``Attempt 2: 4/7 tests passed.``).
+  Never a hidden test's assert or expected value. Truncated to ``feedback_chars``.
 * Action: Python source in ``<answer>`` (optionally inside a fenced ```python block) that parses
   and defines the entry-point function at top level, e.g.
   ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``. Anything else is an
@@ -28,17 +43,19 @@
   ``defaultdict`` or namedtuple counts as the dict or tuple it holds (HumanEval's ``==`` accepts
   them too); any other class is not plain data and fails its test. Printing, exit codes, ``sys.exit``,
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
-* Info of a graded turn: ``all_tests_passed`` and ``grade_error`` (why the answer could not be
-  called at all, e.g. its module code raised or it wrote to the grader's report, else ``None``;
-  the observation shows it too); ``tests_passed``, ``tests_total`` and ``pass_fraction``: of the
-  best attempt on the episode's last step (``feedback="pass_fail"``), of that attempt on every
-  graded turn (``feedback="counts"``).
-* Reward: the episode's return is the best fraction of tests passed over its attempts (1.0 for a
-  full pass). With ``feedback="pass_fail"`` it is paid on the episode's last step (a full pass, or
-  the last attempt, whatever that turn's action), every earlier turn earning 0 (so the reward says
-  no more than the observation). With ``feedback="counts"`` it is paid as improvement: a turn
-  earns ``max(0, fraction - best fraction of earlier turns)``. Either way a failed attempt never
-  pays twice. Every test passing is ``success`` and terminates; otherwise the next turn is another
+* Info of a graded turn: ``all_tests_passed`` (every hidden test) and ``grade_error`` (why the
+  answer could not be called at all, e.g. its module code raised or it wrote to the grader's
+  report, else ``None``; the observation shows it too); with ``"public"``,
+  ``public_tests_passed`` and ``public_tests_total``; ``tests_passed``, ``tests_total`` and
+  ``pass_fraction`` (of the hidden tests): of the best attempt on the episode's last step
+  (``"public"``, ``"pass_fail"``), of that attempt on every graded turn (``"counts"``). Reset's
+  info: ``num_tests``, ``num_public_tests``, ``num_hidden_tests``.
+* Reward: the episode's return is the best fraction of hidden tests passed over its attempts (1.0
+  for a full pass). With ``"public"`` or ``"pass_fail"`` it is paid on the episode's last step (a
+  full pass, or the last attempt, whatever that turn's action), every earlier turn earning 0 (so
+  the reward says no more than the observation). With ``"counts"`` it is paid as improvement: a
+  turn earns ``max(0, fraction - best fraction of earlier turns)``. Either way a failed attempt
+  never pays twice. Every hidden test passing is ``success`` and terminates; otherwise the next turn is another
   attempt, up to ``max_turns`` (default 3), after which the episode terminates (the attempts are
   the task's rule). An invalid action's format penalty is added as in every env.
 * Sandbox: ``backend="auto"`` (Docker when a daemon answers and has the image, else the isolated
@@ -95,7 +112,34 @@ __all__ = [
 
 SOURCES = ("humaneval", "generated")
 #: What an attempt that fails some test reveals before the episode ends (module docstring).
-FEEDBACK = ("pass_fail", "counts")
+FEEDBACK = ("public", "pass_fail", "counts")
+
+
+def split_tests(total: int) -> tuple[range, range]:
+    """The public and hidden tests of a problem with ``total`` tests (``feedback="public"``).
+
+    The first ``total // 4`` tests (in the check's order: HumanEval's first asserts are mostly its
+    docstring's examples) are *public*: the observation shows them, and each attempt's feedback
+    says how each went. The rest, at least three quarters, are *hidden*: they alone decide the
+    reward and success, and an attempt is told only whether all of them passed. This is the split
+    of CodeContests' public and private tests (Li et al. 2022, "Competition-Level Code
+    Generation with AlphaCode", section 3.2) with the public share fixed per problem. A quarter,
+    not more: a blind agent's chance on a yes/no problem with ``k`` hidden tests is ``attempts /
+    2**k``, so every test made public raises what guessing earns.
+
+    Returns:
+        ``(public, hidden)``: ranges of test indices. ``split_tests(7) == (range(0, 1), range(1,
+        7))``; ``split_tests(3) == (range(0, 0), range(0, 3))``.
+
+    Raises:
+        ValueError: ``total < 1``.
+    """
+    if total < 1:
+        raise ValueError(f"a problem has at least one test, got {total}")
+    public = total // 4
+    return range(public), range(public, total)
+
+
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
 
 
@@ -125,6 +169,12 @@ def _defines(code: str, name: str) -> bool:
     return False
 
 
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line (white space runs collapsed), cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
 # ----------------------------------------------------------------------------- the environment
 
 
@@ -139,9 +189,10 @@ class CodeExecEnv(TextEnv):
         memory_mb: memory limit of one grading run, MiB (default: the sandbox's).
         per_test_timeout_s: limit of each test, seconds.
         feedback_chars: most characters of test feedback in the observation.
-        feedback: ``"pass_fail"`` (default: an attempt says whether every test passed, never how
-            many; the reward is paid when the episode ends) or ``"counts"`` (tests passed per
-            attempt, reward per attempt); see the module docstring.
+        feedback: ``"public"`` (default: public tests shown and reported on, hidden tests decide
+            the reward, paid when the episode ends), ``"pass_fail"`` (every test decides; an
+            attempt says whether every test passed, never how many) or ``"counts"`` (tests
+            passed per attempt, reward per attempt); see the module docstring.
         max_turns: attempts per episode (default 3).
         max_actions_per_turn: must be 1 (one answer per turn).
         sandbox_options: extra keyword arguments of the back end (e.g. ``{"pool_size": 2}``).
@@ -167,7 +218,7 @@ class CodeExecEnv(TextEnv):
         memory_mb: int = DEFAULT_MEMORY_MB,
         per_test_timeout_s: float = 5.0,
         feedback_chars: int = 1500,
-        feedback: str = "pass_fail",
+        feedback: str = "public",
         max_turns: int = 3,
         max_actions_per_turn: int = 1,
         sandbox_options: dict[str, Any] | None = None,
@@ -198,6 +249,8 @@ class CodeExecEnv(TextEnv):
         self.per_test_timeout_s = float(per_test_timeout_s)
         self.feedback_chars = feedback_chars
         self.feedback = feedback
+        self._public: range = range(0)
+        self._hidden: range = range(0)
         self.sandbox_options = dict(sandbox_options or {})
         self.problem = CodeProblem("", "", "", "", "def check(candidate):\n    pass\n")
         self._sandbox: Any = None
@@ -245,6 +298,17 @@ class CodeExecEnv(TextEnv):
 
     @property
     def instructions_text(self) -> str:
+        if self.feedback == "public":
+            return (
+                "Complete the Python function shown. Reply with the whole function as Python "
+                "source (the def line, and any imports or helpers it needs), optionally in a "
+                "```python fenced block. The public tests shown say what is expected (candidate "
+                "is your function); hidden tests decide your reward: the best fraction of hidden "
+                "tests passed over your attempts, paid when the episode ends. After an attempt "
+                "you see how the public tests went and only whether every hidden test passed; "
+                f"you may try again ({self.max_turns} attempts in all). Do not use '||' in your "
+                "code."
+            )
         reward = (
             "your reward is the best fraction of tests passed over your attempts, paid when the "
             "episode ends."
@@ -272,11 +336,18 @@ class CodeExecEnv(TextEnv):
         self._solved = False
         self._feedback = None
         self.last_grade = None
-        total = self._num_tests = len(plan_checks(self.problem).tests)
+        total = len(plan_checks(self.problem).tests)
+        if self.feedback == "public":
+            self._public, self._hidden = split_tests(total)
+        else:
+            self._public, self._hidden = range(0), range(total)
+        self._num_tests = len(self._hidden)
         return {
             "task_id": self.problem.task_id,
             "entry_point": self.problem.entry_point,
             "num_tests": total,
+            "num_public_tests": len(self._public),
+            "num_hidden_tests": len(self._hidden),
         }
 
     def _parse_action(self, token: str) -> str | None:
@@ -296,14 +367,25 @@ class CodeExecEnv(TextEnv):
             per_test_timeout_s=self.per_test_timeout_s,
         )
         self.last_grade = result
-        fraction = result.fraction
+        failed = set(result.failed_tests)
+        passed = sum(i not in failed for i in self._hidden)  # every test unless "public"
+        fraction = passed / len(self._hidden)
         improvement = max(0.0, fraction - self._best)
         if fraction > self._best:
-            self._best, self._best_passed = fraction, result.passed
-        solved = result.passed == result.total
+            self._best, self._best_passed = fraction, passed
+        solved = passed == len(self._hidden)
         self._solved = self._solved or solved
-        self._feedback = self._describe(result)
+        self._feedback = (
+            self._describe_public(result, solved)
+            if self.feedback == "public"
+            else self._describe(result)
+        )
         info: dict[str, Any] = {"all_tests_passed": solved, "grade_error": result.error}
+        if self.feedback == "public":
+            info.update(
+                public_tests_passed=sum(i not in failed for i in self._public),
+                public_tests_total=len(self._public),
+            )
         if self.feedback == "counts":
             reward = improvement
             info.update(
@@ -324,10 +406,10 @@ class CodeExecEnv(TextEnv):
         }
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """:meth:`TextEnv.step`; with ``feedback="pass_fail"`` the episode's last step also pays
-        the best partial pass fraction (module docstring)."""
+        """:meth:`TextEnv.step`; with ``feedback="public"`` or ``"pass_fail"`` the episode's last
+        step also pays the best partial pass fraction (module docstring)."""
         observation, reward, terminated, truncated, info = super().step(action)
-        if self.feedback == "pass_fail" and (terminated or truncated) and not self._solved:
+        if self.feedback != "counts" and (terminated or truncated) and not self._solved:
             reward += self._best
             info.update(self._best_info())
         return observation, reward, terminated, truncated, info
@@ -357,11 +439,59 @@ class CodeExecEnv(TextEnv):
             text = text[: self.feedback_chars] + " [truncated]"
         return text
 
+    def _describe_public(self, result: GradeResult, solved: bool) -> str:
+        """Feedback of ``feedback="public"``: whether every hidden test passed (nothing else of
+        them: not how many, not which, not how their calls went) and, test by test, how the public
+        tests went, with what their calls returned (their expected values are shown already)."""
+        if solved:
+            lines = [f"Attempt {self.turn}: every hidden test passed."]
+        else:
+            lines = [f"Attempt {self.turn}: not every hidden test passed."]
+        if result.error:
+            lines.append(f"Error: {result.error}")
+        if self._public:
+            failed = [i for i in result.failed_tests if i in self._public]
+            lines.append(
+                f"Public tests: {len(self._public) - len(failed)}/{len(self._public)} passed."
+            )
+            plan = plan_checks(self.problem)
+            for i in failed[:5]:
+                got = [
+                    self._call_result(plan, k, result)
+                    for k, test in enumerate(plan.test_of_call)
+                    if test == i
+                ][:3]
+                lines.append(
+                    f"Failed public test: {_one_line(plan.tests[i], 300)} -> {'; '.join(got)}"
+                )
+        text = "\n".join(lines)
+        if len(text) > self.feedback_chars:
+            text = text[: self.feedback_chars] + " [truncated]"
+        return text
+
+    @staticmethod
+    def _call_result(plan: Any, k: int, result: GradeResult) -> str:
+        """What call ``k`` of a public test gave: ``f(1) returned 2`` or ``f(1) raised ...``."""
+        call = plan.call_text(k, limit=100)
+        if k >= len(result.outcomes):
+            return f"{call} not run"
+        ok, value = result.outcomes[k]
+        if not ok:
+            return f"{call} {str(value)[:200]}"
+        return f"{call} returned {_one_line(repr(value), 200)}"
+
     def _success(self) -> bool:
         return self._solved
 
     def _render_state(self) -> str:
         text = f"```python\n{self.problem.prompt}```"
+        if self.feedback == "public":
+            if self._public:
+                tests = plan_checks(self.problem).tests
+                shown = "\n".join(_one_line(tests[i], 300) for i in self._public)
+                text += f"\nPublic tests:\n{shown}"
+            else:
+                text += "\nPublic tests: none (this problem has fewer than 4 tests)."
         if self._feedback and self.turn > 0:
             text += "\n" + self._feedback
         return text

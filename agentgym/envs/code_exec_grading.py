@@ -171,12 +171,18 @@ class GradeResult:
             never an expected value.
         error: why the answer could not be called at all (its module code raised, the run ended
             early), else ``None``.
+        failed_tests: the index (in :attr:`CheckPlan.tests`) of each failing test, in order, one
+            per entry of ``failures``.
+        outcomes: what each planned call gave (:data:`Outcome`, in :attr:`CheckPlan.calls`
+            order); empty when no call was judged. For the host's eyes only, as ``failures``.
     """
 
     passed: int
     total: int
     failures: tuple[tuple[str, str], ...]
     error: str | None
+    failed_tests: tuple[int, ...] = ()
+    outcomes: tuple[tuple[bool, Any], ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -563,7 +569,9 @@ def plan_checks(problem: CodeProblem) -> CheckPlan:
 Outcome = tuple[bool, Any]
 
 
-def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tuple[str, str], ...]]:
+def judge(
+    plan: CheckPlan, outcomes: Sequence[Outcome], indices: list[int] | None = None
+) -> tuple[int, tuple[tuple[str, str], ...]]:
     """Evaluate every test of ``plan`` on the candidate's ``outcomes`` (one per planned call).
 
     Returns:
@@ -571,10 +579,15 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
         reason is :data:`WRONG_VALUE`, or a failing call and what happened to it
         (:class:`GradeResult`), never the assert or an expected value.
 
+    ``indices``, when given, is filled with the index of each failing test (as
+    :attr:`GradeResult.failed_tests`).
+
     Raises:
         ValueError: ``outcomes`` does not have one entry per call.
         RuntimeError: the check made other calls than when it was planned (a grader bug).
     """
+    if indices is None:
+        indices = []
     if len(outcomes) != len(plan.calls):
         raise ValueError(f"{len(outcomes)} outcomes for {len(plan.calls)} planned calls")
     cursor = [0]
@@ -623,11 +636,16 @@ def judge(plan: CheckPlan, outcomes: Sequence[Outcome]) -> tuple[int, tuple[tupl
     hooks = {_CALL: replay, _ASSERT: check_assert, _TEST: _Test}
     _run_check((plan._helpers, plan._check), hooks)
     failures = []
+    failed = []
     for i, src in enumerate(plan.tests):
         if i not in verdicts:
             failures.append((src, "not run"))
         elif verdicts[i] is not None:
             failures.append((src, str(verdicts[i])))
+        else:
+            continue
+        failed.append(i)
+    indices[:] = failed
     return len(plan.tests) - len(failures), tuple(failures)
 
 
@@ -731,6 +749,7 @@ def grade_batch(
                 len(plan.tests),
                 tuple((t, "not run") for t in plan.tests),
                 f"your answer is too long to run ({len(code):,} characters): {why}",
+                tuple(range(len(plan.tests))),
             )
             for (_, code), plan in zip(items, plans, strict=True)
         ]
@@ -753,7 +772,13 @@ def grade_batch(
         # grammar): the run's answers score 0, and the grader goes on.
         error = f"the grader's report was malformed ({err}): your code wrote to it"
         return [
-            GradeResult(0, len(plan.tests), tuple((t, "not graded") for t in plan.tests), error)
+            GradeResult(
+                0,
+                len(plan.tests),
+                tuple((t, "not graded") for t in plan.tests),
+                error,
+                tuple(range(len(plan.tests))),
+            )
             for plan in plans
         ]
     if result.timed_out:
@@ -774,18 +799,27 @@ def grade_batch(
             )
             error = f"your code raised {why}"
             out.append(
-                GradeResult(0, len(plan.tests), tuple((t, "not run") for t in plan.tests), error)
+                GradeResult(
+                    0,
+                    len(plan.tests),
+                    tuple((t, "not run") for t in plan.tests),
+                    error,
+                    tuple(range(len(plan.tests))),
+                )
             )
             continue
         outcomes: list[Outcome] = []
         for k in range(len(plan.calls)):
             kind, payload = lines.get((p, str(k)), ("", ""))
             outcomes.append(_outcome(kind, payload, missing, per_test_timeout_s))
-        passed, failures = judge(plan, outcomes)
+        failed: list[int] = []
+        passed, failures = judge(plan, outcomes, failed)
         error = None
         if len(lines) == 0 or (p, str(len(plan.calls) - 1)) not in lines:
             error = missing if plan.calls else None
-        out.append(GradeResult(passed, len(plan.tests), failures, error))
+        out.append(
+            GradeResult(passed, len(plan.tests), failures, error, tuple(failed), tuple(outcomes))
+        )
     return out
 
 
