@@ -30,11 +30,17 @@ Agent specs (:func:`make_agent`):
   write its action within ``timeout`` seconds (one deadline per turn: a program that never reads
   its stdin cannot block eval on a full pipe), writes a line over ``max_line_bytes`` (16 MiB), or
   writes to a closed pipe gives an error for that episode and is started again for the next one. On
-  Linux it runs under a small launcher (:mod:`agentgym.agent_launcher`, a child subreaper), so
-  whatever it starts, in any process group or session (``setsid``, a double fork, ``nohup``,
-  SIGTERM ignored), is killed when the program exits, when the agent closes or restarts it, and
-  when eval itself dies (SIGKILL too). What it starts through a daemon outside its process tree
-  (``docker run``, ``systemd-run``) is not covered. Elsewhere only its process group is killed.
+  Linux it runs under a small launcher (:mod:`agentgym.agent_launcher`), in a PID namespace of its
+  own where the kernel allows one (with a user namespace mapping only the current uid and gid when
+  not root), so whatever it starts, in any process group or session (``setsid``, a double fork,
+  ``nohup``, SIGTERM ignored), is killed when the program exits, when the agent closes or restarts
+  it, and when eval itself dies (SIGKILL too), even if the program kills its launcher: the launcher
+  has no pid in the namespace, and the kernel kills the whole namespace when its init ends. Inside,
+  the program's pids are the namespace's, while ``/proc`` shows the host's. Where the kernel refuses
+  a namespace the launcher is a child subreaper instead, with one more limit: a program that kills
+  its launcher leaves what it started in other sessions running. What it starts through a daemon
+  outside its process tree (``docker run``, ``systemd-run``) is not covered. Elsewhere (not Linux)
+  only its process group is killed.
 * ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
   a module in the current directory). An object (or class, instantiated without arguments) with an
   ``act(requests) -> list[str]`` method is used as a batched agent; any other callable is called
@@ -321,16 +327,26 @@ class CallableAgent(Agent):
 class CommandAgent(Agent):
     """An external program speaking JSON lines (see the module docstring).
 
-    On Linux the program runs under :mod:`agentgym.agent_launcher` (a child subreaper that leads a
-    session of its own; the program inherits the launcher's stdin and stdout, so nothing is
-    relayed). Guarantee: once the program has exited, or :meth:`close` (or a restart after an
-    error) has returned, or eval has died, every process the program started and that stayed in
-    its process tree, whatever session, group or signal mask it chose, is killed: the program
-    gets SIGTERM and 2 s to exit, then the whole tree gets SIGKILL, and the launcher exits.
-    Processes started through a daemon outside the tree (``docker run``, ``systemd-run``, ``at``)
-    are not covered. Without the launcher (not Linux) the program leads a process group of its
-    own and only that group is killed. A line is read in chunks and each byte is searched for the
-    newline once (:attr:`bytes_searched`).
+    On Linux the program runs under :mod:`agentgym.agent_launcher` (which leads a session of its
+    own; the program inherits the launcher's stdin and stdout, so nothing is relayed), in a new
+    PID namespace where the kernel allows one: the launcher's child, the namespace's init (pid 1
+    there, the program's parent), starts the program. Guarantee: once the program has exited, or
+    :meth:`close` (or a restart after an error) has returned, or eval has died, every process the
+    program started, whatever session, group or signal mask it chose, is killed: the program gets
+    SIGTERM and 2 s to exit, then the whole namespace gets SIGKILL, and the launcher exits. The
+    program cannot break this by killing its launcher: the launcher has no pid in the namespace,
+    the kernel ignores SIGKILL sent to the init from inside, and kills every process of the
+    namespace once the init ends (the init dies with the launcher). Without root the namespace
+    needs a user namespace that maps only the current uid and gid (set-user-ID programs do not
+    change ids in it). Inside, ``os.getpid()`` gives the namespace's pids while ``/proc`` (not
+    remounted) shows the host's: a program that looks itself up there reads ``/proc/self``.
+    Where the kernel refuses a namespace (user namespaces disabled), the launcher falls back to
+    a child subreaper: every process that stays in its process tree is killed the same way, but
+    a program that SIGKILLs the launcher (its parent there) leaves what it started in another
+    session running. Processes started through a daemon outside the tree (``docker run``,
+    ``systemd-run``, ``at``) are not covered. Without the launcher (not Linux) the program leads
+    a process group of its own and only that group is killed. A line is read in chunks and each
+    byte is searched for the newline once (:attr:`bytes_searched`).
 
     Args:
         command: the command line (split with :func:`shlex.split`; no shell).

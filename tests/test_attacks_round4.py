@@ -276,53 +276,68 @@ def test_a_file_name_that_is_not_utf8_is_refused_before_anything_is_played(
     assert sorted(p.name for p in tmp_path.iterdir()) == [data.name]
 
 
-#: A cmd: agent that starts a grandchild in a session of its own (pid written to argv[1]), then
-#: SIGKILLs its own parent, the launcher, and answers every request with "1".
+#: A cmd: agent that starts a grandchild in a session of its own (which records its pid, the
+#: host's, read from /proc/self, in argv[1]), then SIGKILLs its launcher every way it can: its
+#: parent as it sees it (os.getppid(): the launcher, or in a PID namespace the namespace's init)
+#: and its parent and grandparent as /proc shows them (the host's pids: in a PID namespace the
+#: init and the launcher; never argv[2], the test's own pid), and answers every request with "1".
 LAUNCHER_KILLER = """
-import os, signal, subprocess, sys
-child = subprocess.Popen(
-    [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+import contextlib, os, signal, subprocess, sys, time
+code = (
+    "import os, sys, time\\n"
+    "with open(sys.argv[1] + '.tmp', 'w') as f: f.write(os.readlink('/proc/self'))\\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\\n"
+    "time.sleep(600)\\n"
+)
+subprocess.Popen(
+    [sys.executable, "-c", code, sys.argv[1]], start_new_session=True,
     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
 )
-with open(sys.argv[1], "w") as f:
-    f.write(str(child.pid))
-os.kill(os.getppid(), signal.SIGKILL)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+def ppid(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+parent = ppid(os.readlink("/proc/self"))
+for pid in {os.getppid(), parent, ppid(parent)} - {int(sys.argv[2])}:  # not the test's process
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
 for line in sys.stdin:
     print("1", flush=True)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an agent can SIGKILL its own launcher (same user, its parent): the subreaper is gone "
-    "and what the agent started in another session is re-parented to init, out of every reach. "
-    "Fix needed outside the launcher's reach: e.g. a cgroup per cmd: agent (cgroup v2, killed "
-    "whole with cgroup.kill), or eval itself a child subreaper that kills the orphans it "
-    "inherits; else list this among the documented limits",
-)
 def test_a_cmd_agent_that_kills_its_launcher_leaves_nothing_behind(tmp_path: Path) -> None:
     """Attack: a ``cmd:`` agent starts a process in a session of its own (``setsid``), then
     kills its launcher with SIGKILL (its parent; any program may do it, a wrapper script's
-    ``kill -9 0`` too) and plays on. close() then kills the launcher's process group, where the
-    agent still is, but the setsid grandchild, re-parented to init, sleeps on.
+    ``kill -9 0`` too) and plays on. With the launcher only a child subreaper, the launcher died,
+    close() killed its process group, where the agent still was, but the setsid grandchild,
+    re-parented to init, slept on.
 
     Promise (agentgym.agents.CommandAgent): once close() has returned, every process the
-    program started and that stayed in its process tree, whatever session or group it chose, is
-    killed. The documented limits name daemons outside the tree and eval's own SIGKILL of a
-    stuck launcher, not this."""
+    program started, whatever session or group it chose, is killed. Now the program runs in a
+    PID namespace of its own: the launcher has no pid there (the agent's kill by /proc's pid
+    reaches no process), the kernel ignores the SIGKILL sent to the namespace's init from inside,
+    so the launcher lives on, and when close() ends the init the kernel kills every process of
+    the namespace. Where the kernel refuses a PID namespace the launcher's fallback keeps this
+    documented limit, and the test is skipped."""
     import psutil
 
+    from tests.test_eval import pid_namespaces_work
     from tests.test_sandbox_limits import _alive, _wait_gone
 
+    if not pid_namespaces_work():
+        pytest.skip("the kernel refuses a PID namespace here: the launcher's fallback's limit")
     script = tmp_path / "agent.py"
     script.write_text(LAUNCHER_KILLER)
     record = tmp_path / "grandchild"
-    agent = CommandAgent(f"{sys.executable} {script} {record}", timeout=30.0)
+    agent = CommandAgent(f"{sys.executable} {script} {record} {os.getpid()}", timeout=30.0)
     procs: list[tuple[int, float]] = []
     try:
         assert agent.act([_request("o")]) == ["1"]
         pid = int(record.read_text())
         procs = [(pid, psutil.Process(pid).create_time())]
+        assert agent._proc is not None and agent._proc.poll() is None  # the launcher lives
         agent.close()
         assert _wait_gone(procs, within_s=10.0) == []
     finally:

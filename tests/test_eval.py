@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 import agentgym
+from agentgym import agent_launcher
 from agentgym.agents import AgentError, AgentRequest, load_entry_point, make_agent, request_json
 from agentgym.eval import (
     EvalError,
@@ -406,14 +407,23 @@ def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
     assert step["action"] == "<think>a\nb</think><answer>1</answer>" and step["valid"]
 
 
-#: A cmd: agent that starts a grandchild (a sleeping Python) and records its pid and start time
-#: in the file named by its first argument, then answers arm 1 to every request.
+#: A cmd: agent that starts a grandchild (a sleeping Python) that records its pid and start time
+#: in the file named by the agent's first argument (the host's pid, read from /proc/self: the
+#: agent may run in a PID namespace, where its own pids are not /proc's), waits for that record,
+#: then answers arm 1 to every request.
 SPAWNING_AGENT = """
-import subprocess, sys, psutil
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(f"{child.pid} {psutil.Process(child.pid).create_time()}")
-import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+import os, subprocess, sys, time
+code = (
+    "import os, sys, time, psutil\\n"
+    "pid = int(os.readlink('/proc/self'))\\n"
+    "started = psutil.Process(pid).create_time()\\n"
+    "with open(sys.argv[1] + '.tmp', 'w') as f: f.write(f'{pid} {started}')\\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\\n"
+    "time.sleep(600)\\n"
+)
+subprocess.Popen([sys.executable, "-c", code, sys.argv[1]])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
 for line in sys.stdin:
     print("<answer>1</answer>", flush=True)
 """
@@ -444,14 +454,16 @@ def test_a_cmd_agents_children_end_with_the_eval(tmp_path: Path) -> None:
 
 #: A process of LEAKY_AGENT: records ``<pid> <create time>`` in the file named by its first
 #: argument (written whole: a rename), with SIGTERM and SIGHUP ignored if its second is "deaf",
-#: then sleeps ten minutes.
+#: then sleeps ten minutes. The pid is the host's, read from /proc/self: in the launcher's PID
+#: namespace os.getpid() is the namespace's pid, and /proc (not remounted) shows the host's.
 LEAKY_CHILD = """
 import os, signal, sys, time, psutil
 if sys.argv[2] == "deaf":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+pid = int(os.readlink("/proc/self"))
 with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(f"{os.getpid()} {psutil.Process().create_time()}")
+    f.write(f"{pid} {psutil.Process(pid).create_time()}")
 os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 time.sleep(600)
 """
@@ -479,8 +491,9 @@ os.waitpid(middle, 0)
 subprocess.Popen(["nohup", *child("nohup", "deaf")], **quiet)
 while not all(os.path.exists(os.path.join(folder, n)) for n in ("fork", "setsid", "double", "nohup")):
     time.sleep(0.01)
+pid = int(os.readlink("/proc/self"))  # the host's pid (see LEAKY_CHILD)
 with open(os.path.join(folder, "agent"), "w") as f:
-    f.write(f"{os.getpid()} {psutil.Process().create_time()}")
+    f.write(f"{pid} {psutil.Process(pid).create_time()}")
 for line in sys.stdin:
     print("<answer>1</answer>", flush=True)
 """
@@ -530,9 +543,50 @@ def test_nothing_a_cmd_agent_starts_outlives_the_eval(tmp_path: Path) -> None:
         _kill_recorded(procs or _recorded(tmp_path, LEAKED))
 
 
-def test_a_closed_cmd_agent_leaves_neither_launcher_nor_children(tmp_path: Path) -> None:
-    """close() ends the program, everything it started and the launcher between them; a restart
-    (after an error) goes through the same stop."""
+def pid_namespaces_work() -> bool:
+    """Whether the kernel lets the launcher make a PID namespace here (tried, as the launcher
+    tries, in a process of its own that then exits)."""
+    folder = Path(agent_launcher.__file__).parent
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import agent_launcher; "
+        "sys.exit(0 if agent_launcher._new_pid_namespace() else 1)"
+    )
+    return subprocess.run([sys.executable, "-I", "-S", "-c", code, str(folder)]).returncode == 0
+
+
+#: The two ways the launcher runs a program: in a PID namespace (where the kernel allows one;
+#: the test is skipped elsewhere) and its fallback, forced with NO_PID_NAMESPACE_ENV (for tests).
+LAUNCHER_MODES = pytest.mark.parametrize("namespace", [True, False], ids=["pidns", "fallback"])
+
+
+def _launcher_mode(namespace: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not namespace:
+        monkeypatch.setenv(agent_launcher.NO_PID_NAMESPACE_ENV, "1")
+    elif not pid_namespaces_work():
+        pytest.skip("the kernel refuses a PID namespace here: the launcher takes its fallback")
+
+
+def _program_and_init(
+    launcher: psutil.Process, program: int, namespace: bool
+) -> list[tuple[int, float]]:
+    """Check where the program runs: its parent is the launcher (the fallback) or the launcher's
+    child, the init of the PID namespace, whose ``(pid, create time)`` is returned."""
+    parent = psutil.Process(psutil.Process(program).ppid())
+    if not namespace:
+        assert parent.pid == launcher.pid  # the program's parent: the launcher itself
+        return []
+    assert parent.ppid() == launcher.pid  # the init: PID 1 of the namespace, the program's parent
+    return [(parent.pid, parent.create_time())]
+
+
+@LAUNCHER_MODES
+def test_a_closed_cmd_agent_leaves_neither_launcher_nor_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: bool
+) -> None:
+    """close() ends the program, everything it started and the launcher between them (and the
+    init of its PID namespace); a restart (after an error) goes through the same stop. The
+    fallback (no PID namespace, the launcher a child subreaper) behaves as before."""
+    _launcher_mode(namespace, monkeypatch)
     req, env = _request()
     agent = make_agent(_leaky_agent(tmp_path))
     procs: list[tuple[int, float]] = []
@@ -541,7 +595,7 @@ def test_a_closed_cmd_agent_leaves_neither_launcher_nor_children(tmp_path: Path)
         launcher = psutil.Process(agent._proc.pid)
         procs = [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, ("agent", *LEAKED))]
         assert len(procs) == 6
-        assert psutil.Process(procs[1][0]).ppid() == launcher.pid  # the program's parent
+        procs += _program_and_init(launcher, procs[1][0], namespace)
         agent.close()
         assert _wait_gone(procs) == []
     finally:
@@ -568,9 +622,13 @@ time.sleep(600)
 """
 
 
-def test_a_cmd_agents_tree_ends_when_eval_is_killed(tmp_path: Path) -> None:
+@LAUNCHER_MODES
+def test_a_cmd_agents_tree_ends_when_eval_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: bool
+) -> None:
     """Eval SIGKILLed (no close(), no atexit): the launcher sees its owner gone and ends the
-    program, what it started and itself."""
+    program, what it started and itself (and the init of its PID namespace); the fallback too."""
+    _launcher_mode(namespace, monkeypatch)  # the owner inherits the environment
     ready = tmp_path / "ready"
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, _leaky_agent(tmp_path), str(ready)], cwd=ROOT
@@ -584,6 +642,7 @@ def test_a_cmd_agents_tree_ends_when_eval_is_killed(tmp_path: Path) -> None:
         launcher = psutil.Process(int(ready.read_text()))
         procs = [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, ("agent", *LEAKED))]
         assert len(procs) == 6
+        procs += _program_and_init(launcher, procs[1][0], namespace)
         owner.kill()
         owner.wait()
         assert _wait_gone(procs) == []
