@@ -114,6 +114,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "collapse/never_dependent",
     "collapse/state_dependent",
     "collapse/state_collapsed",
+    "collapse/state_degenerate",
     "collapse/state_format_collapsed",
     "collapse/state_never_dependent",
     "collapse/state_insufficient_sample",

@@ -18,51 +18,13 @@ import pytest
 import torch
 
 from baselines.collapse import STATES, ZScoreTracker, mi_metrics
+from baselines.collapse.controls import q_for_mi, simulated_evaluation, true_mi
 
 K, PER = 8, 4  # 32 pairs, ceiling log 8 = 2.08 nats
 PERMUTATIONS = 99  # smallest p-value 0.01: the default significance is reachable
 
-
-def true_mi(q: float, k: int = K) -> float:
-    a, b = q + (1 - q) / k, (1 - q) / k
-    return a * math.log(a * k) + ((k - 1) * b * math.log(b * k) if b > 0 else 0.0)
-
-
-def q_for_mi(target: float) -> float:
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if true_mi(mid) < target else (lo, mid)
-    return lo
-
-
-def evaluation(
-    gen: torch.Generator,
-    q: float,
-    h: float = 1.0,
-    *,
-    k: int = K,
-    per: int = PER,
-    seed: int = 0,
-    valid_rate: float = 1.0,
-) -> dict[str, float]:
-    """One evaluation: mi_metrics of a simulated matrix, with the trainer's statistics."""
-    m = k * per
-    x = torch.arange(k).repeat_interleave(per)
-    informative = torch.rand(m, generator=gen) < q
-    c = torch.where(informative, x, torch.randint(k, (m,), generator=gen))
-    probs = torch.full((m, k), (1 - q) / k, dtype=torch.float64)
-    probs[torch.arange(m), c] += q
-    lengths = torch.randint(10, 31, (m,), generator=gen)
-    noise = torch.randn(m, generator=gen, dtype=torch.float64)
-    rest = -h * lengths + 0.5 * lengths.double().sqrt() * noise
-    out = mi_metrics(
-        rest[:, None] + probs.log(), x, lengths=lengths, num_permutations=PERMUTATIONS, seed=seed
-    )
-    out.update(
-        num_pairs_total=m / valid_rate, num_pairs_valid=float(m), valid_thinking_rate=valid_rate
-    )
-    return out
+# The simulator is shared with the controls of issue 44 (tests/test_collapse_controls.py).
+evaluation = simulated_evaluation
 
 
 def run(tracker: ZScoreTracker, evaluations) -> list[str]:

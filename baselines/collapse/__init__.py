@@ -1,10 +1,16 @@
 """Template-collapse diagnostics of RAGEN-2 ("Reasoning Collapse in Agentic RL"): the one rule of
 the reasoning z (:mod:`~baselines.collapse.reasoning`), the MI estimate
-(:mod:`~baselines.collapse.mi`), the detector (:mod:`~baselines.collapse.detector`) and the
-scorer of log p(z | x) (:mod:`~baselines.collapse.scorer`). Imports only ``baselines.llm``.
+(:mod:`~baselines.collapse.mi`), the detector (:mod:`~baselines.collapse.detector`), the
+scorer of log p(z | x) (:mod:`~baselines.collapse.scorer`) and the detector's simulated controls
+(:mod:`~baselines.collapse.controls`). Imports only ``baselines.llm``.
 """
 
-from baselines.collapse.detector import STATES, DetectorSettings, ZScoreTracker
+from baselines.collapse.detector import (
+    STATES,
+    DetectorSettings,
+    ZScoreTracker,
+    mi_fraction_upper_bound,
+)
 from baselines.collapse.mi import RETRIEVAL_KS, mi_metrics, mi_pairs, retrieval_chance
 from baselines.collapse.reasoning import (
     THINK_CLOSE,
@@ -28,6 +34,7 @@ __all__ = [
     "DetectorSettings",
     "STATES",
     "ZScoreTracker",
+    "mi_fraction_upper_bound",
     "score_matrix",
     "score_matrix_naive",
     "episode_mi_diagnostics",

@@ -1,7 +1,8 @@
 """The collapse detector: :class:`ZScoreTracker` follows the MI z-scores over training and gives
 each evaluation a state (:data:`STATES`): dependent, collapsed (template collapse, a flag with
-hysteresis), format-collapsed, never dependent, too small a sample, or undecided, telling a policy
-that collapsed from one that never depended on its input or stopped writing reasonings. See
+hysteresis), degenerate (input-blind noise), format-collapsed, never dependent, too small a
+sample, or undecided, telling a policy that collapsed from one that never depended on its input,
+wrote noise, or stopped writing reasonings. See
 :mod:`baselines.collapse.mi` for the estimates it reads (RAGEN-2,
 ``ragen/trainer/collapse_metrics.py``).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -19,12 +21,14 @@ __all__ = [
     "STATES",
     "DetectorSettings",
     "ZScoreTracker",
+    "mi_fraction_upper_bound",
 ]
 
 #: The states :class:`ZScoreTracker` gives each evaluation (``collapse/state_<name>`` one-hot).
 STATES = (
     "dependent",
     "collapsed",
+    "degenerate",
     "format_collapsed",
     "never_dependent",
     "insufficient_sample",
@@ -50,6 +54,7 @@ class _Evaluation:
     num_reasonings: float = math.inf
     num_prompts: float = math.inf
     valid_thinking_rate: float = math.nan
+    reference_nll: float = math.nan
     state: str = ""
 
     @property
@@ -60,6 +65,44 @@ class _Evaluation:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
+
+
+def mi_fraction_upper_bound(
+    estimates: Sequence[float],
+    stderrs: Sequence[float],
+    ceilings: Sequence[float],
+    confidence: float = 0.95,
+) -> float:
+    """One-sided upper confidence bound of the mean MI / ceiling over a window of evaluations.
+
+    With f_i = I_i / C_i (``mi_estimate / mi_upper_bound``) and s_i = se_i / C_i (``mi_stderr``
+    over the ceiling), the window's mean fraction f = mean_i f_i has the standard error
+    ``s = sqrt(sum_i s_i^2) / n`` (independent evaluations), and its normal-based bound is
+
+        ucb = f + z_confidence * s,     z_confidence = Phi^-1(confidence)
+
+    (the normal-based interval ``estimate +- z se`` of Wasserman, *All of Statistics*, 2004,
+    Thm. 6.16, taken one-sided). Each ``mi_stderr`` is the spread of the M pointwise MI terms over
+    sqrt(M) (:func:`baselines.collapse.mi.mi_metrics`): the CLT standard error of a sample mean;
+    the terms share the mixture marginal, so it is approximate, and its coverage on the
+    simulated controls is measured in ``tests/test_collapse_controls.py``. An unknown stderr
+    (NaN) counts as 0; a ceiling of 0 (one prompt) gives a fraction of 0.
+
+    Example (hand-worked in ``tests/test_collapse_controls.py``):
+        >>> round(mi_fraction_upper_bound([0.05, 0.10, 0.15], [0.06] * 3, [math.log(8)] * 3), 4)
+        0.0755
+    """
+    if not estimates or not len(estimates) == len(stderrs) == len(ceilings):
+        raise ValueError("mi_fraction_upper_bound: needs equal, non-empty sequences")
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence must lie in [0.5, 1); got {confidence!r}")
+    fractions = [i / c if c > 0 else 0.0 for i, c in zip(estimates, ceilings, strict=True)]
+    errors = [
+        se / c if c > 0 and math.isfinite(se) else 0.0
+        for se, c in zip(stderrs, ceilings, strict=True)
+    ]
+    z = statistics.NormalDist().inv_cdf(confidence)
+    return _mean(fractions) + z * math.sqrt(sum(e * e for e in errors)) / len(errors)
 
 
 def _level(window: Sequence[_Evaluation]) -> tuple[float, float]:
@@ -80,7 +123,10 @@ class DetectorSettings:
         significance: in (0, 1): largest permutation p-value that counts as significant. The
             p-value is at least ``1 / (B + 1)`` with B permutations, so B must be at least
             ``1 / significance - 1`` (``diagnostics.permutations``, 199 by default).
-        near_fraction: in [0, 1]: averaged MI / ceiling below this is near chance.
+        near_fraction: in [0, 1]: a window is near chance when the upper confidence bound of
+            its mean MI / ceiling (:func:`mi_fraction_upper_bound`, at ``near_confidence``) is
+            below this.
+        near_confidence: in [0.5, 1): one-sided confidence of that bound (0.95: z = 1.645).
         dependent_fraction: in [near_fraction, 1]: averaged MI / ceiling that counts as
             materially dependent (the band between the two is the hysteresis).
         entropy_tol: in [0, 1]: largest relative fall of the window's mean entropy below its
@@ -91,6 +137,13 @@ class DetectorSettings:
         drop_z: >= 0: standard errors (``mi_stderr``, combined over the windows) by which the
             window's mean MI must have fallen below its level at the last dependent evaluation
             for ``collapsed``.
+        degenerate_factor: >= 1: a near-chance window each of whose entropies (or per-token
+            NLLs of its reasonings under the warm start, ``reference_nll_per_token``, when the
+            trainer passes them) exceeds this multiple of the reference entropy is
+            ``degenerate`` (input-blind noise), not a template.
+        reference_entropy: >= 0: the warm start's per-token entropy of its reasonings (nats);
+            0 takes the entropy of the first evaluation that enters the MI history (the warm
+            start's, when diagnostics run from the first step).
     """
 
     window: int = 3
@@ -102,6 +155,9 @@ class DetectorSettings:
     min_prompts: int = 4
     min_valid_rate: float = 0.5
     drop_z: float = 4.0
+    near_confidence: float = 0.95
+    degenerate_factor: float = 1.5
+    reference_entropy: float = 0.0
 
     def check_settings(self, prefix: str = "") -> None:
         """Raise ``ValueError`` naming the first setting out of its range (``prefix`` + name)."""
@@ -115,13 +171,19 @@ class DetectorSettings:
             "min_prompts": (2, math.inf),
             "min_valid_rate": (0.0, 1.0),
             "drop_z": (0.0, math.inf),
+            "near_confidence": (0.5, 1.0),
+            "degenerate_factor": (1.0, math.inf),
+            "reference_entropy": (0.0, math.inf),
         }
         for name, (low, high) in ranges.items():
             value = getattr(self, name)
-            open_ends = name == "significance" and not 0.0 < value < 1.0
+            open_ends = (name == "significance" and not 0.0 < value < 1.0) or (
+                name == "near_confidence" and not value < 1.0
+            )
             if open_ends or not low <= value <= high:
                 bound = f"lie in [{low}, {high}]" if high < math.inf else f"be >= {low}"
                 bound = "lie in (0, 1)" if name == "significance" else bound
+                bound = "lie in [0.5, 1)" if name == "near_confidence" else bound
                 raise ValueError(f"{prefix}{name}: must {bound}, got {value!r}")
 
 
@@ -154,16 +216,28 @@ class ZScoreTracker(DetectorSettings):
        - ``dependent``: significant (permutation ``mi_pvalue <= significance``) **and** material
          (``f >= dependent_fraction``). Sets "was dependent" and the entropy reference (the
          window's mean entropy at this evaluation).
-       - ``never_dependent``: a full window with ``f < near_fraction`` and no significant p-value
-         in it, and no evaluation so far was dependent (a policy that never read its input did not collapse).
-       - ``collapsed`` (``template_collapse``): a full window with ``f < near_fraction`` and no
-         significant p-value in it, an earlier dependent evaluation, a significant fall (the
-         window's mean ``mi_estimate`` at least ``drop_z`` standard errors below its mean at
-         the last dependent evaluation, each evaluation's error its ``mi_stderr``), and the entropy holding: every entropy of the window finite
-         and their mean ``>= (1 - entropy_tol) * reference``. Once raised it stays
+       A full window is **near chance** when the one-sided upper confidence bound of its mean
+       MI / ceiling (:func:`mi_fraction_upper_bound`: ``f + z * s``, ``z = Phi^-1(near_confidence)``,
+       s from each evaluation's ``mi_stderr``) is below ``near_fraction``: the data must show the
+       MI is small, not merely fail to show it is large (the rule before, "mean < near_fraction
+       and no p <= 0.01 in the window", flagged a residual MI of 0.10 nats in 65 of 100
+       simulated runs, 17 within one window; now 96 and 70: ``docs/ragen2.md``, issue 44).
+
+       - ``degenerate``: near chance, and every entropy of the window (or every NLL of its
+         reasonings under the warm start, ``reference_nll_per_token``, when given) above
+         ``degenerate_factor`` times the warm start's entropy (``reference_entropy``, else the
+         first evaluation of the MI history): input-blind **noise**, not a template. Clears a
+         raised flag.
+       - ``never_dependent``: near chance, and no evaluation so far was dependent (a policy
+         that never read its input did not collapse).
+       - ``collapsed`` (``template_collapse``): near chance, an earlier dependent evaluation,
+         a significant fall (the window's mean ``mi_estimate`` at least ``drop_z`` standard
+         errors below its mean at the last dependent evaluation, each evaluation's error its
+         ``mi_stderr``), and the entropy holding: every entropy of the window finite and their
+         mean ``>= (1 - entropy_tol) * reference``. Once raised it stays
          (hysteresis) until ``window`` dependent evaluations in a row clear it; the evaluations
          between report ``collapsed``.
-       - ``undecided``: anything else: between the two fractions, material but not significant,
+       - ``undecided``: anything else: a bound above ``near_fraction``, material but not significant,
          a window not yet full, a fall within the noise, or near chance with the entropy falling
          from the reference (the policy converging to one output: a third failure, not template
          collapse).
@@ -196,7 +270,8 @@ class ZScoreTracker(DetectorSettings):
         ema_decay: in [0, 1): decay of every moving average here; the z-score's is
             ``ema <- ema_decay * ema + (1 - ema_decay) * z``, the first z initialising it.
         window, significance, near_fraction, dependent_fraction, entropy_tol, min_pairs,
-            min_prompts, min_valid_rate, drop_z: the thresholds (:class:`DetectorSettings`).
+            min_prompts, min_valid_rate, drop_z, near_confidence, degenerate_factor,
+            reference_entropy: the thresholds (:class:`DetectorSettings`).
     """
 
     ema_decay: float = 0.9
@@ -207,6 +282,7 @@ class ZScoreTracker(DetectorSettings):
     _ever_dependent: bool = field(default=False, init=False, repr=False)
     _reference: float = field(default=math.nan, init=False, repr=False)
     _mi_reference: tuple[float, float] = field(default=(math.nan, 0.0), init=False, repr=False)
+    _warm_entropy: float = field(default=math.nan, init=False, repr=False)
     _std_ema: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -253,6 +329,8 @@ class ZScoreTracker(DetectorSettings):
         ):
             return "insufficient_sample"
         e.state = "scored"  # enters the window
+        if not math.isfinite(self._warm_entropy):
+            self._warm_entropy = self.reference_entropy or e.entropy
         recent = self._window()
         fraction = _mean([r.fraction for r in recent])
         entropies = [r.entropy for r in recent]
@@ -262,6 +340,18 @@ class ZScoreTracker(DetectorSettings):
             self._ever_dependent = True
             self._reference = _mean([h for h in entropies if math.isfinite(h)])
             self._mi_reference = level
+        near = len(recent) >= self.window and (
+            mi_fraction_upper_bound(
+                [r.mi_estimate for r in recent],
+                [r.mi_stderr for r in recent],
+                [r.mi_upper_bound for r in recent],
+                self.near_confidence,
+            )
+            < self.near_fraction
+        )
+        if near and self._degenerate(recent):
+            self._latched, self._clear_run = False, 0  # noise replaces a template
+            return "degenerate"
         if self._latched:
             self._clear_run = self._clear_run + 1 if dependent else 0
             if self._clear_run < self.window:
@@ -269,10 +359,7 @@ class ZScoreTracker(DetectorSettings):
             self._latched, self._clear_run = False, 0
         if dependent:
             return "dependent"
-        near = fraction < self.near_fraction and not any(
-            r.mi_pvalue <= self.significance for r in recent
-        )
-        if len(recent) < self.window or not near:
+        if not near:
             return "undecided"
         if not self._ever_dependent:
             return "never_dependent"
@@ -288,11 +375,28 @@ class ZScoreTracker(DetectorSettings):
             return "collapsed"
         return "undecided"
 
+    def _degenerate(self, recent: Sequence[_Evaluation]) -> bool:
+        """Every evaluation of the window is far less likely than the warm start's reasonings:
+        its entropy (or, when given, every NLL under the warm start) above
+        ``degenerate_factor`` times the reference entropy.
+
+        Every, not the mean: on a real run (the tiny policy moved from oracle to input-blind
+        reasonings, 0.16 nats a token) one evaluation in the switch read 0.42-0.49, a sample
+        with one unlikely token; a mean over the window called that template degenerate."""
+        if not (math.isfinite(self._warm_entropy) and self._warm_entropy > 0):
+            return False
+        bound = self.degenerate_factor * self._warm_entropy
+        nlls = [r.reference_nll for r in recent if math.isfinite(r.reference_nll)]
+        return all(math.isfinite(r.entropy) and r.entropy > bound for r in recent) or (
+            len(nlls) == len(recent) and all(v > bound for v in nlls)
+        )
+
     def _replay(self) -> None:
         """Recompute every state from :attr:`history` (the states are a function of it)."""
         history, self.history = self.history, []
         self._latched, self._clear_run, self._ever_dependent = False, 0, False
         self._reference, self._mi_reference = math.nan, (math.nan, 0.0)
+        self._warm_entropy = math.nan
         for e in history:
             self.history.append(e)
             e.state = self._classify(e)
@@ -344,7 +448,9 @@ class ZScoreTracker(DetectorSettings):
                 None), with the trainer's ``valid_thinking_rate`` when known; or, for an
                 evaluation with nothing to score, only the sample statistics (``num_reasonings``,
                 ``num_prompts``, ``valid_thinking_rate``). The RAGEN moving averages are added when
-                ``ragen_marginal_std`` (and ``_seq``) are present.
+                ``ragen_marginal_std`` (and ``_seq``) are present. Optional
+                ``reference_nll_per_token``: the mean per-token NLL of the scored reasonings
+                under the warm start, read by the ``degenerate`` state.
             entropy: mean policy token entropy (nats) over the whole batch at this evaluation;
                 None reads the per-token conditional entropy estimate from ``metrics``.
 
@@ -391,6 +497,7 @@ class ZScoreTracker(DetectorSettings):
             num_reasonings=float(metrics.get("num_reasonings", 0.0)),
             num_prompts=float(metrics.get("num_prompts", 0.0)),
             valid_thinking_rate=float(metrics.get("valid_thinking_rate", math.nan)),
+            reference_nll=float(metrics.get("reference_nll_per_token", math.nan)),
         )
         self.history.append(evaluation)
         evaluation.state = self._classify(evaluation)
