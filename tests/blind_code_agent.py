@@ -178,7 +178,9 @@ def main() -> None:  # pragma: no cover - the measurement, printed
     import gymnasium
 
     import agentgym  # noqa: F401 - registers the ids
-    from agentgym.envs.code_exec import split_tests
+    from agentgym.envs.code_exec import split_plan, split_tests
+    from agentgym.envs.code_exec_grading import plan_checks
+    from agentgym.envs.code_exec_tasks import humaneval_problems
 
     problems = yes_no_problems()
     print(f"{len(problems)} yes/no problems; 3 attempts; blind prober vs chance")
@@ -190,7 +192,9 @@ def main() -> None:  # pragma: no cover - the measurement, printed
                 public = len(split_tests(len(truth))[0]) if version == "v2" else 0
                 _, ok = play(env, task_id, model, public)
                 solved += ok
-                chance += min(1.0, 3 / 2 ** (len(truth) - public))
+                problem = humaneval_problems()[int(task_id.split("/")[1])]
+                hidden = split_plan(plan_checks(problem))[1] if version == "v2" else truth
+                chance += min(1.0, 3 / 2 ** len(hidden))
         finally:
             env.close()
         print(f"{version} ({model}): solved {solved}/{len(problems)}; chance {chance:.2f}")

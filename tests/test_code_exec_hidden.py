@@ -12,7 +12,7 @@ alone pay) only whether all passed. What is checked here, on the real env and sa
   so the comparison can see a channel when there is one;
 * on all 28 HumanEval yes/no problems the blind prober plays on v2 exactly as a guesser told
   nothing but "not solved" (its plans equal the simulation of that guesser, worked out offline
-  from the canonical outputs), and solves none, where guessing expects 1.06 in 3 attempts;
+  from the canonical outputs), and solves none, where guessing expects 1.07 in 3 attempts;
 * on v0 the same prober plays as the pass-count model predicts and solves HumanEval/48, 54, 56
   and 61 (the attack the split removes is real).
 """
@@ -28,7 +28,8 @@ import pytest
 
 import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs import code_exec
-from agentgym.envs.code_exec import split_tests
+from agentgym.envs.code_exec import split_plan, split_tests
+from agentgym.envs.code_exec_grading import plan_checks
 from agentgym.envs.code_exec_tasks import humaneval_problems
 from tests.blind_code_agent import answer_code, play, simulate, yes_no_problems
 
@@ -165,8 +166,10 @@ def yes_no() -> dict[str, tuple[bool, ...]]:
 def test_the_blind_prober_only_guesses_on_v2(yes_no: dict[str, tuple[bool, ...]]) -> None:
     """Every yes/no problem on v2: the prober's plans are those of a guesser told nothing but
     "not solved" (simulated from the canonical outputs), and it solves none; guessing's
-    expectation, the sum of 3 / 2**hidden, is 543/512 = 1.06 (worked out from the 28 problems'
-    hidden-test counts)."""
+    expectation, the sum of 3 / 2**hidden, is 273/256 = 1.07 (worked out from the 28 problems'
+    hidden-test counts; HumanEval/31 and /144 repeat a public call in a later test, which is
+    then public too, :func:`split_plan`). The prober numbers the first quarter as public; the
+    repeated test it guesses like a hidden one, which changes none of its plans here."""
     env = gymnasium.make("agentgym/CodeExec-v2", backend="process", per_test_timeout_s=2)
     solved, chance = [], 0.0
     try:
@@ -175,11 +178,12 @@ def test_the_blind_prober_only_guesses_on_v2(yes_no: dict[str, tuple[bool, ...]]
             plans, ok = play(env, task_id, "hidden_solved", public)
             assert plans == simulate("told_nothing", truth, public), task_id
             solved += [task_id] * ok
-            chance += min(1.0, 3 / 2 ** (len(truth) - public))
+            hidden = split_plan(plan_checks(humaneval_problems()[int(task_id.split("/")[1])]))[1]
+            chance += min(1.0, 3 / 2 ** len(hidden))
     finally:
         env.close()
-    # hidden tests per problem: 4 once, 5 x4, 6 x8, 7 x2, 8 x4, 9 x3, 10 x3, 11 once, 12 x2
-    assert chance == pytest.approx(543 / 512)
+    # hidden tests per problem: 4 once, 5 x4, 6 x8, 7 x2, 8 x4, 9 x5, 10 once, 11 once, 12 x2
+    assert chance == pytest.approx(273 / 256)
     assert solved == []
 
 

@@ -13,7 +13,8 @@
   expects 0.45; with pass or fail only (``"pass_fail"``, v1) it still learns one bit per attempt
   (answer one call, raise on the others: is "a test returned a wrong value"?). The defence,
   ``"public"`` (the default; v2), is CodeContests' split (Li et al. 2022, section 3.2): a
-  problem's first quarter of tests is *public* (:func:`split_tests`), shown in the observation
+  problem's first quarter of tests is *public* (:func:`split_tests`; with any later test that only
+  repeats their calls, :func:`split_plan`), shown in the observation
   with its expected values and reported on test by test after each attempt (``Failed public
   test: assert candidate(x) == 2 -> f(x) returned 3``); the rest are *hidden*, decide the reward
   and success alone, and an attempt is told only whether all of them passed (which ends the
@@ -21,7 +22,10 @@
   which, not how their calls went (raised, timed out). So no feedback carries more than the public
   tests reveal, and a blind agent's success on the hidden tests is a guess's:
   ``attempts / 2**k`` on a yes/no problem with ``k`` hidden tests (measured: the agent above
-  solves none of the 28 where guessing expects 1.06; ``tests/blind_code_agent.py``). Every test counts
+  solves none of the 28 where guessing expects 1.07; ``tests/blind_code_agent.py``). The prompt
+  itself is the task's statement: HumanEval's docstring examples show the expected values of
+  some hidden tests (8 of the 28 yes/no problems, 1 to 3 tests each), so a guesser that reads
+  them expects 1.87, and the prober, which does not, still solves none. Every test counts
   as hidden for ``"pass_fail"`` and ``"counts"``.
 * Observation: the function's signature and docstring to complete; with ``"public"`` its public
   tests (or that it has none: problems with fewer than 4 tests); after an attempt that did not
@@ -79,6 +83,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from agentgym.envs.code_exec_grading import (
@@ -108,6 +113,8 @@ __all__ = [
     "grade_batch",
     "SOURCES",
     "FEEDBACK",
+    "split_tests",
+    "split_plan",
 ]
 
 SOURCES = ("humaneval", "generated")
@@ -138,6 +145,27 @@ def split_tests(total: int) -> tuple[range, range]:
         raise ValueError(f"a problem has at least one test, got {total}")
     public = total // 4
     return range(public), range(public, total)
+
+
+def split_plan(plan: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The public and hidden tests of a planned check (:class:`~agentgym.envs.code_exec_grading.
+    CheckPlan`): :func:`split_tests`, then every later test whose calls all repeat calls of the
+    public ones is public too (the observation shows those calls' expected values: HumanEval/31
+    asks ``candidate(11)`` twice, a generated ``poly_value`` may draw ``x = 0`` again). At least
+    one test stays hidden.
+
+    Returns:
+        ``(public, hidden)``: test indices, ascending.
+    """
+    public, hidden = split_tests(len(plan.tests))
+    calls: dict[int, set[str]] = {}
+    for k, test in enumerate(plan.test_of_call):
+        calls.setdefault(test, set()).add(plan.calls[k])
+    shown = set().union(*(calls.get(i, set()) for i in public))
+    repeats = [i for i in hidden if calls.get(i) and calls[i] <= shown]
+    if len(repeats) == len(hidden):
+        return tuple(public), tuple(hidden)
+    return tuple(public) + tuple(repeats), tuple(i for i in hidden if i not in repeats)
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
@@ -249,8 +277,8 @@ class CodeExecEnv(TextEnv):
         self.per_test_timeout_s = float(per_test_timeout_s)
         self.feedback_chars = feedback_chars
         self.feedback = feedback
-        self._public: range = range(0)
-        self._hidden: range = range(0)
+        self._public: Sequence[int] = ()
+        self._hidden: Sequence[int] = ()
         self.sandbox_options = dict(sandbox_options or {})
         self.problem = CodeProblem("", "", "", "", "def check(candidate):\n    pass\n")
         self._sandbox: Any = None
@@ -336,11 +364,12 @@ class CodeExecEnv(TextEnv):
         self._solved = False
         self._feedback = None
         self.last_grade = None
-        total = len(plan_checks(self.problem).tests)
+        plan = plan_checks(self.problem)
+        total = len(plan.tests)
         if self.feedback == "public":
-            self._public, self._hidden = split_tests(total)
+            self._public, self._hidden = split_plan(plan)
         else:
-            self._public, self._hidden = range(0), range(total)
+            self._public, self._hidden = (), range(total)
         self._num_tests = len(self._hidden)
         return {
             "task_id": self.problem.task_id,

@@ -22,7 +22,9 @@ three steps:
 
    The check's other statements (imports, loops, helper values) are the dataset's own trusted code
    and run here, with imports limited to a few standard modules and ``random`` replaced by a
-   generator seeded with :data:`CHECK_SEED` (so the drawn inputs are the same at every grading).
+   generator seeded with :data:`CHECK_SEED` (so the drawn inputs are the same at every grading;
+   the judge restores the state each test started with at planning, so a test that stops early
+   cannot shift a later test's draws).
    Running the check with a *recording* candidate gives the list of calls: their arguments, as
    plain data (:mod:`agentgym.envs.code_exec_channel`).
 2. **Compute** (sandbox, one run): a small harness executes the prompt and the answer, then calls
@@ -210,6 +212,7 @@ class CheckPlan:
     _helpers: Any
     _check: Any
     _first_call: tuple[int, ...]
+    _rng_states: tuple[Any, ...]
 
     def call_text(self, k: int, limit: int = 200) -> str:
         """Call ``k`` as the answer's author would write it: ``name(arg, ..., key=value)``."""
@@ -449,8 +452,7 @@ def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tup
 # ----------------------------------------------------------------------------- host execution
 
 
-def _seeded_random() -> types.ModuleType:
-    rng = _random.Random(CHECK_SEED)
+def _seeded_random(rng: _random.Random) -> types.ModuleType:
     module = types.ModuleType("random")
     for name in ("random", "randint", "randrange", "choice", "choices", "shuffle", "sample"):
         setattr(module, name, getattr(rng, name))
@@ -459,9 +461,10 @@ def _seeded_random() -> types.ModuleType:
     return module
 
 
-def _host_globals(hooks: dict[str, Any]) -> dict[str, Any]:
-    """A fresh namespace for the check: restricted imports, no printing, seeded ``random``."""
-    seeded = _seeded_random()
+def _host_globals(hooks: dict[str, Any], rng: _random.Random) -> dict[str, Any]:
+    """A fresh namespace for the check: restricted imports, no printing, ``random`` drawing from
+    ``rng``."""
+    seeded = _seeded_random(rng)
 
     def guarded_import(name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002, ANN001, ANN202
         if level or name.split(".")[0] not in HOST_MODULES:
@@ -497,9 +500,13 @@ class _TestFailed(Exception):
     pass
 
 
-def _run_check(plan_or_code: tuple[Any, Any], hooks: dict[str, Any]) -> None:
+def _run_check(
+    plan_or_code: tuple[Any, Any], hooks: dict[str, Any], rng: _random.Random | None = None
+) -> None:
+    """Run the check with ``hooks``; its ``random`` draws from ``rng`` (default: a generator
+    seeded with :data:`CHECK_SEED`)."""
     helpers, check = plan_or_code
-    namespace = _host_globals(hooks)
+    namespace = _host_globals(hooks, rng if rng is not None else _random.Random(CHECK_SEED))
     exec(helpers, namespace)  # the dataset's own imports and helper functions
     exec(check, namespace)
     namespace["__agentgym_check__"]()
@@ -517,6 +524,11 @@ def plan_checks(problem: CodeProblem) -> CheckPlan:
     calls: list[str] = []
     test_of_call: list[int] = []
     first_call = [0] * len(tests)
+    rng = _random.Random(CHECK_SEED)
+    # The random state at each test's entry: the judge restores it, so a test that stops early
+    # (a failing assert in a loop skips its later draws) cannot shift a later test's drawn inputs
+    # away from the plan (which would make the verdict depend on where a hidden test failed).
+    rng_states: list[Any] = [None] * len(tests)
     current = [-1]
     pending = _Pending()
 
@@ -537,13 +549,14 @@ def plan_checks(problem: CodeProblem) -> CheckPlan:
         def __enter__(self) -> None:
             current[0] = self.index
             first_call[self.index] = len(calls)
+            rng_states[self.index] = rng.getstate()
 
         def __exit__(self, *exc: Any) -> None:
             current[0] = -1
 
     hooks = {_CALL: record, _ASSERT: lambda fn, src, results: None, _TEST: _Test}
     try:
-        _run_check((helpers, check), hooks)
+        _run_check((helpers, check), hooks, rng)
     except UnsupportedCheck:
         raise
     except Exception as err:  # noqa: BLE001 - the recorded run must not need real results
@@ -562,6 +575,7 @@ def plan_checks(problem: CodeProblem) -> CheckPlan:
         _helpers=helpers,
         _check=check,
         _first_call=tuple(first_call),
+        _rng_states=tuple(rng_states),
     )
 
 
@@ -619,6 +633,8 @@ def judge(
 
         def __enter__(self) -> None:
             cursor[0] = plan._first_call[self.index]
+            if plan._rng_states[self.index] is not None:
+                rng.setstate(plan._rng_states[self.index])
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
             if exc is None:
@@ -634,7 +650,8 @@ def judge(
             return True
 
     hooks = {_CALL: replay, _ASSERT: check_assert, _TEST: _Test}
-    _run_check((plan._helpers, plan._check), hooks)
+    rng = _random.Random(CHECK_SEED)
+    _run_check((plan._helpers, plan._check), hooks, rng)
     failures = []
     failed = []
     for i, src in enumerate(plan.tests):
