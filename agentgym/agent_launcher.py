@@ -78,6 +78,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 #: Seconds the agent has to exit after SIGTERM before its whole tree gets SIGKILL.
 GRACE_S = 2.0
@@ -138,12 +139,12 @@ def _reap(statuses: dict[int, int]) -> bool:
         statuses[pid] = status
 
 
-def _kill_tree(statuses: dict[int, int]) -> None:
-    """SIGKILL to every descendant until none is left. A process forked after a scan has a killed
-    parent, so it is re-parented here and found by the next scan."""
-    me = os.getpid()
+def _kill_until_none_left(targets: Callable[[], list[int]], statuses: dict[int, int]) -> None:
+    """SIGKILL to every pid ``targets()`` gives, again and again, reaping, until this process has
+    no child left. A process forked after a round has a killed parent, so it is re-parented here
+    and found by the next round."""
     while True:
-        for pid in _descendants(me):
+        for pid in targets():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         if not _reap(statuses):
@@ -151,16 +152,17 @@ def _kill_tree(statuses: dict[int, int]) -> None:
         time.sleep(0.01)
 
 
+def _kill_tree(statuses: dict[int, int]) -> None:
+    """SIGKILL to every descendant until none is left."""
+    me = os.getpid()
+    _kill_until_none_left(lambda: _descendants(me), statuses)
+
+
 def _kill_namespace(statuses: dict[int, int]) -> None:
     """In the init only: SIGKILL to every other process of the namespace until none is left."""
     if os.getpid() != 1:  # kill(-1) outside a namespace would reach every process of the user
         raise RuntimeError("_kill_namespace outside a PID namespace")
-    while True:
-        with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)
-        if not _reap(statuses):
-            return
-        time.sleep(0.01)
+    _kill_until_none_left(lambda: [-1], statuses)
 
 
 def _terminate(child: int) -> None:
@@ -239,6 +241,14 @@ def _new_pid_namespace() -> bool:
     return True
 
 
+def _detach_stdio() -> None:
+    """Point this process's stdin and stdout at ``/dev/null``: the agent alone holds the pipes."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+
+
 def _report_failure(report: int, err: object) -> None:
     os.write(report, " ".join(str(err).split()).encode("utf-8", "replace") + b"\n")
 
@@ -256,10 +266,7 @@ def _start(report: int, command: list[str]) -> subprocess.Popen[bytes]:
         os._exit(127)
     os.write(report, b"\n")  # one line, not EOF: a process eval forked may hold the pipe too
     os.close(report)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
+    _detach_stdio()
     return proc
 
 
@@ -334,10 +341,7 @@ def main(argv: list[str]) -> None:
     os.close(report)  # the init writes the line: EOF here should the init die before
     os.close(alive)
     os.close(status_w)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
+    _detach_stdio()
     _wait(init, statuses, GRACE_S + 1.0, owner, signal.SIGUSR1)
     if init not in statuses:  # stuck past its grace: the kernel kills the rest of the namespace
         with contextlib.suppress(OSError):

@@ -463,10 +463,7 @@ class CodeExecEnv(TextEnv):
             lines.append(f"Failed: {why[:300]}")
         if len(failed) > 5:
             lines.append(f"... and {len(failed) - 5} more failing tests.")
-        text = "\n".join(lines)
-        if len(text) > self.feedback_chars:
-            text = text[: self.feedback_chars] + " [truncated]"
-        return text
+        return self._cut("\n".join(lines))
 
     def _describe_public(self, result: GradeResult, solved: bool) -> str:
         """Feedback of ``feedback="public"``: whether every hidden test passed (nothing else of
@@ -493,7 +490,10 @@ class CodeExecEnv(TextEnv):
                 lines.append(
                     f"Failed public test: {_one_line(plan.tests[i], 300)} -> {'; '.join(got)}"
                 )
-        text = "\n".join(lines)
+        return self._cut("\n".join(lines))
+
+    def _cut(self, text: str) -> str:
+        """``text`` cut to ``feedback_chars``, marked ``[truncated]`` where cut."""
         if len(text) > self.feedback_chars:
             text = text[: self.feedback_chars] + " [truncated]"
         return text

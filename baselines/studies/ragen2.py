@@ -611,17 +611,10 @@ def _pairs_for_power(power: dict[str, float], level: float) -> int | None:
     :data:`~baselines.studies.stats.POWER_TO_DECIDE` (0.8), by bisection (the power rises with
     the pairs for a positive effect); None when it is NaN (the effect or sd missing, sd not
     > 0), the effect is not > 0, or :data:`MOST_PAIRS` pairs do not reach it."""
-
-    def enough(n: int) -> bool:
-        return _filtering_power(power, n, level) >= st.POWER_TO_DECIDE  # False when NaN
-
-    if not power.get("filtering_effect", math.nan) > 0 or not enough(MOST_PAIRS):
+    if not power.get("filtering_effect", math.nan) > 0:
         return None
-    low, high = 1, MOST_PAIRS  # not enough(low) (one pair has no test), enough(high)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if enough(mid) else (mid, high)
-    return high
+    # one pair has no test: the search starts at two
+    return _runs_for_power(lambda n: _filtering_power(power, n, level), least=2)
 
 
 def _correlation_power(power: dict[str, float], runs: int, level: float) -> float:
