@@ -87,6 +87,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from agentgym.envs.code_exec_grading import (
+    AST_LOCK,
     WRONG_VALUE,
     GradeResult,
     grade,
@@ -180,7 +181,8 @@ def extract_code(answer: str) -> str:
 def _defines(code: str, name: str) -> bool:
     """Whether ``code`` parses and binds ``name`` at module level."""
     try:
-        tree = ast.parse(code)
+        with AST_LOCK:  # parsing in threads at once can fail on CPython 3.11 (AST_LOCK)
+            tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     for node in tree.body:

@@ -65,6 +65,7 @@ import copy
 import functools
 import random as _random
 import re
+import threading
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -386,8 +387,23 @@ def _holds_assert(stmt: ast.stmt, names: frozenset[str]) -> bool:
     return any(isinstance(n, ast.Assert) and not _vacuous(n.test, names) for n in ast.walk(stmt))
 
 
+#: Held around every AST parse and compile of the CodeExec code (here and the env's action
+#: parser). CPython 3.11 keeps the AST converter's recursion depth in state shared by threads, so
+#: two threads parsing at once (envs stepped in threads, graders in a pool) can fail with
+#: "SystemError: AST constructor recursion depth mismatch" (seen under load in CI).
+AST_LOCK = threading.Lock()
+
+
 def _compile_check(problem: CodeProblem) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
-    """``(helpers code, check code, test sources, forms)`` of ``problem``."""
+    """``(helpers code, check code, test sources, forms)`` of ``problem``; one thread at a time
+    (:data:`AST_LOCK`)."""
+    with AST_LOCK:
+        return _compile_check_locked(problem)
+
+
+def _compile_check_locked(
+    problem: CodeProblem,
+) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
     try:
         test_tree = ast.parse(problem.test)
         prompt_tree = ast.parse(problem.prompt)
