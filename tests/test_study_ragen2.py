@@ -95,7 +95,7 @@ def test_a_void_run_has_a_finished_runs_keys_with_nothing_scored(tmp_path):
     (tmp_path / "run" / "train" / "metrics.jsonl").write_text(json.dumps(row) + "\n")
     run = {"claim": "correlation", "env": "agentgym/Bandit-v0", "arm": "a", "seed": 0}
     void = _void_summary(run, "warm-start gate: success at its ceiling")
-    assert set(void) == set(_summary(run, tmp_path / "run")) | {"void"}
+    assert set(void) == set(_summary(run, tmp_path / "run")) | {"void", "wall_s"}
     assert void["void"] == "warm-start gate: success at its ceiling"
     assert void["provenance"] is None and void["metrics_path"] is None
     assert math.isnan(void["final_val_success"]) and math.isnan(void["mi_fraction_last"])
@@ -816,10 +816,48 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     assert (out / "reproduction" / "entropy_mi.png").is_file()
     assert {p: p.stat().st_mtime for p in out.glob("runs/**/done.json")} == before
     assert "reproduced=" in capsys.readouterr().out
-    # A warm start that fails the gate: no run of its env starts, each is void with the reason,
-    # and no claim counts one.
+    # Each finished run left a record beside the report (committed with it): on a fresh machine,
+    # where runs/ is gone, the same command reads the records and runs nothing again.
+    from baselines.studies import ragen2
+    from baselines.studies.ragen2 import checkpoint_digest
+
+    digest = checkpoint_digest(out / "sft" / "Bandit-v0" / "checkpoint")
+    records = doc.parent / "reproduction" / "runs"
+    for run in runs:
+        record = json.loads((records / run["claim"] / "Bandit-v0" / run["arm"]
+                             / f"seed{run['seed']}.json").read_text())  # fmt: skip
+        assert record["warm_start_digest"] == digest
+        assert record["spec_fingerprint"] == results["spec_fingerprint"]
+        assert record["series"] == run["series"] and record["wall_s"] == run["wall_s"] > 0
     import shutil
 
+    shutil.rmtree(out / "runs")
+
+    def never(*args):
+        raise AssertionError("a recorded run was run again")
+
+    monkeypatch.setattr(ragen2, "_execute", never)
+    assert main(["--quick", "--out", str(out), "--doc", str(doc)]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["runs"] == runs and again["claims"] == claims
+    cost = f"the runs' own wall time {sum(r['wall_s'] for r in runs) / 3600:.2f} CPU-hours over 8"
+    assert cost in doc.read_text()
+    # A record from another warm start (rebuilt to other weights elsewhere) is refused, by name.
+    first = sorted(records.rglob("*.json"))[0]
+    kept = first.read_text()
+    first.write_text(kept.replace(digest, "0" * 16))
+    with pytest.raises(SystemExit):
+        main(["--quick", "--out", str(out), "--doc", str(doc)])
+    assert "runs from two warm starts do not mix" in capsys.readouterr().err
+    first.write_text(kept)
+    # --stop-after: no run starts after the time is up; without every record there is no report,
+    # exit 3, and the message says how to go on.
+    piece = tmp_path / "piece" / "reproduction.md"
+    assert main(["--quick", "--out", str(out), "--doc", str(piece), "--stop-after", "0"]) == 3
+    assert not piece.exists() and not (piece.parent / "reproduction" / "runs").exists()
+    assert "0 of 8 recorded" in capsys.readouterr().out
+    # A warm start that fails the gate: no run of its env starts, each is void with the reason,
+    # and no claim counts one.
     import yaml
 
     spec = yaml.safe_load((ROOT / "baselines" / "studies" / "ragen2.yaml").read_text())

@@ -12,7 +12,11 @@ refused, :func:`claim_folder`):
    oracle's reasoning under it below half its MI ceiling, or validation success at its floor or
    ceiling) gets no RL runs; they are reported ``void`` with the reason and never counted;
 2. every RL run of every claim in its own process (``python -m baselines.train``), skipped when
-   its ``done.json`` exists (the study resumes where it stopped); a configuration that several
+   its ``done.json`` exists (the study resumes where it stopped) or when its record is committed
+   beside the report (:func:`run_record`, ``<doc stem>/runs/<claim>/<env>/<arm>/seed<k>.json``,
+   written as each run ends: a study too long for one sitting is made in pieces with
+   ``--stop-after MINUTES``, its records committed after each, and goes on from them on any
+   machine that rebuilds the same warm start, :func:`checkpoint_digest`); a configuration that several
    claims name (the same resolved config and seeds, :func:`shared_runs`) runs once, in the folder
    of the first run that names it, and the others say so (``same_run_as`` in ``results.json``
    and in the report);
@@ -338,7 +342,8 @@ def shared_runs(settings: list[list[str]]) -> list[int]:
 
 
 def _execute(overrides: list[str], folder: Path) -> None:
-    """One run in its own process; ``done.json`` marks it complete (resume skips it)."""
+    """One run in its own process; ``done.json`` marks it complete (resume skips it) and holds
+    its final success and wall time in seconds."""
     done = folder / "done.json"
     if done.is_file():
         return
@@ -352,6 +357,7 @@ def _execute(overrides: list[str], folder: Path) -> None:
         # a folder that holds a run. The run is seeded, so starting over writes the same lines.
         shutil.rmtree(folder / "train")
         restarted = "study: the run had stopped before its first checkpoint; started over\n"
+    started = time.perf_counter()
     with (folder / "log.txt").open("w") as log:
         log.write(restarted)
         log.flush()
@@ -364,7 +370,86 @@ def _execute(overrides: list[str], folder: Path) -> None:
     if code != 0:
         raise RuntimeError(f"run {folder} failed (exit {code}); see {folder / 'log.txt'}")
     rows = _read_metrics(folder / "train" / "metrics.jsonl")
-    write_text_atomic(done, json.dumps({"final_val_success": _last(rows, "val/success_rate")}))
+    body = {
+        "final_val_success": _last(rows, "val/success_rate"),
+        "wall_s": time.perf_counter() - started,  # this process's (a resumed run's last part)
+    }
+    write_text_atomic(done, json.dumps(body))
+
+
+def checkpoint_digest(checkpoint: Path) -> str:
+    """The sha256 (first 16 hex digits) of a checkpoint's weights: every ``*.safetensors`` file
+    under ``checkpoint`` (its path relative to the folder, then its bytes, in sorted order).
+
+    A committed run record (:func:`run_record`) names the digest of the warm start it started
+    from, so a study resumed on another machine, which rebuilds its warm start from the spec,
+    refuses to mix runs from two different warm starts.
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` holds no ``*.safetensors`` file.
+    """
+    files = sorted(p for p in Path(checkpoint).rglob("*.safetensors") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"{checkpoint}: no *.safetensors weights to digest")
+    h = hashlib.sha256()
+    for path in files:
+        h.update(str(path.relative_to(checkpoint)).encode("utf-8") + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+#: The folder, beside a study's report, that holds one committed record per finished run
+#: (``docs/reproduction-confirm-correlation-ppo/runs/<claim>/<env>/<arm>/seed<k>.json``).
+RECORDS = "runs"
+
+
+def run_record(
+    run: dict[str, Any], folder: Path, fingerprint: str, warm_start: Path
+) -> dict[str, Any]:
+    """A finished run's committed record: its :func:`_summary` (scores, per-step series,
+    provenance of the run and of its warm start), the spec fingerprint, the warm start's
+    :func:`checkpoint_digest` and the run's wall time in seconds (``wall_s``, from its
+    ``done.json``; None when its process was made before the time was recorded there).
+
+    The records, committed beside the report, are what a study resumed on a fresh machine (where
+    ``runs/`` is gone) reads instead of running again: the study is made in pieces
+    (``--stop-after``), each piece's records committed as it ends.
+    """
+    return {
+        **_summary(run, folder),
+        "warm_start_provenance": _read_provenance(warm_start.parent),
+        "spec_fingerprint": fingerprint,
+        "warm_start_digest": checkpoint_digest(warm_start),
+        "wall_s": json.loads((folder / "done.json").read_text(encoding="utf-8")).get("wall_s"),
+    }
+
+
+def read_record(path: Path, fingerprint: str, digest: str) -> dict[str, Any] | None:
+    """The committed record at ``path`` (:func:`run_record`), or None when there is none.
+
+    Raises:
+        ValueError: the record was made by another spec, or from another warm start than the one
+            this study has now (rebuilt on another machine to other weights): the message names
+            the fix (a new ``--doc``, or deleting the records to run them again).
+    """
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    fix = f"give a new --doc, or delete {path.parent} to run those runs again"
+    if record.get("spec_fingerprint") != fingerprint:
+        raise ValueError(
+            f"{path} was made by a spec with fingerprint {record.get('spec_fingerprint')}, not "
+            f"this spec's {fingerprint}: {fix}"
+        )
+    if record.get("warm_start_digest") != digest:
+        raise ValueError(
+            f"{path} started from a warm start with digest {record.get('warm_start_digest')}, "
+            f"but this study's warm start has {digest} (rebuilt to other weights, e.g. on "
+            f"another machine or by other code); runs from two warm starts do not mix: {fix}"
+        )
+    return record
 
 
 def _summary(run: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -890,7 +975,14 @@ def _gate(spec: dict[str, Any], env_id: str, checkpoint: Path, out: Path) -> dic
 
 def _void_summary(run: dict[str, Any], reason: str) -> dict[str, Any]:
     """A run the gate kept from starting: reported with its reason, never counted."""
-    return {**run, "void": reason, "provenance": None, "metrics_path": None, **_scores([])}
+    return {
+        **run,
+        "void": reason,
+        "provenance": None,
+        "metrics_path": None,
+        "wall_s": None,
+        **_scores([]),
+    }
 
 
 # ------------------------------------------------------------------------------ report
@@ -1072,6 +1164,19 @@ def _alpha(claims: dict[str, Any]) -> float:
     return next((c["alpha"] for c in claims.values()), 0.05)
 
 
+def _cost(runs: list[dict[str, Any]]) -> str:
+    """The runs' own wall times summed, in CPU-hours (each run is one single-threaded process,
+    so its wall time is about its CPU time), over the runs that recorded one: ``""`` when none
+    did (made before records)."""
+    timed = [r["wall_s"] for r in runs if r.get("wall_s") is not None and not r.get("same_run_as")]
+    if not timed:
+        return ""
+    return (
+        f"; the runs' own wall time {sum(timed) / 3600:.2f} CPU-hours over {len(timed)} runs "
+        "(one single-threaded process each, warm start and gate not counted)"
+    )
+
+
 def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, doc.parent)
     c = results["claims"]
@@ -1088,7 +1193,7 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
         f"Model: `{results['model']}` (warm-started per env by SFT on oracle chats)  ",
         f"Machine: {results['machine']}; wall time of the last invocation "
         f"{results['wall_s']:.0f} s; training steps of all runs "
-        f"{sum(r['run_s'] for r in results['runs']) / 60:.0f} min.  ",
+        f"{sum(r['run_s'] for r in results['runs']) / 60:.0f} min" + _cost(results["runs"]) + ".  ",
         f"Code of these statistics: {_describe_code(results['provenance'])}; stale runs as "
         f"of it (made by older code than it): {len(stale)} of {len(results['runs'])}.  ",
         *(
@@ -1279,12 +1384,21 @@ def run_study(
     command: str,
     jobs: int = 1,
     spec_path: str | Path = SPEC,
+    stop_after_s: float | None = None,
 ) -> dict[str, Any]:
     """Warm starts, every run (resumable; ``jobs`` runs at once), statistics; writes
     results.json and ``doc``. ``out`` must be this spec's folder or new (:func:`claim_folder`).
 
+    Each finished run's record (:func:`run_record`) is written beside ``doc``
+    (``<doc's folder>/<doc's stem>/runs/<name>.json``) as it finishes: a run with a record is
+    never run again, also on a fresh machine whose ``runs/`` is empty, so a study too long for
+    one sitting is made in pieces, each piece's records committed as it ends. With
+    ``stop_after_s``, no run starts after that many seconds (those started finish): when runs
+    remain, nothing else is written and the result is ``{"partial": True, ...}`` with the counts.
+
     Raises:
-        ValueError: ``out`` was made by another spec (nothing is run or written).
+        ValueError: ``out`` was made by another spec, or a committed record by another spec or
+            from another warm start (nothing is run or written).
         RuntimeError: a run failed (its log is named); runs already started finish, and no
             further run starts.
     """
@@ -1292,36 +1406,62 @@ def run_study(
     fingerprint = claim_folder(out, spec, spec_path)
     runs = _runs(spec)
     checkpoints = {env: _warm_start(spec, env, out) for env in sorted({r["env"] for r in runs})}
+    digests = {env: checkpoint_digest(checkpoint) for env, checkpoint in checkpoints.items()}
     gates = {env: _gate(spec, env, checkpoint, out) for env, checkpoint in checkpoints.items()}
     names = [f"{r['claim']}/{_short(r['env'])}/{r['arm']}/seed{r['seed']}" for r in runs]
     settings = [_train_overrides(run, checkpoints[run["env"]], spec) for run in runs]
     # A configuration two claims name runs once, in the folder of the first run that names it.
     made_by = shared_runs(settings)
     folders = [out / "runs" / names[j] for j in made_by]
+    records_dir = doc.parent / doc.stem / RECORDS
+    paths = [records_dir / f"{names[j]}.json" for j in made_by]
+    records = {
+        i: read_record(paths[i], fingerprint, digests[runs[i]["env"]])
+        for i in range(len(runs))
+        if made_by[i] == i and gates[runs[i]["env"]]["passed"]
+    }
+    todo = [i for i, record in records.items() if record is None]
+
+    def make(i: int) -> bool:
+        """Run ``i`` and write its record; False when the time was up before it started."""
+        if stop_after_s is not None and time.perf_counter() - t0 >= stop_after_s:
+            return False
+        _execute(settings[i], folders[i])
+        record = run_record(runs[i], folders[i], fingerprint, checkpoints[runs[i]["env"]])
+        write_text_atomic(paths[i], json.dumps(record, indent=1, default=float))
+        records[i] = record
+        return True
+
     # Each run is its own single-threaded, seeded process: running ``jobs`` at once changes only
     # the wall time, never a result.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [
-            pool.submit(_execute, settings[i], folders[i])
-            for i in range(len(runs))
-            if made_by[i] == i and gates[runs[i]["env"]]["passed"]
-        ]
+        futures = [pool.submit(make, i) for i in todo]
         try:
-            for future in futures:
-                future.result()
+            made = sum(bool(future.result()) for future in futures)
         except BaseException:  # a failed run or Ctrl-C: start no further runs
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+    if made < len(todo):
+        return {
+            "partial": True,
+            "made": made,
+            "remaining": len(todo) - made,
+            "recorded": sum(record is not None for record in records.values()),
+            "runs": len(records),
+            "records": str(records_dir),
+        }
     summaries = [
-        _summary(run, folder)
+        dict(records[j])
         if gates[run["env"]]["passed"]
         else _void_summary(run, "warm-start gate: " + "; ".join(gates[run["env"]]["reasons"]))
-        for run, folder in zip(runs, folders, strict=True)
+        for run, j in zip(runs, made_by, strict=True)
     ]
     for i, (summary, j) in enumerate(zip(summaries, made_by, strict=True)):
+        summary.update({k: runs[i][k] for k in ("claim", "env", "arm", "seed", "overrides")})
         summary["same_run_as"] = None if j == i else names[j]  # shared, and said so
-    for s in summaries:  # the warm start's folder holds the checkpoint and its provenance
-        s["warm_start_provenance"] = _read_provenance(checkpoints[s["env"]].parent)
+    for s in summaries:  # a void run: the warm start's folder holds its provenance
+        if s.get("void"):
+            s["warm_start_provenance"] = _read_provenance(checkpoints[s["env"]].parent)
     now = provenance.describe()
     counted = [s for s in summaries if not s.get("void")]
     mark_stale(counted, provenance.source_root())
@@ -1339,6 +1479,7 @@ def run_study(
         "metrics_path",
         "final_val_success",
         "run_s",
+        "wall_s",
         "provenance",
         "warm_start_provenance",
         "stale",
@@ -1573,6 +1714,16 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=1, help="runs at once (each is one single-threaded process)"
     )
     parser.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="start no run after this many minutes (those started finish), for a study made in "
+        "pieces: each finished run's record is written beside --doc (commit them); when runs "
+        "remain, exit 3 without a report, and the same command later (on any machine, from the "
+        "committed records) goes on",
+    )
+    parser.add_argument(
         "--plan",
         action="store_true",
         help="print each claim's planned runs and its power for the paper's effect (the spec's "
@@ -1581,6 +1732,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    if args.stop_after is not None and not (
+        math.isfinite(args.stop_after) and args.stop_after >= 0
+    ):
+        parser.error(f"--stop-after must be a number of minutes >= 0; got {args.stop_after}")
+    if args.stop_after is not None and (args.report_only or args.plan):
+        parser.error("--stop-after applies to running a study, not to --report-only or --plan")
     try:
         spec = load_study(args.spec, quick=args.quick)
     except FileNotFoundError:
@@ -1616,10 +1773,24 @@ def main(argv: list[str] | None = None) -> int:
             results = regenerate(spec, doc, command.strip())
         else:
             results = run_study(
-                spec, out, doc, command.strip(), jobs=args.jobs, spec_path=args.spec
+                spec,
+                out,
+                doc,
+                command.strip(),
+                jobs=args.jobs,
+                spec_path=args.spec,
+                stop_after_s=None if args.stop_after is None else 60.0 * args.stop_after,
             )
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
+    if results.get("partial"):
+        print(
+            f"stopped after {args.stop_after:g} min: {results['made']} runs made now, "
+            f"{results['recorded']} of {results['runs']} recorded in {results['records']}, "
+            f"{results['remaining']} remain; commit the records and run the same command again "
+            "to go on (no report is written until every run is recorded)"
+        )
+        return 3
     for name, claim in results["claims"].items():
         print(
             f"{name}: {claim['verdict']} (power for the paper's effect {claim['power']:.2f} "
