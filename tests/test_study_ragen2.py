@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentgym import provenance
+from baselines.collapse.detector import STATES
 from baselines.studies import stats
 from baselines.studies.ragen2 import (
     RESULT_CODE,
@@ -793,6 +794,11 @@ def test_quick_study_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     assert pooled["runs"] + pooled["dropped"] == 8 and pooled["runs"] >= 6
     text = doc.read_text()
     assert "| (b) SNR filtering helps |" in text and "Command: `python -m baselines.studies" in text
+    # (a) is decided by the detector's states, each run's sequence in the report.
+    assert claims["collapse"]["rule"] == "detector states (issue 44)"
+    assert "## (a) per seed, by the detector's states" in text
+    for r in claims["collapse"]["per_run"]:
+        assert r["states"] and set(r["states"]) <= set(STATES)
     assert (doc.parent / "reproduction" / "entropy_mi.png").is_file()
     assert (doc.parent / "reproduction" / "correlation.png").is_file()
     # Every run records the code of its RL run and of its warm start; made just now, by this

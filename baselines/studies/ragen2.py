@@ -40,11 +40,13 @@ into a fresh ``--out``.
 
 Claims and their tests (issues 13 and 23), the statistics through :mod:`baselines.studies.stats`:
 
-(a) ``collapse``: the ``regularised`` arm reproduces template collapse when, for every seed, MI falls
-    below 0.1 of its ceiling with retrieval at chance (retrieval - chance < 0.05) for >= 3
-    evaluations while entropy does not fall (last >= 0.9 x first) and the flag fires; and the
-    ``control`` keeps MI >= 0.5 of its ceiling at the end and never fires. No test statistic:
-    ``reproduced`` or ``inconclusive``.
+(a) ``collapse``: decided by the collapse detector's states (issue 44; :func:`_claim_collapse`):
+    for every seed, the ``regularised`` run ends its MI history ``collapsed`` (its last state
+    neither ``format_collapsed`` nor ``degenerate``), its ``control`` is never ``collapsed`` or
+    ``degenerate`` and ends ``dependent``, and the bonus was not inert (the regularised run's
+    entropy above its control's). MI is read only from the MI history (evaluations with enough
+    valid reasonings). No test statistic: ``reproduced`` or ``inconclusive``. (Reports decided
+    before the states were kept used a near-chance count of MI below 0.1 of its ceiling.)
 (b) ``filtering``: paired per-seed differences of final validation success, each arm minus the
     ``baseline`` arm: mean, 95 % t interval and one-sided p for "the arm helps"; significant when
     some filtered arm's Holm-corrected p is within alpha on every environment.
@@ -90,6 +92,7 @@ import yaml
 import agentgym
 from agentgym import provenance
 from agentgym.fileio import write_text_atomic
+from baselines.collapse.detector import STATES
 from baselines.studies import stats as st
 from baselines.studies.gate import warm_start_gate
 from baselines.studies.spec import (
@@ -521,7 +524,33 @@ SERIES_KEYS = (
     "val/success_rate",
     "train/reward_mean",
     "filter/kept_fraction",
+    # (a) is decided by the detector's states (issue 44, item 4): each evaluation's one-hot state
+    # and the number of reasonings it scored.
+    "collapse/num_reasonings",
+    *(f"collapse/state_{s}" for s in STATES),
 )
+
+#: The states whose evaluations hold no MI reading (the detector's ``_NO_MI_STATES``): the
+#: rest make up its MI history, the only evaluations (a) reads an MI from.
+NO_MI_STATES = ("format_collapsed", "insufficient_sample")
+
+
+def state_sequence(series: dict[str, list[list[float]]]) -> list[tuple[int, str]]:
+    """A run's detector states, ``[(step, state), ...]`` in step order, from its ``series``
+    (the one-hot ``collapse/state_<s>`` of :data:`baselines.collapse.detector.STATES`); empty
+    when the run logged none (made before the states were kept).
+
+    Example:
+        >>> state_sequence({"collapse/state_dependent": [[0, 1.0], [2, 0.0]],
+        ...                 "collapse/state_collapsed": [[0, 0.0], [2, 1.0]]})
+        [(0, 'dependent'), (2, 'collapsed')]
+    """
+    out: dict[int, str] = {}
+    for s in STATES:
+        for step, value in series.get(f"collapse/state_{s}", []):
+            if value == 1.0:
+                out[int(step)] = s
+    return sorted(out.items())
 
 
 def _series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
@@ -537,16 +566,82 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
 # ------------------------------------------------------------------------------ statistics
 
 
-def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    treated = [r for r in runs if r["arm"] == "regularised"]
-    control = [r for r in runs if r["arm"] == "control"]
-    treated_ok = bool(treated) and all(
-        r["near_chance_evaluations"] >= 3 and r["entropy_held"] and r["flag_fired"] for r in treated
+def _collapse_run(r: dict[str, Any]) -> dict[str, Any]:
+    """One run of (a) read by the detector's states: its state sequence, its MI history (the
+    evaluations not in :data:`NO_MI_STATES`), and the mean entropy and MI / ceiling over the last
+    :data:`LAST_EVALUATIONS` evaluations of that history (NaN when it is empty)."""
+    states = state_sequence(r["series"])
+    history = [step for step, state in states if state not in NO_MI_STATES]
+    last = set(history[-LAST_EVALUATIONS:])
+
+    def at(key: str) -> dict[int, float]:
+        return {int(step): float(v) for step, v in r["series"].get(key, [])}
+
+    entropy, mi, ceiling = (
+        at(k) for k in ("collapse/entropy", "collapse/mi_estimate", "collapse/mi_upper_bound")
     )
-    control_ok = bool(control) and all(
-        not r["flag_fired"] and r["final_mi"] >= 0.5 * r["mi_ceiling"] for r in control
-    )
+    fractions = [mi[s] / ceiling[s] for s in sorted(last) if s in mi and ceiling.get(s)]
+    entropies = [entropy[s] for s in sorted(last) if s in entropy]
     return {
+        "states": [state for _, state in states],
+        "state_steps": [step for step, _ in states],
+        "mi_history_evaluations": len(history),
+        "last_mi_history_state": next(
+            (state for _, state in reversed(states) if state not in NO_MI_STATES), None
+        ),
+        "last_state": states[-1][1] if states else None,
+        "entropy_mi_history_last": float(np.mean(entropies)) if entropies else math.nan,
+        "mi_fraction_mi_history_last": float(np.mean(fractions)) if fractions else math.nan,
+    }
+
+
+def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Claim (a), decided by the detector's states (issue 44, item 4; the rule pre-registered in
+    ``docs/ragen2.md``, "(a), with an informative control, decided by the detector's states"):
+    reproduced when, for every seed of the ``regularised`` arm, its own seed has a ``control``
+    run and
+
+    * ``regularised``: the last evaluation of its MI history is ``collapsed``, and its last
+      evaluation is neither ``format_collapsed`` nor ``degenerate``;
+    * ``control``: no evaluation ``collapsed`` or ``degenerate``, and the last of its MI history
+      ``dependent``;
+    * the manipulation check (the bonus not inert): the regularised run's mean entropy over the
+      last :data:`LAST_EVALUATIONS` evaluations of its MI history above its control's.
+
+    Every MI figure is read from the MI history only (>= the detector's ``min_pairs`` scored
+    reasonings). A run with no states (made before they were kept) satisfies nothing. The
+    near-chance count of the earlier rule is still reported per run, never deciding.
+    """
+    read = [{**r, **_collapse_run(r)} for r in runs]
+    treated = {r["seed"]: r for r in read if r["arm"] == "regularised"}
+    control = {r["seed"]: r for r in read if r["arm"] == "control"}
+    seeds: list[dict[str, Any]] = []
+    for seed in sorted(treated):
+        t, c = treated[seed], control.get(seed)
+        t_ok = t["last_mi_history_state"] == "collapsed" and t["last_state"] not in (
+            "format_collapsed",
+            "degenerate",
+        )
+        c_ok = (
+            c is not None
+            and not {"collapsed", "degenerate"} & set(c["states"])
+            and c["last_mi_history_state"] == "dependent"
+        )
+        bonus_moved = c is not None and t["entropy_mi_history_last"] > c["entropy_mi_history_last"]
+        seeds.append(
+            {
+                "seed": seed,
+                "regularised_collapses": t_ok,
+                "control_holds": c_ok,
+                "bonus_not_inert": bool(bonus_moved),
+            }
+        )
+    treated_ok = bool(seeds) and all(x["regularised_collapses"] for x in seeds)
+    control_ok = bool(seeds) and all(x["control_holds"] for x in seeds)
+    moved = bool(seeds) and all(x["bonus_not_inert"] for x in seeds)
+    return {
+        "rule": "detector states (issue 44)",
+        "per_seed": seeds,
         "per_run": [
             {
                 k: r[k]
@@ -554,6 +649,13 @@ def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "env",
                     "arm",
                     "seed",
+                    "states",
+                    "state_steps",
+                    "mi_history_evaluations",
+                    "last_mi_history_state",
+                    "last_state",
+                    "entropy_mi_history_last",
+                    "mi_fraction_mi_history_last",
                     "near_chance_evaluations",
                     "entropy_held",
                     "flag_fired",
@@ -565,11 +667,12 @@ def _claim_collapse(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "final_val_success",
                 )
             }  # fmt: skip
-            for r in runs
+            for r in read
         ],
         "regularised_collapses": treated_ok,
         "control_holds": control_ok,
-        "reproduced": treated_ok and control_ok,
+        "bonus_not_inert": moved,
+        "reproduced": treated_ok and control_ok and moved,
     }
 
 
@@ -943,7 +1046,11 @@ def _decide(claims: dict[str, Any], power: dict[str, float]) -> None:
         )
     if "collapse" in claims:
         a = claims["collapse"]
-        a["significant"] = bool(a.get("regularised_collapses") and a.get("control_holds"))
+        a["significant"] = bool(
+            a.get("regularised_collapses")
+            and a.get("control_holds")
+            and a.get("bonus_not_inert", True)  # a report from before the states: no such check
+        )
         a["excludes_paper_effect"] = False  # no test statistic: never "not reproduced"
         a["power"] = a["power_at_observed"] = math.nan
         a["n_for_power_at_observed"] = None
@@ -1177,6 +1284,57 @@ def _cost(runs: list[dict[str, Any]]) -> str:
     )
 
 
+def _runs_of(states: list[str]) -> str:
+    """A state sequence with repeats folded: ``dependent x3, undecided, collapsed x2``."""
+    parts: list[list[Any]] = []
+    for state in states:
+        if parts and parts[-1][0] == state:
+            parts[-1][1] += 1
+        else:
+            parts.append([state, 1])
+    return ", ".join(f"{s} x{n}" if n > 1 else s for s, n in parts) or "none logged"
+
+
+def _collapse_state_lines(a: dict[str, Any]) -> list[str]:
+    """The report's (a) section under the detector-state rule (:func:`_claim_collapse`)."""
+    lines = [
+        "",
+        "## (a) per seed, by the detector's states",
+        "",
+        "Reproduced only when every seed passes all three checks: the regularised run's last "
+        "MI-history state is `collapsed` (and its last state neither `format_collapsed` nor "
+        "`degenerate`); its control never `collapsed` or `degenerate` and last `dependent`; "
+        f"and the bonus not inert (the regularised run's entropy over its last "
+        f"{LAST_EVALUATIONS} MI-history evaluations above its control's).",
+        "",
+        "| seed | regularised collapses | control holds | bonus not inert |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {x['seed']} | {x['regularised_collapses']} | {x['control_holds']} | "
+            f"{x['bonus_not_inert']} |"
+            for x in a["per_seed"]
+        ),
+        "",
+        "## (a) per run",
+        "",
+        f"MI / ceiling and entropy: means over the last {LAST_EVALUATIONS} evaluations of the "
+        "MI history (evaluations with enough valid reasonings to score); valid rate over the last "
+        f"{LAST_EVALUATIONS} evaluations; success: the final validation.",
+        "",
+        "| env | arm | seed | states | MI-history evaluations | MI / ceiling | entropy | "
+        "valid rate | success |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in a["per_run"]:
+        lines.append(
+            f"| {_short(r['env'])} | {r['arm']} | {r['seed']} | {_runs_of(r['states'])} | "
+            f"{r['mi_history_evaluations']} | {r['mi_fraction_mi_history_last']:.3f} | "
+            f"{r['entropy_mi_history_last']:.3f} | {r.get('valid_rate_last', math.nan):.2f} | "
+            f"{r.get('final_val_success', math.nan):.3f} |"
+        )
+    return lines
+
+
 def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, doc.parent)
     c = results["claims"]
@@ -1349,7 +1507,9 @@ def _write_doc(doc: Path, results: dict[str, Any], plots: list[str], plot_dir: P
             f"spec's {float(results['power'].get('correlation_between', math.nan)):.2f}: "
             f"{cc.get('power_at_observed', math.nan):.2f}.",
         ]
-    if "collapse" in c:
+    if "collapse" in c and c["collapse"].get("rule"):
+        lines += _collapse_state_lines(c["collapse"])
+    elif "collapse" in c:  # a report decided before the states were kept
         lines += [
             "",
             "## (a) per run",
