@@ -29,20 +29,30 @@ root can neither ptrace them nor open their ``/proc/<pid>/mem``.
 or a kernel without them): the launcher makes itself a child subreaper
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process the agent starts, however it detaches, stays
 in the launcher's process tree (an orphan is re-parented to the launcher, not to init), and starts
-the agent itself. Its limit: the agent may kill the launcher (its parent, same user) with SIGKILL,
-and what it started in a session of its own then goes to init and escapes.
+the agent itself. Its limits come from the agent's right to signal the launcher (its parent, same
+user). SIGKILL ends it: what the agent started in a session of its own then goes to init and
+escapes. SIGSTOP stops it, and a stopped launcher acts on nothing. Eval's close (or restart) sends
+it SIGCONT with its SIGTERM, and again every 0.2 s while it waits; should it still not have exited
+:data:`GRACE_S` plus 5 seconds later, eval kills every process below it, again and again (the
+launcher, stopped but alive, is still their subreaper), then the launcher. Eval's death sends the
+launcher SIGCONT (its ``PR_SET_PDEATHSIG``), so it sees its owner gone and ends the tree, unless
+the agent stops it once more before it is killed: an agent that keeps its launcher stopped (SIGSTOP
+again each time it runs) outlives an eval that dies without closing it (SIGKILL), with what it
+started.
 
 Either way the agent gets the launcher's stdin and stdout (the pipes to eval: nothing is relayed);
 one line is written on ``<report fd>``: why the agent could not be started (empty if it could;
-an exec failure inside the namespace too), then the launcher (and the init) point their own stdin
+an exec failure inside the namespace too; eval ends a launcher that has written none within
+``agentgym.agents.START_TIMEOUT_S``, 30 s), then the launcher (and the init) point their own stdin
 and stdout at ``/dev/null`` (the agent alone holds the pipes), and the launcher waits for one of:
 
 * the agent exits (in the namespace: the init, which exits once the agent has);
 * SIGTERM, SIGHUP or SIGINT (the agent is closed or restarted): the agent gets SIGTERM (it already
   has it if it stayed in the launcher's process group), and :data:`GRACE_S` seconds to exit;
 * its owner (eval) is gone, whatever killed it, SIGKILL too (its parent pid changed; checked every
-  :data:`POLL_S` seconds): the agent gets SIGTERM (in the namespace the launcher sends SIGUSR1 to
-  the init, which sends SIGTERM to the agent) and :data:`GRACE_S` seconds.
+  :data:`POLL_S` seconds, and eval's death sends SIGCONT, should the agent have stopped the
+  launcher): the agent gets SIGTERM (in the namespace the launcher sends SIGUSR1 to the init,
+  which sends SIGTERM to the agent) and :data:`GRACE_S` seconds.
 
 Then it sends SIGKILL to every process descended from it (in the namespace, to the init, one second
 after the init's own :data:`GRACE_S`, should the init not have ended), again and again, reaping
@@ -56,13 +66,15 @@ do what root can (ptrace the init, write to the launcher's memory); the namespac
 signals, not files nor memory: where ptrace rules allow (Yama ``ptrace_scope`` 0), a program may
 still write to the memory of another process of its user that is dumpable, eval's included, through
 ``/proc/<pid>/mem``, as any program of that user could; in the fallback, a process that the launcher
-could not kill (another user's setuid program) stays, an agent that kills its launcher leaves what
-it started in other sessions running, and where the kernel refuses ``PR_SET_CHILD_SUBREAPER`` too
-(Linux before 3.4) an orphan goes to init and escapes; and if the launcher itself is SIGKILLed (eval
-sends SIGKILL only when the launcher has not exited :data:`GRACE_S` plus 5 seconds after SIGTERM),
-the kernel kills the namespace (its init has the launcher's death signal), and eval kills the tree
-it can still see (all of it in the fallback, unless the agent left it). Stdlib only: it runs under
-``-I -S``, so neither the agent's working folder nor ``PYTHONPATH`` can replace a module it imports.
+could not kill (another user's setuid program) stays, an agent that kills its launcher, or keeps
+it stopped when eval dies without closing it, leaves what it started in other sessions running, and
+where the kernel refuses ``PR_SET_CHILD_SUBREAPER`` too (Linux before 3.4) an orphan goes to init
+and escapes; and if the launcher itself is SIGKILLed (eval sends SIGKILL only when the launcher has
+not exited :data:`GRACE_S` plus 5 seconds after SIGTERM), the kernel kills the namespace (its init
+has the launcher's death signal), and eval has first killed every process below the launcher, again
+and again until none is left alive (in the fallback all of the agent's tree: the live launcher is
+its subreaper). Stdlib only: it runs under ``-I -S``, so neither the agent's working folder nor
+``PYTHONPATH`` can replace a module it imports.
 
 For tests only: with :data:`NO_PID_NAMESPACE_ENV` set in its environment (removed from the agent's)
 the launcher does not try a namespace and takes the fallback, as where the kernel refuses one.
@@ -261,7 +273,7 @@ def _start(report: int, command: list[str]) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             command, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, ())
         )
-    except OSError as err:
+    except (OSError, subprocess.SubprocessError) as err:
         _report_failure(report, err)
         os._exit(127)
     os.write(report, b"\n")  # one line, not EOF: a process eval forked may hold the pipe too
@@ -307,6 +319,12 @@ def main(argv: list[str]) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
     with contextlib.suppress(OSError, AttributeError):
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # SIGCONT when eval dies (the thread of eval that started this one, strictly: a thread that
+    # ends sends it too, which does no harm): in the fallback the agent may have stopped its
+    # launcher (SIGSTOP), which then could not see that its owner is gone. SIGKILL would end the
+    # launcher and free the agent's tree (to init). Eval dead before this: _wait sees it.
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGCONT), 0, 0, 0)
     forced_fallback = os.environ.pop(NO_PID_NAMESPACE_ENV, None) is not None
     try:
         in_namespace = not forced_fallback and _new_pid_namespace()

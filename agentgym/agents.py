@@ -38,9 +38,13 @@ Agent specs (:func:`make_agent`):
   has no pid in the namespace, and the kernel kills the whole namespace when its init ends. Inside,
   the program's pids are the namespace's, while ``/proc`` shows the host's. Where the kernel refuses
   a namespace the launcher is a child subreaper instead, with one more limit: a program that kills
-  its launcher leaves what it started in other sessions running. What it starts through a daemon
-  outside its process tree (``docker run``, ``systemd-run``) is not covered. Elsewhere (not Linux)
-  only its process group is killed.
+  its launcher (SIGKILL), or keeps it stopped (SIGSTOP again each time it runs) when eval dies
+  without closing it, leaves what it started in other sessions running (a launcher stopped once is
+  continued by eval's close, or, when eval dies, by SIGCONT, its parent-death signal). What it
+  starts through a daemon outside its process tree (``docker run``, ``systemd-run``) is not
+  covered. Elsewhere (not Linux) only its process group is killed. A program that cannot be
+  started (the launcher says so, or says nothing within :data:`START_TIMEOUT_S` seconds) gives an
+  error for that episode.
 * ``module:callable`` or ``path/to/file.py:callable``: a Python object (``module`` importable, or
   a module in the current directory). An object (or class, instantiated without arguments) with an
   ``act(requests) -> list[str]`` method is used as a batched agent; any other callable is called
@@ -343,10 +347,16 @@ class CommandAgent(Agent):
     Where the kernel refuses a namespace (user namespaces disabled), the launcher falls back to
     a child subreaper: every process that stays in its process tree is killed the same way, but
     a program that SIGKILLs the launcher (its parent there) leaves what it started in another
-    session running. Processes started through a daemon outside the tree (``docker run``,
-    ``systemd-run``, ``at``) are not covered. Without the launcher (not Linux) the program leads
-    a process group of its own and only that group is killed. A line is read in chunks and each
-    byte is searched for the newline once (:attr:`bytes_searched`).
+    session running, and so does one that keeps it stopped (SIGSTOP again each time it runs)
+    when eval dies without :meth:`close`. A stopped launcher gets SIGCONT from :meth:`close`
+    (with the SIGTERM, and again while it waits; one still there 5 s after the program's 2 s is
+    killed after every process below it) and from eval's death (its parent-death signal).
+    Processes started through a daemon outside the tree (``docker run``, ``systemd-run``,
+    ``at``) are not covered. Without the launcher (not Linux) the program leads a process group
+    of its own and only that group is killed. A launcher that has not said within
+    :data:`START_TIMEOUT_S` seconds whether the program started is ended as :meth:`close` ends
+    one, and the start is an error. A line is read in chunks and each byte is searched for the
+    newline once (:attr:`bytes_searched`).
 
     Args:
         command: the command line (split with :func:`shlex.split`; no shell).
@@ -405,22 +415,7 @@ class CommandAgent(Agent):
                     stream.close()
             except OSError:
                 pass
-        # The group's id is the launcher's (or program's) pid, which stays reserved while any of
-        # the group lives. The launcher gives the program 2 s, then kills its tree and exits.
-        tree: list[Any] = []
-        if proc.poll() is None:
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=2 + (5 if _LAUNCHER else 0))
-            except subprocess.TimeoutExpired:
-                from sandboxes.limits import process_tree
-
-                tree = process_tree(proc.pid)[1:]  # a stuck launcher: kill what it would have
-        _signal_group(proc.pid, signal.SIGKILL)  # what is left: processes the program started
-        proc.wait()
-        for child in tree:  # psutil checks that the pid is still the same process
-            with contextlib.suppress(Exception):
-                child.kill()
+        _end(proc)
 
     def _popen(self) -> subprocess.Popen[bytes]:
         """Start the program (under the launcher where there is one), in a session of its own.
@@ -435,26 +430,35 @@ class CommandAgent(Agent):
             "cwd": self.cwd,
             "start_new_session": True,  # its own group: _stop ends what it started too
         }
+        # SubprocessError too: Popen raises it when the child's exec-error report is garbled
         if not _LAUNCHER:
             try:
                 return subprocess.Popen(self.argv, **options)
-            except OSError as err:
+            except (OSError, subprocess.SubprocessError) as err:
                 raise AgentError(f"cannot start {self.command!r}: {err}") from err
         report, report_w = os.pipe()
         try:
             argv = [sys.executable, "-I", "-S", _LAUNCHER, str(report_w), str(os.getpid())]
             proc = subprocess.Popen([*argv, *self.argv], pass_fds=(report_w,), **options)
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:
             os.close(report)
             raise AgentError(f"cannot start {self.command!r}: {err}") from err
         finally:
             os.close(report_w)
-        with open(report, "rb") as pipe:  # one line: empty once the program has started
-            failure = pipe.readline().decode("utf-8", "replace").strip()
-        if failure:
-            proc.wait()
-            raise AgentError(f"cannot start {self.command!r}: {failure}")
-        return proc
+        try:  # one line: empty once the program has started, else why it could not be
+            line = _read_report(report, time.monotonic() + START_TIMEOUT_S)
+        finally:
+            os.close(report)
+        if line == b"\n":
+            return proc
+        _end(proc)  # a launcher that failed exits at once; a silent one is ended
+        if line is None:
+            failure = f"the launcher did not report within {START_TIMEOUT_S:g} s"
+        elif not line.endswith(b"\n"):
+            failure = f"the launcher ended before it reported (exit status {proc.returncode})"
+        else:
+            failure = line.decode("utf-8", "replace").strip() or "no reason given"
+        raise AgentError(f"cannot start {self.command!r}: {failure}")
 
     def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
         """Write ``data`` to the program's stdin by ``deadline``: a program that does not read
@@ -554,6 +558,13 @@ class CommandAgent(Agent):
         self._stop()
 
 
+#: Seconds the launcher has to report whether the program started (its one line on a pipe, sent
+#: once it has started the program): one that has not (stopped by its program, stuck) is ended
+#: with all below it, and the start is an error.
+START_TIMEOUT_S = 30.0
+#: Seconds between two SIGCONT to the launcher's group while eval waits for it to end.
+CONT_EVERY_S = 0.2
+
 #: The launcher program (:mod:`agentgym.agent_launcher`), run by path under ``python -I -S``;
 #: ``None`` where it cannot work (no child subreapers: not Linux) or no interpreter is known.
 _LAUNCHER: str | None = (
@@ -569,6 +580,83 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def _read_report(fd: int, deadline: float) -> bytes | None:
+    """The launcher's report on ``fd``: its line, newline included, or what came before EOF (no
+    newline: the launcher, or the init, ended without one); None when neither came by
+    ``deadline`` (a launcher stopped or stuck before it wrote, or a process that holds the pipe)."""
+    line = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            line += chunk
+    return line
+
+
+def _exited(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Whether ``proc`` has exited (and is reaped) within ``timeout`` seconds."""
+    try:
+        proc.wait(timeout=max(timeout, 0.0))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End ``proc``, the launcher (or, without one, the program) leading a process group, and
+    every process below it; wait for it.
+
+    Its group (the launcher, and the program unless it left) gets SIGTERM and SIGCONT, SIGCONT
+    again every :data:`CONT_EVERY_S` seconds while eval waits: in the fallback the program may
+    have stopped its launcher (SIGSTOP: its parent, same user), even once more when it got that
+    SIGTERM, and a stopped launcher acts on no signal. The launcher gives the program 2 s, kills
+    its tree and exits as the program did. One that has not exited 5 s later (stuck, or stopped
+    again and again) is still alive, so its subreaper holds the program's tree below it: eval
+    kills that tree (:func:`_kill_below`), then the group, the launcher with it. The group's id
+    is the launcher's (or program's) pid, reserved while any of the group lives."""
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        _signal_group(proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 2 + (5 if _LAUNCHER else 0)
+        while not _exited(proc, min(CONT_EVERY_S, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                _kill_below(proc.pid)  # a stuck launcher: kill what it would have
+                break
+            _signal_group(proc.pid, signal.SIGCONT)  # stopped again since
+    _signal_group(proc.pid, signal.SIGKILL)  # what is left: processes the program started
+    proc.wait()
+
+
+def _kill_below(pid: int, within_s: float = 10.0) -> None:
+    """SIGKILL every process below ``pid`` still alive, again and again (a process forked in
+    between is found by the next round), until none is left alive or ``within_s`` seconds have
+    passed. With ``pid`` a live launcher (its child subreaper), an orphan of the program's tree
+    stays below it, whatever session it is in. psutil checks before each kill that a pid is still
+    the process it listed; one that cannot be killed (another user's) is skipped."""
+    import psutil
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            below = psutil.Process(pid).children(recursive=True)
+        except psutil.Error:
+            return
+        alive = 0
+        for child in below:
+            with contextlib.suppress(psutil.Error):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    child.kill()
+                    alive += 1
+        if not alive:
+            return
+        time.sleep(0.01)
 
 
 def _put_cwd_on_path() -> None:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from agentgym.agents import AgentError, AgentRequest, CommandAgent
+from agentgym.agent_launcher import NO_PID_NAMESPACE_ENV
+from agentgym.agents import AgentError, AgentRequest, CommandAgent, make_agent
 
 # ----------------------------------------------------------------------------- cmd: agents
 
@@ -321,7 +325,6 @@ def test_a_cmd_agent_that_kills_its_launcher_leaves_nothing_behind(tmp_path: Pat
     so the launcher lives on, and when close() ends the init the kernel kills every process of
     the namespace. Where the kernel refuses a PID namespace the launcher's fallback keeps this
     documented limit, and the test is skipped."""
-    import psutil
 
     from tests.test_eval import pid_namespaces_work
     from tests.test_sandbox_limits import _alive, _wait_gone
@@ -345,3 +348,209 @@ def test_a_cmd_agent_that_kills_its_launcher_leaves_nothing_behind(tmp_path: Pat
         for pid, started in procs:  # only the process this test's agent started
             if _alive(pid, started):
                 os.kill(pid, signal.SIGKILL)
+
+
+#: A cmd: agent (``agent.py FOLDER MODE``) that starts LEAKY_CHILD (tests.test_eval) in a session
+#: of its own (it records itself in FOLDER/setsid), records itself (FOLDER/agent), then answers
+#: "<answer>1</answer>" to every request; after its first request (the launcher has reported and
+#: let go of the pipes) it SIGSTOPs its launcher, its parent in the fallback. With MODE "again"
+#: it stops the launcher again when told to stop (SIGTERM) and then exits 0; with "once" SIGTERM
+#: ends it. Its stdin closed, it waits for that signal.
+LAUNCHER_STOPPER = """
+import os, signal, subprocess, sys, time, psutil
+folder, mode = sys.argv[1], sys.argv[2]
+launcher = os.getppid()
+def stop_again_and_exit(signum, frame):
+    os.kill(launcher, signal.SIGSTOP)
+    os._exit(0)
+if mode == "again":
+    signal.signal(signal.SIGTERM, stop_again_and_exit)
+subprocess.Popen(
+    [sys.executable, os.path.join(folder, "child.py"), os.path.join(folder, "setsid"), "plain"],
+    start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+while not os.path.exists(os.path.join(folder, "setsid")):
+    time.sleep(0.01)
+pid = int(os.readlink("/proc/self"))
+with open(os.path.join(folder, "agent"), "w") as f:
+    f.write(f"{pid} {psutil.Process(pid).create_time()}")
+for turn, line in enumerate(sys.stdin):
+    if turn == 0:
+        os.kill(launcher, signal.SIGSTOP)
+    print("<answer>1</answer>", flush=True)
+time.sleep(600)
+"""
+
+
+def _launcher_stopper(folder: Path, mode: str) -> str:
+    """The ``cmd:`` spec of LAUNCHER_STOPPER, its files written to ``folder``."""
+    from tests.test_eval import LEAKY_CHILD
+
+    (folder / "child.py").write_text(LEAKY_CHILD)
+    (folder / "agent.py").write_text(LAUNCHER_STOPPER)
+    return f"cmd:{sys.executable} {folder / 'agent.py'} {folder} {mode}"
+
+
+def _becomes_stopped(pid: int, within_s: float = 60.0) -> bool:
+    """Whether process ``pid`` (one this test made) is seen stopped within ``within_s``: a
+    SIGSTOP takes effect once the process runs again."""
+    deadline = time.monotonic() + within_s
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_cmd_agent_that_stops_its_launcher_is_ended_by_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack (the launcher's fallback, no PID namespace): a ``cmd:`` agent SIGSTOPs its
+    launcher (its parent, same user) and stops it again when close() sends SIGTERM. The stopped
+    launcher never acted on the SIGTERM: close() waited its full 7 s, SIGKILLed the launcher
+    (exit status -9) and then killed the processes it had listed just before, once: a process
+    forked between that list and its kill (the launcher dead, re-parented to init) escaped.
+
+    Promise (agentgym.agents.CommandAgent): once close() has returned, every process the program
+    started is killed, by the launcher, as for a program that leaves it alone. Now close() sends
+    SIGCONT with the SIGTERM and again while it waits: the launcher ends the program's tree
+    itself and exits as the program did (status 0); and a launcher still there after the 7 s is
+    killed only once every process below it is (again and again: it holds them as subreaper)."""
+    from tests.test_eval import _kill_recorded, _recorded
+    from tests.test_sandbox_limits import _wait_gone
+
+    monkeypatch.setenv(NO_PID_NAMESPACE_ENV, "1")
+    agent = make_agent(_launcher_stopper(tmp_path, "again"))
+    procs: list[tuple[int, float]] = []
+    try:
+        assert agent.act([_request("o")]) == ["<answer>1</answer>"]
+        launcher = agent._proc
+        assert launcher is not None
+        procs = _recorded(tmp_path, ("agent", "setsid"))
+        assert len(procs) == 2
+        assert _becomes_stopped(launcher.pid)
+        agent.close()
+        assert launcher.returncode == 0  # the program's own status: the launcher was not killed
+        assert _wait_gone(procs) == []
+    finally:
+        agent.close()
+        _kill_recorded(procs or _recorded(tmp_path, ("agent", "setsid")))
+
+
+def test_a_stopped_launcher_ends_the_tree_when_eval_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack (the launcher's fallback, no PID namespace): a ``cmd:`` agent starts a process in
+    a session of its own and SIGSTOPs its launcher, then eval is SIGKILLed. The launcher learns
+    that its owner is gone by looking (every 0.2 s): stopped, it never looked, and the agent,
+    what it started and the launcher itself ran on.
+
+    Promise (agentgym.agent_launcher): when eval dies, SIGKILL too, the launcher ends the agent's
+    tree. Now eval's death sends the launcher SIGCONT (its parent-death signal): it runs again,
+    sees its owner gone and ends the tree. (An agent that stops it once more before it has been
+    killed keeps the launcher stopped: the fallback's documented limit, with SIGKILL.)"""
+    from tests.test_eval import owned_agent
+    from tests.test_sandbox_limits import _wait_gone
+
+    monkeypatch.setenv(NO_PID_NAMESPACE_ENV, "1")  # the owner inherits the environment
+    spec = _launcher_stopper(tmp_path, "once")
+    with owned_agent(tmp_path, spec, ("agent", "setsid")) as (owner, launcher, procs):
+        assert len(procs) == 3
+        assert _becomes_stopped(launcher.pid)
+        owner.kill()
+        owner.wait()
+        assert _wait_gone(procs) == []
+
+
+@pytest.mark.parametrize("launcher", [True, False], ids=["launcher", "no-launcher"])
+def test_a_subprocess_error_at_start_is_an_agent_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launcher: bool
+) -> None:
+    """Attack: make ``subprocess.Popen`` fail with ``SubprocessError`` rather than ``OSError``
+    (as it does when the child's exec-error pipe is tampered with, or a ``preexec_fn`` raises).
+    CommandAgent caught only OSError: the error went up through ``act`` and eval died with a
+    traceback.
+
+    Promise (agentgym.agents, ``cmd:``): a program that cannot be started gives an error for
+    that episode ("cannot start ..."). Now SubprocessError is caught as OSError is, and the
+    report pipe is closed."""
+    from agentgym import agents
+
+    if not launcher:
+        monkeypatch.setattr(agents, "_LAUNCHER", None)
+
+    def popen(*args: object, **kwargs: object) -> None:
+        raise subprocess.SubprocessError("Exception occurred in preexec_fn.")
+
+    command = f"{sys.executable} -c pass"
+    agent = CommandAgent(command, timeout=30.0)
+    fds = set(os.listdir("/proc/self/fd"))
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess, "Popen", popen)
+        out = agent.act([_request("o")])
+    assert [str(e) for e in out] == [f"cannot start {command!r}: Exception occurred in preexec_fn."]
+    assert isinstance(out[0], AgentError)
+    assert set(os.listdir("/proc/self/fd")) <= fds  # the report pipe's ends are closed
+    assert agent._proc is None
+    agent.close()
+
+
+#: A launcher (run as ``python -I -S fake_launcher.py <report fd> <owner pid> COMMAND...``) that
+#: starts COMMAND in a session of its own, then never writes its report line, never closes the
+#: report pipe and never exits (SIGTERM ignored).
+SILENT_LAUNCHER = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+subprocess.Popen(
+    sys.argv[3:], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+time.sleep(600)
+"""
+
+
+def test_a_launcher_that_never_reports_cannot_hang_eval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a launcher that holds its report pipe open and writes nothing (stopped by its
+    program in the fallback before it wrote, or stuck). CommandAgent read the report line, and
+    after a failure waited for the launcher, with no timeout: eval hung for ever.
+
+    Promise (agentgym.agents, ``cmd:``): a program that cannot be started gives an error for
+    that episode, and nothing it started outlives close. Now the report is awaited
+    START_TIMEOUT_S seconds (1 s here), then the launcher and every process below it are
+    killed and the start is an error that says so."""
+    from agentgym import agents
+    from tests.test_eval import LEAKY_CHILD, _kill_recorded, _recorded
+    from tests.test_sandbox_limits import _wait_gone
+
+    (tmp_path / "fake_launcher.py").write_text(SILENT_LAUNCHER)
+    (tmp_path / "child.py").write_text(LEAKY_CHILD)
+    monkeypatch.setattr(agents, "_LAUNCHER", str(tmp_path / "fake_launcher.py"))
+    monkeypatch.setattr(agents, "START_TIMEOUT_S", 1.0)
+    command = f"{sys.executable} {tmp_path / 'child.py'} {tmp_path / 'setsid'} plain"
+    agent = CommandAgent(command, timeout=30.0)
+    out: list[list[str | AgentError]] = []
+    worker = threading.Thread(target=lambda: out.append(agent.act([_request("o")])), daemon=True)
+    procs: list[tuple[int, float]] = []
+    try:
+        worker.start()
+        worker.join(120)  # the fix answers after about 1 + 7 s; before it, never
+        hung = worker.is_alive()
+        procs = _recorded(tmp_path, ("setsid",))
+        if hung:  # unblock the read: end the fake launcher, this process's only child here
+            for child in psutil.Process().children():
+                if child.cmdline()[3:4] == [str(tmp_path / "fake_launcher.py")]:
+                    child.kill()
+            worker.join(30)
+        assert not hung, "eval waited for ever for the launcher's report"
+        assert len(procs) == 1  # the fake launcher did start the program
+        assert [str(e) for e in out[0]] == [
+            f"cannot start {command!r}: the launcher did not report within 1 s"
+        ]
+        assert agent._proc is None
+        assert _wait_gone(procs) == []  # in a session of its own, killed below the launcher
+    finally:
+        agent.close()
+        _kill_recorded(procs or _recorded(tmp_path, ("setsid",)))

@@ -11,7 +11,7 @@ import sys
 import sysconfig
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -622,17 +622,17 @@ time.sleep(600)
 """
 
 
-@LAUNCHER_MODES
-def test_a_cmd_agents_tree_ends_when_eval_is_killed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: bool
-) -> None:
-    """Eval SIGKILLed (no close(), no atexit): the launcher sees its owner gone and ends the
-    program, what it started and itself (and the init of its PID namespace); the fallback too."""
-    _launcher_mode(namespace, monkeypatch)  # the owner inherits the environment
+@contextlib.contextmanager
+def owned_agent(
+    tmp_path: Path, spec: str, names: tuple[str, ...]
+) -> Iterator[tuple[subprocess.Popen[bytes], psutil.Process, list[tuple[int, float]]]]:
+    """An owner process (:data:`OWNER`, standing for eval) that starts the ``cmd:`` agent
+    ``spec`` and sleeps: yields the owner, its agent's launcher and ``procs``, the launcher and
+    the processes the agent recorded under ``names`` (pid, start time; a test may add to it).
+    Afterwards the owner and every process in ``procs`` (or recorded, when the start failed) is
+    killed, whatever the test asserted."""
     ready = tmp_path / "ready"
-    owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, _leaky_agent(tmp_path), str(ready)], cwd=ROOT
-    )
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, spec, str(ready)], cwd=ROOT)
     procs: list[tuple[int, float]] = []
     try:
         deadline = time.monotonic() + 120
@@ -640,17 +640,29 @@ def test_a_cmd_agents_tree_ends_when_eval_is_killed(
             time.sleep(0.05)
         assert ready.exists(), f"the owner did not start its agent (exit status {owner.poll()})"
         launcher = psutil.Process(int(ready.read_text()))
-        procs = [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, ("agent", *LEAKED))]
+        procs += [(launcher.pid, launcher.create_time()), *_recorded(tmp_path, names)]
+        yield owner, launcher, procs
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        _kill_recorded(procs or _recorded(tmp_path, names))
+
+
+@LAUNCHER_MODES
+def test_a_cmd_agents_tree_ends_when_eval_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: bool
+) -> None:
+    """Eval SIGKILLed (no close(), no atexit): the launcher sees its owner gone and ends the
+    program, what it started and itself (and the init of its PID namespace); the fallback too."""
+    _launcher_mode(namespace, monkeypatch)  # the owner inherits the environment
+    names = ("agent", *LEAKED)
+    with owned_agent(tmp_path, _leaky_agent(tmp_path), names) as (owner, launcher, procs):
         assert len(procs) == 6
         procs += _program_and_init(launcher, procs[1][0], namespace)
         owner.kill()
         owner.wait()
         assert _wait_gone(procs) == []
-    finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
-        _kill_recorded(procs or _recorded(tmp_path, ("agent", *LEAKED)))
 
 
 def _request() -> tuple[AgentRequest, gym.Env]:
