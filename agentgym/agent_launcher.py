@@ -8,8 +8,10 @@
 maps of its own ids (``setgroups`` denied); the user namespace is first tried in a forked probe, so
 a half-made one (one whose maps cannot be written, as under some AppArmor rules) never reaches the
 launcher. It then forks an init, PID 1 of the new namespace (this same code), which sets
-``PR_SET_PDEATHSIG`` to SIGKILL (the launcher dead, the init dies), starts the agent and writes the
-line on ``<report fd>``. The namespace is a boundary the agent cannot cross, whatever it does: every
+``PR_SET_PDEATHSIG`` to SIGKILL (the launcher dead, the init dies), leads a session and process
+group of its own (``setsid``: ``kill(0, sig)`` reaches the caller's whole process group across
+namespaces, so an agent left in the launcher's group could stop or kill the launcher), starts the
+agent and writes the line on ``<report fd>``. The namespace is a boundary the agent cannot cross, whatever it does: every
 process it starts (a fork, ``setsid``, a double fork, ``nohup``, signals ignored) is in the
 namespace, an orphan is re-parented to the init; the launcher, eval and every process outside have
 no pid in it, so the agent cannot signal them; the kernel ignores the SIGKILL (and any signal the
@@ -29,8 +31,10 @@ root can neither ptrace them nor open their ``/proc/<pid>/mem``.
 or a kernel without them): the launcher makes itself a child subreaper
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process the agent starts, however it detaches, stays
 in the launcher's process tree (an orphan is re-parented to the launcher, not to init), and starts
-the agent itself. Its limits come from the agent's right to signal the launcher (its parent, same
-user). SIGKILL ends it: what the agent started in a session of its own then goes to init and
+the agent itself. Its limits come from the agent's right to signal any process of its user: eval
+itself (an agent that kills or stops eval ends or hangs the evaluation: run eval where the kernel
+allows a namespace, or under a user of its own, when agents are not trusted), and the launcher (its
+parent). SIGKILL ends it: what the agent started in a session of its own then goes to init and
 escapes. SIGSTOP stops it, and a stopped launcher acts on nothing. Eval's close (or restart) sends
 it SIGCONT with its SIGTERM, and again every 0.2 s while it waits; should it still not have exited
 :data:`GRACE_S` plus 5 seconds later, eval kills every process below it, again and again (the
@@ -47,8 +51,10 @@ an exec failure inside the namespace too; eval ends a launcher that has written 
 and stdout at ``/dev/null`` (the agent alone holds the pipes), and the launcher waits for one of:
 
 * the agent exits (in the namespace: the init, which exits once the agent has);
-* SIGTERM, SIGHUP or SIGINT (the agent is closed or restarted): the agent gets SIGTERM (it already
-  has it if it stayed in the launcher's process group), and :data:`GRACE_S` seconds to exit;
+* SIGTERM, SIGHUP or SIGINT (the agent is closed or restarted): the agent gets SIGTERM (in the
+  fallback it already has it if it stayed in the launcher's process group; in the namespace the
+  launcher sends SIGUSR1 to the init, which sends SIGTERM to the agent), and :data:`GRACE_S`
+  seconds to exit;
 * its owner (eval) is gone, whatever killed it, SIGKILL too (its parent pid changed; checked every
   :data:`POLL_S` seconds, and eval's death sends SIGCONT, should the agent have stopped the
   launcher): the agent gets SIGTERM (in the namespace the launcher sends SIGUSR1 to the init,
@@ -191,11 +197,13 @@ def _wait(
     grace: float,
     owner: int | None = None,
     orphaned: signal.Signals = signal.SIGTERM,
+    relay: signal.Signals | None = None,
 ) -> None:
     """Reap until ``child`` has ended or, once told to stop, ``grace`` seconds have passed. Told
-    to stop: SIGTERM, SIGHUP or SIGINT (``child`` gets SIGTERM unless its group got it too),
-    SIGUSR1 (``child`` gets SIGTERM), or ``owner`` (when given) no longer the parent (``child``
-    gets ``orphaned``: SIGUSR1 to the init, which passes SIGTERM on to the agent)."""
+    to stop: SIGTERM, SIGHUP or SIGINT (``child`` gets ``relay`` when given, else SIGTERM unless
+    its group got it too), SIGUSR1 (``child`` gets SIGTERM), or ``owner`` (when given) no longer
+    the parent (``child`` gets ``orphaned``: SIGUSR1 to the init, which passes SIGTERM on to the
+    agent)."""
     deadline = None  # once told to stop (or orphaned): when the child's grace ends
     while child not in statuses and (deadline is None or time.monotonic() < deadline):
         if deadline is None and owner is not None and os.getppid() != owner:
@@ -204,9 +212,9 @@ def _wait(
             deadline = time.monotonic() + grace
         got = signal.sigtimedwait(_WAITED, POLL_S)
         if got is not None and deadline is None and got.si_signo != signal.SIGCHLD:
-            if got.si_signo == signal.SIGUSR1:
+            if got.si_signo == signal.SIGUSR1 or relay is not None:
                 with contextlib.suppress(OSError):
-                    os.kill(child, signal.SIGTERM)
+                    os.kill(child, signal.SIGTERM if relay is None else relay)
             else:
                 _terminate(child)
             deadline = time.monotonic() + grace
@@ -289,6 +297,11 @@ def _init(report: int, command: list[str], alive: int, status_w: int) -> None:
         _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if select.select([alive], [], [], 0)[0]:  # EOF: the launcher died before that prctl
         os._exit(1)
+    # A session (and process group) of the namespace's own: ``kill(0, sig)`` reaches every
+    # process of the caller's group, whatever namespace it is in, so an agent left in the
+    # launcher's group could stop or kill the launcher through it (round-5 attack). Eval's
+    # signals to the launcher's group then reach the launcher alone, which relays them here.
+    os.setsid()
     proc = _start(report, command)
     statuses: dict[int, int] = {}
     _wait(proc.pid, statuses, GRACE_S)
@@ -360,7 +373,7 @@ def main(argv: list[str]) -> None:
     os.close(alive)
     os.close(status_w)
     _detach_stdio()
-    _wait(init, statuses, GRACE_S + 1.0, owner, signal.SIGUSR1)
+    _wait(init, statuses, GRACE_S + 1.0, owner, signal.SIGUSR1, relay=signal.SIGUSR1)
     if init not in statuses:  # stuck past its grace: the kernel kills the rest of the namespace
         with contextlib.suppress(OSError):
             os.kill(init, signal.SIGKILL)

@@ -58,7 +58,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
@@ -345,8 +344,10 @@ class CommandAgent(Agent):
     change ids in it). Inside, ``os.getpid()`` gives the namespace's pids while ``/proc`` (not
     remounted) shows the host's: a program that looks itself up there reads ``/proc/self``.
     Where the kernel refuses a namespace (user namespaces disabled), the launcher falls back to
-    a child subreaper: every process that stays in its process tree is killed the same way, but
-    a program that SIGKILLs the launcher (its parent there) leaves what it started in another
+    a child subreaper: every process that stays in its process tree is killed the same way, and
+    the program may signal any process of its user, eval included (one that kills or stops eval
+    ends or hangs the evaluation: the namespace is what keeps a hostile program's harm to its own
+    episode); further, a program that SIGKILLs the launcher (its parent there) leaves what it started in another
     session running, and so does one that keeps it stopped (SIGSTOP again each time it runs)
     when eval dies without :meth:`close`. A stopped launcher gets SIGCONT from :meth:`close`
     (with the SIGTERM, and again while it waits; one still there 5 s after the program's 2 s is
@@ -430,17 +431,18 @@ class CommandAgent(Agent):
             "cwd": self.cwd,
             "start_new_session": True,  # its own group: _stop ends what it started too
         }
-        # SubprocessError too: Popen raises it when the child's exec-error report is garbled
+        # SubprocessError too: Popen raises it when the child's exec-error report is garbled;
+        # ValueError for a NUL byte in the command
         if not _LAUNCHER:
             try:
                 return subprocess.Popen(self.argv, **options)
-            except (OSError, subprocess.SubprocessError) as err:
+            except (OSError, ValueError, subprocess.SubprocessError) as err:
                 raise AgentError(f"cannot start {self.command!r}: {err}") from err
         report, report_w = os.pipe()
         try:
             argv = [sys.executable, "-I", "-S", _LAUNCHER, str(report_w), str(os.getpid())]
             proc = subprocess.Popen([*argv, *self.argv], pass_fds=(report_w,), **options)
-        except (OSError, subprocess.SubprocessError) as err:
+        except (OSError, ValueError, subprocess.SubprocessError) as err:
             os.close(report)
             raise AgentError(f"cannot start {self.command!r}: {err}") from err
         finally:
@@ -638,8 +640,11 @@ def _kill_below(pid: int, within_s: float = 10.0) -> None:
     """SIGKILL every process below ``pid`` still alive, again and again (a process forked in
     between is found by the next round), until none is left alive or ``within_s`` seconds have
     passed. With ``pid`` a live launcher (its child subreaper), an orphan of the program's tree
-    stays below it, whatever session it is in. psutil checks before each kill that a pid is still
-    the process it listed; one that cannot be killed (another user's) is skipped."""
+    stays below it, whatever session it is in. It stops only after a listing in which none was
+    alive: a process that exits between the listing and its kill (a chain of forks that exit)
+    still counts, so its child, re-parented below ``pid``, is found by the next round. psutil
+    checks before each kill that a pid is still the process it listed; one that cannot be killed
+    (another user's) is skipped."""
     import psutil
 
     deadline = time.monotonic() + within_s
@@ -650,11 +655,16 @@ def _kill_below(pid: int, within_s: float = 10.0) -> None:
             return
         alive = 0
         for child in below:
-            with contextlib.suppress(psutil.Error):
-                if child.status() != psutil.STATUS_ZOMBIE:
-                    child.kill()
-                    alive += 1
-        if not alive:
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                child.kill()
+            except psutil.AccessDenied:  # another user's: skipped
+                continue
+            except psutil.NoSuchProcess:  # gone since the listing: what it forked is found next
+                pass
+            alive += 1
+        if not alive:  # a listing with none alive: nothing is left to fork
             return
         time.sleep(0.01)
 
