@@ -1,30 +1,40 @@
 """Mathematical answer checking for the math environments: exact where the numbers are exact.
 
-An answer is read in three steps, the same for the reference and for the model's answer; a
+An answer is read in three steps, the same for the reference and for the model's answer (the
+hedge rules of step 1 aside); a
 text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 0 first:
 
 0. **A whole reply.** A longer text, up to :data:`MAX_REPLY_CHARS` (16,000), is a worked reply
    (Math-Verify reads whole replies): only its *final region* is read, found in one linear pass
    and read by the steps below as the whole reply would be, and it must itself be at most
-   :data:`MAX_ANSWER_CHARS` long (else the reply is not read). The region is the reply's boxed
-   answers (every distinct run, below, so a hedge stays a hedge); else ``#### X``; else the
-   last ``final answer is`` with the math that opens what follows it (or all that follows);
-   else the reply's last :data:`MAX_ANSWER_CHARS` characters, from the first line start in them
-   that is outside display math (else a sentence start, else a word). Longer text is not read.
-1. **The final span.** The contents of the ``\\boxed{...}`` (or ``\\fbox{}``) if any, several
-   joined as the parts of one answer (``\\boxed{2}`` and ``\\boxed{3}`` is ``2, 3``; a repeat
-   counts once). Boxes with only separators between them (``,`` ``;`` ``and`` ``or``, spaces,
+   :data:`MAX_ANSWER_CHARS` long (else the reply is not read). The region is every answer marker
+   the reply has, so that a hedge stays a hedge: its boxed answers (every distinct run, below; a
+   number that a hedge joins to them; a box never closed), the last ``final answer is`` with what
+   step 1 reads after it, and ``#### X``. A reply without any is read by its last
+   :data:`MAX_ANSWER_CHARS` characters, from the first line start in them that is outside math
+   and follows the end of a sentence, else from the first sentence start outside math; never
+   where a hedge crosses the break (``3 or\\n4``, ``3.\\nOr 4``), and never from within a sentence
+   (a cut there could split a hedge): without such a start the reply is not read. Longer text is
+   not read.
+1. **The final span.** The contents of the boxes if any, several joined as the parts of one
+   answer (``\\boxed{2}`` and ``\\boxed{3}`` is ``2, 3``; a repeat counts once). A box is
+   ``\\boxed`` or ``\\fbox`` alike, with its argument in braces, after white space or not
+   (``\\boxed {4}``), or one token as TeX reads it (``\\boxed 4`` boxes 4, and so does ``\\boxed
+   42``). Boxes with only separators between them (``,`` ``;`` ``and`` ``or``, spaces,
    math delimiters, ``\\quad``, ``\\text{and}``, a unit before a separator: ``\\boxed{1} papers
    and \\boxed{2} bins``) are one *run*; runs of different answers (``\\boxed{3} or maybe
-   \\boxed{4}``, ``\\boxed{1} no no \\boxed{2}``) are a *hedge*: read, equal to nothing. The same
-   run restated after other text (a draft's ``\\boxed{-2} and \\boxed{1}``, then the same at the
-   end) is no hedge but one answer (Math-Verify reads the last run).
+   \\boxed{4}``, ``\\fbox{1} no no \\boxed{2}``) are a *hedge* (below). The same run restated
+   after other text (a draft's ``\\boxed{-2} and \\boxed{1}``, then the same at the end) is no
+   hedge but one answer (Math-Verify reads the last run).
    Else the text after the last ``####`` (GSM8K's convention); else what follows the last
-   ``final answer is``: the math that opens it, if any, else all of it (Minerva's ``Final
-   Answer: The final answer is $X$. I hope it is correct.``; Math-Verify reads the last); else a
-   number in
+   ``final answer is``: the math that opens it where its sentence ends after that math
+   (``$28$.``, a line break, the end), else all of it up to a later ``####`` or box (``$3$ or
+   $4$.`` is the list ``3 or 4``; Minerva's ``Final Answer: The final answer is $X$. I hope it is
+   correct.``; Math-Verify reads the last); else a number in
    single emphasis that ends the text (``The answer is *42*.``, ``_42_``, ``***42***``) and
-   follows any bold span; else the last markdown-bold span (``**42**``, ``__42__``) if any; else
+   follows any bold span, else the last markdown-bold span (``**42**``, ``__42__``) if any, with
+   the emphasised values before it that only separators part from it, as a run of boxes (``The
+   answer is **3** or **4**`` is ``3, 4``); else
    the whole text. Math delimiters (``$``, ``\\(``, ``\\[``) and emphasis marks go, so do
    ``\\text{}``, ``\\mathrm{}``, ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\left``
    and ``\\right`` go (``\\left( 3, \\frac{\\pi}{2} \\right)`` is a pair), ``\\$`` is
@@ -33,6 +43,28 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    (``6!`` is 720). Inline math that spans a line break (``$ \\n 9 \\n $``, as in LaTeX, where
    it is an error; display math ``$$...$$`` may) makes an answer without a ``\\boxed{}`` read but
    equal to nothing.
+
+   **A hedge** names several answers where one is given; an answer that hedges is read but
+   equal to nothing, never rewarded (a reference is trusted text: of these rules only that of
+   runs applies to it, so that a MATH solution's ``$x=1/5$, or $\\boxed{20}$ percent`` is 20).
+   The hedges: runs of boxes with different answers; a box never closed (``\\boxed{3} or
+   \\boxed{4``: it holds the rest of the text); a number that a *hedge join* ties to the boxes,
+   or to the emphasised answer, from outside them (``\\boxed{3} or 4``, ``3 or maybe
+   \\boxed{4}``, ``**3** or perhaps **4**``); two answer markers (the boxes, ``####``, ``final
+   answer is``) whose values differ (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.``
+   and ``\\boxed{3}``), each read by steps 2 and 3 (``\\frac{1}{2}`` and ``0.5`` agree; one that
+   is words is left out); and a span read as a sentence (step 3) whose sentence with the last
+   digit ties two different numbers by a hedge join (``3 or maybe 4``, ``It is 3, or possibly
+   4.``, ``The answer is 3.\\nOr 4.``: a sentence that opens with "or" continues the one before).
+   A hedge join is "or" in any spelling (``or``, ``ou``, ``oder``, ``o``, ``или``, ``或``,
+   ...; letters that look Latin read as Latin: a Cyrillic ``оr`` is ``or``; invisible characters
+   do not count), with up to four words such as ``maybe`` or ``it could be`` after it, or a
+   hedge word (``maybe``, ``perhaps``, ``possibly``, ``probably``), with punctuation around it.
+   No hedge: "or" inside a word (``for``, ``more``, ``therefore``), a number joined to one equal
+   to it (``1/2, or equivalently 0.5``; ``x = 3 or x = 3`` is the list of two parts it writes,
+   step 2), a hedge in the work before the sentence of the answer (``Is it 3 or 4? ... The answer
+   is 4.``), and a list read whole by step 2 (``3 or 4``, ``x = 1 or x = 2``: two parts, which
+   are no one value).
 2. **Its parts.** ``(a, b)`` and ``[a, b]`` (spaced or not: ``(0,1)``) are an ordered *tuple*;
    ``[a, b)`` and ``(a, b]`` (spaced or not: ``[-2,7)``) are a half-open *interval*;
    ``\\{a, b\\}`` and ``{a, b}`` are a *set*; otherwise the span splits at top-level ``,`` ``;``
@@ -63,9 +95,9 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    below are evaluated. A part with other words (``I think 41, no wait, 42``) makes the span a
    *sentence*: then the answer is the tuple of plain numbers it ends with (``The point is (2,
    3).``), else the single value ``math-verify`` reads last in it (here 42; a tuple it reads is a
-   tuple: ``... the ordered pair is $(7, 6)$.``), unless the sentence negates that number (``not
-   42``, ``isn't 42``, ``anything but 42``, ``other than 42``, ``except 42``; but ``x \\neq 3`` is
-   a relation): then it has no value (wrong).
+   tuple: ``... the ordered pair is $(7, 6)$.``), unless the sentence hedges (above) or negates
+   that number (``not 42``, ``isn't 42``, ``anything but 42``, ``other than 42``, ``except 42``;
+   but ``x \\neq 3`` is a relation): then it has no value (wrong).
 
    **Plain-text notation** is judged as Math-Verify judges it, never more leniently. Functions
    and constants written as words (``exp(2)``, ``pi``, ``pi/2``, ``sqrt(2)``, ``ln(2)``, and
@@ -174,8 +206,10 @@ import math
 import pickle
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from itertools import combinations
 from typing import Any
 
 from agentgym.deadline import DeadlineExceeded, WorkerCrashed, WorkerPool
@@ -365,16 +399,34 @@ def final_answer_text(text: str) -> str:
     return text.rpartition("####")[2].strip()
 
 
-def _all_braced(text: str, command: str) -> list[str]:
-    """The contents of every ``command{...}`` (balanced braces), in order."""
-    return [text[a:b] for a, b in _braced_spans(text, command)]
+#: A box command, whatever its argument (``\\fboxsep`` and ``\\fboxrule`` are none).
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+#: A box's argument without braces, as TeX reads it: one token (``\\boxed 4`` boxes ``4``, and
+#: ``\\boxed 42`` boxes ``4`` too; ``\\boxed\\pi`` boxes ``\\pi``).
+_TEX_TOKEN = re.compile(r"\\[A-Za-z]+|\\[^A-Za-z\s]|[^\s{}\\$%]")
 
 
-def _braced_spans(text: str, command: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the contents of every ``command{...}`` (balanced braces), in order."""
-    found, start = [], text.find(command + "{")
-    while start >= 0:
-        depth, i, end = 0, start + len(command), -1
+def _scan_boxes(text: str) -> tuple[list[tuple[int, int, int, int]], int]:
+    """Every box of ``text`` (``\\boxed`` and ``\\fbox`` alike), in order, in one pass:
+    ``(command start, content start, content end, box end)`` each, and where a box that is never
+    closed (``\\boxed{4``) or has no argument starts, else ``-1`` (the scan stops there: the rest
+    of the text is that box's content). The argument is a group in balanced braces after any white
+    space (``\\boxed {4}``), else one TeX token (:data:`_TEX_TOKEN`); a box inside a box is part
+    of the outer box's content."""
+    found: list[tuple[int, int, int, int]] = []
+    pos = 0
+    while (command := _BOX_COMMAND.search(text, pos)) is not None:
+        i = command.end()
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if not text.startswith("{", i):
+            token = _TEX_TOKEN.match(text, i)
+            if token is None:
+                return found, command.start()
+            found.append((command.start(), token.start(), token.end(), token.end()))
+            pos = token.end()
+            continue
+        depth, end = 0, -1
         for j in range(i, len(text)):
             if text[j] == "{":
                 depth += 1
@@ -384,10 +436,10 @@ def _braced_spans(text: str, command: str) -> list[tuple[int, int]]:
                     end = j
                     break
         if end < 0:
-            break
-        found.append((i + 1, end))
-        start = text.find(command + "{", end)
-    return found
+            return found, command.start()
+        found.append((command.start(), i + 1, end, end + 1))
+        pos = end + 1
+    return found, -1
 
 
 _BOLD = re.compile(r"(?<![\w*])\*\*(?!\s)(.+?)\*\*(?![\w*])|(?<!\w)__(?!\s)(.+?)__(?!\w)", re.S)
@@ -425,31 +477,47 @@ def _strip_ends(text: str) -> str:
 _FINAL_ANSWER_IS = re.compile(r"final answer is:?\s*", re.IGNORECASE)
 #: The math that opens what follows ``final answer is`` (``$X$``, ``$$X$$``, ``\(X\)``, ``\[X\]``).
 _OPENING_MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
+#: What must follow that math for it to be the answer: the end of its sentence (``$3$.``, a line
+#: break, the end of the text), not more of it (``$3$ or $4$``, ``$3$ dollars``).
+_SENTENCE_ENDS = re.compile(r"[ \t]*(?:[.!?](?!\d)|\n|$)")
 _I_HOPE = re.compile(r"\.\s+I hope it is correct\.?$", re.IGNORECASE)
 
 
 def _last_final_answer_is(text: str) -> tuple[int, int, re.Match[str] | None] | None:
     """``(start, end, math)`` of the last ``final answer is`` in ``text`` (Math-Verify reads the
-    rightmost) and the math that opens what follows it (``None`` if none), or ``None``."""
+    rightmost) and the math that opens what follows it where the sentence ends after that math
+    (else ``None``), or ``None`` where the phrase is absent."""
     last = None
     for last in _FINAL_ANSWER_IS.finditer(text):  # noqa: B007 - the last one counts
         pass
     if last is None:
         return None
-    return last.start(), last.end(), _OPENING_MATH.match(text, last.end())
+    math = _OPENING_MATH.match(text, last.end())
+    if math is not None and not _SENTENCE_ENDS.match(text, math.end()):
+        math = None
+    return last.start(), last.end(), math
+
+
+def _after_final_answer_is(text: str, end: int) -> int:
+    """Where what follows a ``final answer is`` that ends at ``end`` stops: at a later ``####`` or
+    box (another marker, compared with it: :func:`_markers_disagree`), else at the end."""
+    box = _BOX_COMMAND.search(text, end)
+    stops = [i for i in (text.find("####", end), box.start() if box else -1) if i >= 0]
+    return min(stops, default=len(text))
 
 
 def _final_answer_is(text: str) -> str | None:
     """What follows the last ``final answer is`` in ``text`` (Minerva's closing line): the math
-    that opens it if any (``$28\\%$``, not a note after it), else the rest without ``. I hope it
-    is correct.``; ``None`` where the phrase is absent."""
+    that opens it where the sentence ends after it (``$28\\%$.``, not a note after it), else the
+    rest up to a later ``####`` or box, without ``. I hope it is correct.`` (``$3$ or $4$.`` is
+    read whole); ``None`` where the phrase is absent."""
     found = _last_final_answer_is(text)
     if found is None:
         return None
     _, end, math = found
     if math:
         return math.group()
-    return _I_HOPE.sub("", text[end:].rstrip())
+    return _I_HOPE.sub("", text[end : _after_final_answer_is(text, end)].rstrip())
 
 
 def final_span(text: str) -> str:
@@ -458,26 +526,26 @@ def final_span(text: str) -> str:
     Example:
         >>> final_span("So $x = \\\\boxed{12, 20}$."), final_span("... #### 1,234"), final_span("**7**.")
         ('12, 20', '1,234', '7')
+        >>> final_span("\\\\fbox{3} and \\\\boxed {4}"), final_span("It is *3* or *4*.")
+        ('3, 4', '3, 4')
     """
     text = _answer_text(text) or ""
     text = text.strip().replace("\u2212", "-")
-    for command in ("\\boxed", "\\fbox"):
-        boxed = list(dict.fromkeys(b.strip() for b in _all_braced(text, command)))
-        if boxed:  # several boxed answers are one answer of several parts (repeats count once)
-            text = ", ".join(boxed)
-            break
-    else:
-        if "####" in text:
-            text = text.rpartition("####")[2]
-        elif (final := _final_answer_is(text)) is not None:
-            text = final
-        else:
-            bold = list(_BOLD.finditer(text))
-            emphasis = _final_emphasis(text)
-            if emphasis is not None and (not bold or emphasis.start() >= bold[-1].end()):
-                text = emphasis[2]
-            elif bold:
-                text = bold[-1][1] or bold[-1][2]
+    boxes, _ = _scan_boxes(text)
+    if boxes:  # several boxed answers are one answer of several parts (repeats count once)
+        text = ", ".join(dict.fromkeys(text[a:b].strip() for _, a, b, _ in boxes))
+    elif "####" in text:
+        text = text.rpartition("####")[2]
+    elif (final := _final_answer_is(text)) is not None:
+        text = final
+    elif (run := _emphasis_run(text)) is not None:
+        text = ", ".join(dict.fromkeys(c.strip() for c in run[0]))
+    return _tidy(text)
+
+
+def _tidy(text: str) -> str:
+    """A final span without its markup (step 1 of the module docstring): math delimiters,
+    ``\\text{}`` and like wrappers, ``\\left``/``\\right``, LaTeX spaces, surrounding punctuation."""
     text = text.replace("\\$", " ").replace("\\%", "%").replace("{,}", ",")
     text = re.sub(r"(?<=\d),\\[!,]\s*(?=\d{3}(?!\d))", ",", text)  # 11,\! 111,\! 100
     text = re.sub(r"\\{1,2}(?:left|right|[bB]igg?)(?![A-Za-z])\s*", "", text)  # \left( is (
@@ -488,40 +556,104 @@ def final_span(text: str) -> str:
     return _strip_ends(text)
 
 
+#: Any emphasised span of one line (``**3**``, ``*3*``, ``__3__``): a candidate part of a run.
+_EMPHASIS_SPAN = re.compile(
+    r"(?<![\w*])(\*{1,3}|_{1,3})(?![\s*_])([^*_\n]{1,200}?)(?<![\s*_])\1(?![\w*])"
+)
+
+
+def _emphasis_run(text: str) -> tuple[tuple[str, ...], int, int] | None:
+    """``(contents, start, end)`` of the emphasised answer of ``text``: a number in single emphasis
+    that ends the text and follows any bold span, else the last bold span; with the emphasised
+    values before it that only separators part from it (``**3** or **4**`` is ``3, 4``, as boxes
+    are: :data:`_BOX_GAP`). ``None`` where nothing is emphasised."""
+    bold = list(_BOLD.finditer(text))
+    emphasis = _final_emphasis(text)
+    if emphasis is not None and (not bold or emphasis.start() >= bold[-1].end()):
+        contents, start, end = [emphasis[2]], emphasis.start(), emphasis.end(2) + len(emphasis[1])
+    elif bold:
+        contents, start, end = [bold[-1][1] or bold[-1][2]], bold[-1].start(), bold[-1].end()
+    else:
+        return None
+    for before in reversed([m for m in _EMPHASIS_SPAN.finditer(text, 0, start)]):
+        content = before[2]
+        value = _clean(content) or _plain_value(_tidy(content)) is not None
+        if not value or not _separator_gap(text[before.end() : start]):
+            break
+        contents.insert(0, content)
+        start = before.start()
+    return tuple(contents), start, end
+
+
 def _final_region(text: str) -> str | None:
     """Step 0 (module docstring): the part of a reply over :data:`MAX_ANSWER_CHARS` that holds its
     final answer, at most :data:`MAX_ANSWER_CHARS` long and read as the rules read the whole
     reply, or ``None`` (not read). Each step is one linear pass over the text (no regular
-    expression here can backtrack over it): the boxed answers, rebuilt (every distinct run, so a
-    hedge stays a hedge); else ``#### X``; else ``final answer is`` and the math that opens what
-    follows it (or all that follows); else the reply's last lines (:func:`_tail`)."""
-    command, runs = _boxed_runs(text)
-    if runs:
-        distinct: dict[frozenset[str], tuple[str, ...]] = {}
-        for run in runs:
-            distinct.setdefault(frozenset(run), run)
-        rendered = [", ".join(f"{command}{{{c}}}" for c in run) for run in distinct.values()]
-        region = " ... ".join(rendered)  # "..." is no separator: two runs are a hedge
-        if len(region) > MAX_ANSWER_CHARS and len(rendered) > 1:
-            region = " ... ".join(rendered[:2])  # still a hedge, read as one
-        return region if len(region) <= MAX_ANSWER_CHARS else None
-    if "####" in text:
-        region = "#### " + text.rpartition("####")[2].strip()
-        return region if len(region) <= MAX_ANSWER_CHARS else None
+    expression here can backtrack over it). The region is every answer marker the reply has, so
+    that a hedge stays a hedge: its boxes, rebuilt (every distinct run, a number that a hedge joins
+    to one of them, and the opening of a box never closed); the last ``final answer is`` with the
+    math that opens what follows it where the sentence ends there (else what follows, up to a later
+    ``####`` or box); and ``#### X``; else the reply's last lines (:func:`_tail`)."""
+    pieces: list[str] = []
+    boxes, unclosed = _scan_boxes(text)
+    if boxes or unclosed >= 0:
+        region = _boxes_region(text, boxes, unclosed)
+        if region is None or unclosed >= 0:  # a box never closed holds all that follows it
+            return region
+        pieces.append(region)
     found = _last_final_answer_is(text)
     if found is not None:
-        start, _, math = found
-        region = text[start : math.end() if math else len(text)]
-        if len(region) <= MAX_ANSWER_CHARS:
-            return region
-    return _tail(text)
+        start, end, math = found
+        piece = text[start : math.end() if math else _after_final_answer_is(text, end)]
+        if len(piece) <= MAX_ANSWER_CHARS:
+            pieces.append(piece)
+        elif not pieces and "####" not in text:
+            return _tail(text)
+    if "####" in text:
+        piece = "#### " + text.rpartition("####")[2].strip()
+        if len(piece) > MAX_ANSWER_CHARS:
+            return None
+        pieces.append(piece)
+    if not pieces:
+        return _tail(text)
+    region = "\n".join(pieces)  # a line break ends the sentence of a final answer's math
+    if len(region) > MAX_ANSWER_CHARS:  # several markers: read as one if they say the same
+        said = {re.sub(r"\s+", "", final_span(p)) for p in pieces}
+        region = pieces[0] if len(said) == 1 else ""
+    return region if 0 < len(region) <= MAX_ANSWER_CHARS else None
+
+
+def _boxes_region(text: str, boxes: list[tuple[int, int, int, int]], unclosed: int) -> str | None:
+    """The boxes of a whole reply, rebuilt for :func:`_final_region`: each distinct run once
+    (``...`` between runs is no separator: two runs stay a hedge), ``or X`` after the first where a
+    hedge joins a number ``X`` to a run (:func:`_hedge_beside`), and the opening of a box never
+    closed (still unclosed: it is a prefix of that box); ``None`` where longer than
+    :data:`MAX_ANSWER_CHARS` (of several runs, a hedge, the first two are kept)."""
+    runs = _runs(text, boxes)
+    distinct: dict[frozenset[str], tuple[str, ...]] = {}
+    for contents, _, _ in runs:
+        distinct.setdefault(frozenset(contents), contents)
+    rendered = [", ".join(f"\\boxed{{{c}}}" for c in run) for run in distinct.values()]
+    beside = _hedge_beside_runs(text, runs) if len(rendered) == 1 else None  # else a hedge
+    if beside is not None:
+        rendered[0] += f" or {beside}"
+    if unclosed >= 0:
+        rendered.append(text[unclosed : unclosed + 200])
+    region = " ... ".join(rendered)
+    if len(region) > MAX_ANSWER_CHARS and len(rendered) > 1:
+        region = " ... ".join(rendered[:2])  # still a hedge, read as one
+    return region if len(region) <= MAX_ANSWER_CHARS else None
 
 
 #: Math delimiters, and what is no delimiter (``\\\\``, ``\\$``); a line break ends inline math.
 _DELIMITER = re.compile(r"\\\\|\\\$|\$\$|\$|\\[()\[\]]|\n")
 _CLOSING = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
-#: Where a tail may start: a line, else a sentence, else a word.
-_TAIL_STARTS = [re.compile(r"\n"), re.compile(r"[.!?:]\s"), re.compile(r"\s")]
+#: Where a tail may start: a line after one that ends a sentence (its ``.``, ``!``, ``?`` or ``:``
+#: may have closing marks after it: ``$$``, ``**``, a bracket, a quote), else a sentence.
+_TAIL_STARTS = [
+    re.compile(r"[.!?:][$*_)\]\"'”’]*[ \t]*\n"),
+    re.compile(r"[.!?:][$*_)\]\"'”’]*\s"),
+]
 
 
 def _math_spans(text: str) -> list[tuple[int, int]]:
@@ -545,9 +677,11 @@ def _math_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _tail(text: str) -> str | None:
-    """The last at most :data:`MAX_ANSWER_CHARS` characters of ``text``, from the first line
-    start outside math in them, else the first sentence start, else the first word; ``None`` where
-    all of them are inside one math span."""
+    """The last at most :data:`MAX_ANSWER_CHARS` characters of ``text``, from the first line start
+    outside math in them that follows the end of a sentence, else the first sentence start outside
+    math; never where a hedge crosses the break (``3 or.``, ``3.\\n Or 4``: :func:`_hedge_crosses`),
+    and never within a sentence (a cut there could split ``3 or\\n4``). ``None`` where there is no
+    such start."""
     cut = len(text) - MAX_ANSWER_CHARS
     spans = _math_spans(text)
     opens = [a for a, _ in spans]
@@ -557,9 +691,9 @@ def _tail(text: str) -> str | None:
         return k < 0 or at == spans[k][0] or at >= spans[k][1]
 
     for start in _TAIL_STARTS:
-        for boundary in start.finditer(text, max(cut - 2, 0)):
+        for boundary in start.finditer(text, max(cut - 40, 0)):
             at = boundary.end()
-            if at >= cut and outside(at):
+            if at >= cut and outside(at) and not _hedge_crosses(text, boundary.start(), at):
                 return text[at:]
     return None
 
@@ -817,8 +951,17 @@ def _nesting_too_deep(text: str) -> bool:
 
 
 def _clean(part: str) -> bool:
-    """No words in ``part`` other than LaTeX commands and the names of functions."""
-    return all(w.lower() in _FUNCTIONS for w in _WORD.findall(part))
+    """No words in ``part`` other than LaTeX commands and the names of functions. Letters that
+    look Latin count as Latin (``3 \u043er 4``, with a Cyrillic o, has the word "or"), invisible
+    characters part no word, and a letter of a script other than Latin and Greek (``3 或 4``,
+    ``3 или 4``) is a word."""
+    letters = _INVISIBLE.sub("", unicodedata.normalize("NFKC", part)).translate(_LOOKALIKES)
+    if any(
+        ch.isalpha() and not ch.isascii() and not unicodedata.name(ch, "").startswith("GREEK")
+        for ch in letters
+    ):
+        return False
+    return all(w.lower() in _FUNCTIONS for w in _WORD.findall(letters))
 
 
 def _tree_too_large(expr: Any) -> bool:
@@ -1129,39 +1272,43 @@ def _answer_text(text: str) -> str | None:
         return None
 
 
-def _parse_answer_now(text: object) -> ParsedAnswer | None:
-    """:func:`parse_answer` in this process, without a deadline (the worker's side)."""
+def _parse_answer_now(text: object, hedges: bool = True) -> ParsedAnswer | None:
+    """:func:`parse_answer` in this process, without a deadline (the worker's side); without
+    ``hedges``, as a reference is read (of the hedge rules only that of runs of boxes:
+    :func:`parse_reference`)."""
     region = _answer_text(text) if isinstance(text, str) else None
-    return None if region is None else _parse_text(region)
+    return None if region is None else _parse_text(region, hedges)
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_text(text: str) -> ParsedAnswer | None:
+def _parse_text(text: str, hedges: bool = True) -> ParsedAnswer | None:
     require_math_verify()
     try:
         # With a \boxed answer only its content is read (math-verify too parses the boxed first),
         # so a worked solution around it (a MATH reference) is not bounded.
-        boxed = re.search(r"\\(?:boxed|fbox)\{", text)
+        boxed = _BOX_COMMAND.search(text)
         if _structure_too_large(final_span(text) if boxed else text):
             return ParsedAnswer(text=text, kind="scalar", parts=(Value(too_large=True),))
-        return _parse_answer(text)
+        return _parse_answer(text, hedges)
     except Exception:  # noqa: BLE001 - a guard: never raise on any text
         return None
 
 
-def _parse_answer(text: str) -> ParsedAnswer | None:
+def _parse_answer(text: str, hedges: bool = True) -> ParsedAnswer | None:
     if not _readable(text):
         return None
-    boxed = re.search(r"\\(?:boxed|fbox)\{", text)
-    if _hedged(text) or (not boxed and _inline_math_over_lines(text)):
+    boxed = _BOX_COMMAND.search(text)
+    if _hedged(text, answer=hedges) or (not boxed and _inline_math_over_lines(text)):
         return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))  # read, equals nothing
     span = final_span(text)
     parsed = _read_span(text, span)
     if parsed is not None:
         return parsed
     # A sentence: a pair of numbers it ends with counts ("The point is (2, 3)."), else its last
-    # value (math-verify reads the text with its delimiters), unless it negates that value ("not
-    # 42") or ends with numbers side by side ("7 8").
+    # value (math-verify reads the text with its delimiters), unless it hedges ("3 or maybe 4"),
+    # negates that value ("not 42") or ends with numbers side by side ("7 8").
+    if hedges and (_sentence_hedged(span) or _sentence_hedged(text)):  # math-verify reads text
+        return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))
     tail = _FINAL_TUPLE.search(span)
     parsed = _read_span(text, tail.group()) if tail else None
     if parsed is not None:
@@ -1183,8 +1330,8 @@ def _is_tuple(expr: Any) -> bool:
     return isinstance(expr, sympy.Tuple)
 
 
-#: What may stand between boxed answers that are the parts of one answer (``\\boxed{1} and
-#: \\boxed{2}``): separators, spaces and math delimiters.
+#: What may stand between boxed (or emphasised) answers that are the parts of one answer
+#: (``\\boxed{1} and \\boxed{2}``, ``**1** or **2**``): separators, spaces and math delimiters.
 _BOX_GAP = re.compile(
     r"\s*(?:[A-Za-z]+\s*(?=,|;|\band\b))?"  # a unit before a separator: "\\boxed{1} papers and"
     r"(?:\s|,|;|\band\b|\bor\b|\$|\\[()\[\]]|\\[,;:! ]|\\q?quad|\\text\{\s*(?:and|or)?\s*\})*"
@@ -1200,30 +1347,226 @@ def _separator_gap(gap: str) -> bool:
     return len(gap) <= _MAX_BOX_GAP and _BOX_GAP.fullmatch(gap) is not None
 
 
-def _boxed_runs(text: str) -> tuple[str, list[tuple[str, ...]]]:
-    """The boxing command (``\\boxed``, else ``\\fbox``) and the *runs* of boxed answers in
-    ``text``: boxes with only separators between them (:data:`_BOX_GAP`) make one run, any other
-    text starts a new one. Each run is its distinct contents in order; ``("", [])`` without a box.
-    One pass over the text: each box's braces are scanned once."""
-    for command in ("\\boxed", "\\fbox"):
-        spans = _braced_spans(text, command)
-        if not spans:
-            continue
-        runs: list[dict[str, None]] = []
-        for i, (start, end) in enumerate(spans):
-            gap = text[spans[i - 1][1] + 1 : start - len(command) - 1] if i else ""
-            if not i or not _separator_gap(gap):
-                runs.append({})
-            runs[-1][text[start:end].strip()] = None
-        return command, [tuple(run) for run in runs]
-    return "", []
+def _runs(
+    text: str, boxes: list[tuple[int, int, int, int]]
+) -> list[tuple[tuple[str, ...], int, int]]:
+    """The *runs* of the boxes of ``text`` (:func:`_scan_boxes`): boxes with only separators
+    between them (:data:`_BOX_GAP`) make one run, any other text starts a new one. Each run is
+    ``(its distinct contents in order, start of its first box, end of its last)``."""
+    runs: list[tuple[dict[str, None], int, int]] = []
+    for k, (start, a, b, end) in enumerate(boxes):
+        if not k or not _separator_gap(text[boxes[k - 1][3] : start]):
+            runs.append(({}, start, end))
+        contents, first, _ = runs[-1]
+        contents[text[a:b].strip()] = None
+        runs[-1] = (contents, first, end)
+    return [(tuple(contents), start, end) for contents, start, end in runs]
 
 
-def _hedged(text: str) -> bool:
-    """Boxed answers that differ from run to run (``\\boxed{1} no, wait, \\boxed{2}``): a hedge,
-    never one answer of several parts. The same answer restated after other text (``\\boxed{-2}
-    and \\boxed{1}`` in a draft, then again at the end) is no hedge."""
-    return len({frozenset(run) for run in _boxed_runs(text)[1]}) > 1
+# Hedges in words: two different numbers joined by "or", in any spelling, or by a hedge word.
+#: "or" in the languages a model may answer in, and as words: read after lookalike letters are
+#: mapped to the Latin ones (:data:`_LOOKALIKES`: a Cyrillic "оr" is "or").
+_OR_WORDS = (
+    "or ou oder o ó oppure eller lub albo veya или либо або 或者 或是 还是 或 または 또는".split()
+)
+#: Letters that look like ``o``, ``r`` and ``u`` (Cyrillic, Greek, Armenian, small capitals).
+_LOOKALIKES = str.maketrans(dict(zip("оОοΟօᴏⲟгʀɾᴦυսᴜ", "oOoOooorrrruuu", strict=True)))
+#: Characters that do not show (zero-width spaces and joiners, a soft hyphen, direction marks).
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_MARKUP = re.compile(r"\\\$|\\[,;:! ]|\\q?quad|\\[()\[\]]|\$|[*_`]")
+
+
+def _words(alternatives: str) -> str:
+    """A pattern for whole words (no letter right before or after; digits may touch: ``3或4``)."""
+    return rf"(?<![^\W\d])(?:{alternatives})(?![^\W\d])"
+
+
+_OR = _words("|".join(sorted({w.translate(_LOOKALIKES) for w in _OR_WORDS}, key=len)[::-1]))
+_HEDGE_WORD = _words("maybe|perhaps|possibly|probably")
+#: Words that may follow "or" before the number (``or maybe``, ``or it could be``).
+_FILLER = _words(
+    "maybe|perhaps|possibly|probably|even|else|rather|alternatively|actually|also|just|it|"
+    "it['\u2019]s|its|is|was|could|might|may|would|should|can|be|the|answer|value|result|we|get|"
+    "i|i['\u2019]d|think|guess|say|equivalently|instead|that|this"
+)
+#: A number as the hedge rules see it: ``3``, ``-1,234.5``, ``3/4``, ``\\frac{3}{4}``, ``25%``;
+#: not part of a word, a power, a decimal or a fraction.
+_HEDGE_NUMBER = (
+    r"(?<![A-Za-z0-9_.^/\\])-?(?:\\[dt]?frac\{-?\d+\}\{\d+\}|(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)"
+    r"(?:/\d+)?)%?(?![A-Za-z0-9_/]|[.,]\d)"
+)
+#: What joins two numbers into a hedge (in text with single spaces: :func:`_plain_words`):
+#: punctuation, "or" in any spelling with up to four fillers, or a hedge word, then an optional
+#: name and ``=`` (``x = 3 or x = 4``). ``3, or possibly 4``; ``3.\nOr 4``; ``3 (maybe 4)``.
+_JOIN = (
+    rf" ?[,;.:!?]* ?\(? ?(?:{_OR}(?: {_FILLER}){{0,4}}|{_HEDGE_WORD}(?: {_FILLER}){{0,3}})"
+    r" ?[,:]? ?(?:[A-Za-z]\w{0,20} ?= ?)?"
+)
+_NUMBER = re.compile(_HEDGE_NUMBER)
+_JOINED_NUMBER = re.compile(rf"{_JOIN}(?P<n>{_HEDGE_NUMBER})", re.IGNORECASE)
+_NUMBER_JOINED = re.compile(rf"(?P<n>{_HEDGE_NUMBER}){_JOIN}$", re.IGNORECASE)
+#: A sentence that opens with "or" or a hedge word continues the one before (``3.\nOr 4.``);
+#: one that ends with it (``3 or.``) continues into the next.
+_OPENS_WITH_JOIN = re.compile(rf"[\W_]*(?:{_OR}|{_HEDGE_WORD})", re.IGNORECASE)
+_ENDS_WITH_JOIN = re.compile(rf"(?:{_OR}|{_HEDGE_WORD})[\W_]*$", re.IGNORECASE)
+#: Where a sentence ends: ``.``, ``!`` or ``?`` before white space, or a line break.
+_SENTENCE_BREAK = re.compile(r"[.!?]+(?=\s)|\n")
+#: How far around a run of boxes or emphasised values a hedge is looked for, in characters.
+_BESIDE = 160
+
+
+def _plain_words(text: str) -> str:
+    """``text`` as the hedge rules read it: NFKC (fullwidth and mathematical letters are plain
+    ones), invisible characters dropped, lookalike letters mapped (:data:`_LOOKALIKES`), math
+    delimiters, emphasis marks, ``\\text{}`` wrappers and LaTeX spaces gone, white space single."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
+    text = _INVISIBLE.sub("", text).translate(_LOOKALIKES)
+    text = _MARKUP.sub(" ", _WRAPPERS.sub(r" \1 ", text))
+    return " ".join(text.split())
+
+
+def _number_forms(text: str) -> frozenset[Fraction]:
+    """The values a number written so may stand for (``25%``: 25 and 1/4), or none."""
+    value = _plain_value(_tidy(text).replace(",", "")) if text.strip() else None
+    if value is None or value.number is None:
+        return frozenset()
+    return frozenset({value.number, value.number / 100} if value.percent else {value.number})
+
+
+def _different(a: str, b: str) -> bool:
+    """Two answers that are not the same number (as written, where either is no number)."""
+    forms_a, forms_b = _number_forms(a), _number_forms(b)
+    if forms_a and forms_b:
+        return forms_a.isdisjoint(forms_b)
+    return re.sub(r"\s+", "", _tidy(a)) != re.sub(r"\s+", "", _tidy(b))
+
+
+def _or_hedged(sentence: str) -> bool:
+    """Two different numbers in ``sentence`` joined by "or" (any spelling) or a hedge word
+    (:data:`_JOIN`): ``3 or maybe 4``, ``3, or possibly 4``, ``3 ou 4``, ``3.\\nOr 4``; not
+    ``x = 3 or x = 3``, and not "or" inside a word (``for``, ``therefore``)."""
+    text = _plain_words(sentence)
+    for number in _NUMBER.finditer(text):
+        joined = _JOINED_NUMBER.match(text, number.end())
+        if joined and _different(number.group(), joined["n"]):
+            return True
+    return False
+
+
+def _opens_with_join(text: str, at: int) -> bool:
+    return _OPENS_WITH_JOIN.match(_plain_words(text[at : at + 40])) is not None
+
+
+def _hedge_crosses(text: str, start: int, end: int) -> bool:
+    """A sentence break ``text[start:end]`` that a hedge crosses: the sentence after it opens with
+    "or" or a hedge word, or the one before ends with one (``3 or:\\n4``)."""
+    before = _plain_words(text[max(0, start - 40) : start])
+    return _opens_with_join(text, end) or _ENDS_WITH_JOIN.search(before) is not None
+
+
+def _sentence_at(text: str, at: int) -> str:
+    """The sentence of ``text`` that holds index ``at`` (:data:`_SENTENCE_BREAK`), joined with the
+    sentences next to it across each break that a hedge crosses (:func:`_hedge_crosses`:
+    ``The answer is 3.\\nOr 4.``, ``3 or\\n4``)."""
+    breaks = list(_SENTENCE_BREAK.finditer(text))
+    first = last = bisect.bisect_right([m.end() for m in breaks], at)
+    while first > 0 and _hedge_crosses(text, breaks[first - 1].start(), breaks[first - 1].end()):
+        first -= 1
+    while last < len(breaks) and _hedge_crosses(text, breaks[last].start(), breaks[last].end()):
+        last += 1
+    return text[
+        breaks[first - 1].end() if first else 0 : breaks[last].end() if last < len(breaks) else None
+    ]
+
+
+def _sentence_hedged(span: str) -> bool:
+    """A final span read as a sentence (step 3) whose sentence with the last digit hedges
+    (:func:`_or_hedged`): ``So the answer is 3 or maybe 4.``"""
+    at = max(span.rfind(digit) for digit in "0123456789")
+    return at >= 0 and _or_hedged(_sentence_at(span, at))
+
+
+def _hedge_beside(
+    text: str, start: int, end: int, values: tuple[str, ...], lo: int = 0, hi: int | None = None
+) -> str | None:
+    """A number that a hedge (:data:`_JOIN`) joins to the run of answers ``text[start:end]``
+    (boxes or emphasised values, whose contents are ``values``) from outside it, within
+    ``text[lo:hi]``, and that is none of them: ``\\boxed{3} or maybe 4``, ``3 or \\boxed{4}``,
+    ``**3** or perhaps **4**``; else ``None``."""
+    hi = len(text) if hi is None else hi
+    after = _JOINED_NUMBER.match(_plain_words(text[end : min(end + _BESIDE, hi)]))
+    before = _NUMBER_JOINED.search(_plain_words(text[max(lo, start - _BESIDE) : start]))
+    for match in (after, before):
+        if match and all(_different(match["n"], v) for v in values):
+            return match["n"]
+    return None
+
+
+def _hedge_beside_runs(text: str, runs: list[tuple[tuple[str, ...], int, int]]) -> str | None:
+    """The first number a hedge joins to a run of boxes (:func:`_hedge_beside`), each looked for
+    between the runs next to it only: linear in the text, however many runs."""
+    for k, (contents, start, end) in enumerate(runs):
+        lo = runs[k - 1][2] if k else 0
+        hi = runs[k + 1][1] if k + 1 < len(runs) else len(text)
+        number = _hedge_beside(text, start, end, contents, lo, hi)
+        if number is not None:
+            return number
+    return None
+
+
+def _marker_values(text: str, boxes: list[tuple[int, int, int, int]]) -> list[str]:
+    """The final spans of each answer marker that ``text`` has: its boxes, the text after its last
+    ``####`` and what follows its last ``final answer is`` (:func:`_final_answer_is`)."""
+    pieces = [", ".join(dict.fromkeys(text[a:b].strip() for _, a, b, _ in boxes))] if boxes else []
+    if "####" in text:
+        pieces.append(text.rpartition("####")[2])
+    final = _final_answer_is(text)
+    if final is not None:
+        pieces.append(final)
+    return [span for span in map(final_span, pieces) if span]
+
+
+def _markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
+    """Two answer markers of ``text`` (:func:`_marker_values`) that say different things
+    (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.`` and ``\\boxed{3}``): each is read
+    (steps 2 and 3) and compared; one that cannot be read alone (words) is left out, one over the
+    structural bounds counts as different."""
+    spans = {re.sub(r"\s+", "", s): s for s in _marker_values(text, boxes)}
+    if len(spans) < 2:
+        return False
+    if any(_structure_too_large(s) for s in spans.values()):
+        return True
+    readings = [r for r in (_read_span(s, s) for s in spans.values()) if r is not None]
+    return any(not _check_now(a, b, True) for a, b in combinations(readings, 2))
+
+
+def _hedged(text: str, answer: bool = True) -> bool:
+    """Whether ``text`` hedges, read but equal to nothing (module docstring, step 1): boxed
+    answers that differ from run to run (``\\boxed{1} no, wait, \\boxed{2}``; the same answer
+    restated after other text, ``\\boxed{-2} and \\boxed{1}`` in a draft and again at the end, is
+    no hedge); a box never closed (``\\boxed{4``); a number joined by a hedge to the boxes or to
+    the emphasised answer (:func:`_hedge_beside`); two answer markers that differ
+    (:func:`_markers_disagree`). A final span read as a sentence is checked where it is read
+    (:func:`_sentence_hedged`). A reference (not ``answer``) is trusted text: only the first rule,
+    of runs, applies to it (Math-Verify too reads a gold with two boxes parted by words as no list
+    of both), so that a MATH solution's ``$x=1/5$, or $\\boxed{20}$ percent`` is 20."""
+    text = text.strip().replace("\u2212", "-")
+    boxes, unclosed = _scan_boxes(text)
+    runs = _runs(text, boxes)
+    if len({frozenset(contents) for contents, _, _ in runs}) > 1:
+        return True
+    if not answer:
+        return False
+    if unclosed >= 0:
+        return True
+    if _hedge_beside_runs(text, runs) is not None:
+        return True
+    if _markers_disagree(text, boxes):
+        return True
+    if boxes or "####" in text or _last_final_answer_is(text) is not None:
+        return False
+    run = _emphasis_run(text)
+    return run is not None and _hedge_beside(text, run[1], run[2], run[0]) is not None
 
 
 def _inline_math_over_lines(text: str) -> bool:
@@ -1542,9 +1885,12 @@ def parse_answer(text: object, *, timeout_s: float = CHECK_TIMEOUT_S) -> ParsedA
 
 
 def parse_reference(text: object, *, timeout_s: float = CHECK_TIMEOUT_S) -> ParsedAnswer | None:
-    """Read a reference answer: as :func:`parse_answer`, and where that reads nothing, the text
-    inside math delimiters if it has no words (``x^2+1`` as ``$x^2+1$``). :func:`check_answer`
-    reads references so; the math environments check their problems' answers with it.
+    """Read a reference answer: as :func:`parse_answer`, with one hedge rule only, that of
+    different runs of boxes (a reference is trusted text: a MATH solution's ``$x=1/5$, or
+    $\\boxed{20}$ percent.`` is 20, where an answer written so hedges; module docstring, step 1),
+    and where that reads nothing, the text inside math delimiters if it has no words (``x^2+1`` as
+    ``$x^2+1$``). :func:`check_answer` reads references so; the math environments check their
+    problems' answers with it.
 
     Args:
         text: the reference answer (any object: non-strings give ``None``).
@@ -1563,12 +1909,12 @@ def parse_reference(text: object, *, timeout_s: float = CHECK_TIMEOUT_S) -> Pars
 
 
 def _parse_reference_now(text: str) -> ParsedAnswer | None:
-    gold = _parse_answer_now(text)
+    gold = _parse_answer_now(text, hedges=False)
     if gold is None and "$" not in text and _clean(text):
         # A reference written as bare math ("x^2+1", never words: "blue" is no product of
         # letters): read inside math delimiters. (An answer is not: what counts as a valid answer
         # is unchanged, so recorded episodes replay the same.)
-        gold = _parse_answer_now(f"${text}$")
+        gold = _parse_answer_now(f"${text}$", hedges=False)
     return gold
 
 

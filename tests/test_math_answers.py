@@ -538,6 +538,13 @@ HOSTILE: dict[str, str] = {
     "negations": _fill("not 42 "),
     "lines of sums": _fill("$\\sum_{k=1}^{n} k$\n"),
     "spaces and dots": _fill(".  \n   "),
+    # the hedge rules' scans (issue 45, item 5): box commands without braces, "or" joins, sentence
+    # breaks that a hedge crosses, runs of emphasised values, several answer markers
+    "box commands without braces": _fill("\\boxed 4 "),
+    "or joins": _fill("3 or maybe "),
+    "or at line starts": _fill("3.\nOr "),
+    "emphasis runs": _fill("**3** or "),
+    "several markers": _fill("\\boxed{3} #### 4 final answer is $5$. "),
 }
 
 
@@ -560,11 +567,22 @@ def test_hostile_whole_replies_are_graded_or_refused(name: str) -> None:
     assert parsed is None or len(parsed.text) <= MAX_ANSWER_CHARS
 
 
-@pytest.mark.parametrize("name", ["open braces", "dollar signs", "boxed openings, never closed"])
+@pytest.mark.parametrize("name", ["open braces", "dollar signs"])
 def test_an_answer_after_hostile_padding_is_still_found(name: str) -> None:
     """The box after the padding (with unclosed openings before it: in the reply's last line)."""
     padding = HOSTILE[name][: MAX_REPLY_CHARS - 40]
     assert grade_answer("2", padding + "\n So \\boxed{2}.")[1] is True
+
+
+def test_a_box_never_closed_is_read_and_equals_nothing() -> None:
+    """A ``\\boxed{`` that is never closed holds the rest of the reply, the later boxes included
+    (``\\boxed{3} or \\boxed{4``): the reply is read but equals nothing, long or short, and the
+    scan stops at that box (one pass)."""
+    padding = HOSTILE["boxed openings, never closed"][: MAX_REPLY_CHARS - 40]
+    parsed, correct = grade_answer("2", padding + "\n So \\boxed{2}.")
+    assert correct is False
+    assert parsed is not None and len(parsed.text) <= MAX_ANSWER_CHARS
+    assert grade_answer("2", "\\boxed{2} so, wait, \\boxed{\\frac{1}{2}  \\boxed{2}")[1] is False
 
 
 # ----------------------------------------------------------------------------- plain-text notation
