@@ -18,10 +18,14 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    not read.
 1. **The final span.** The contents of the boxes if any, several joined as the parts of one
    answer (``\\boxed{2}`` and ``\\boxed{3}`` is ``2, 3``; a repeat counts once). A box is
-   ``\\boxed`` or ``\\fbox`` alike, with its argument in braces, after white space or not
-   (``\\boxed {4}``), or one token as TeX reads it (``\\boxed 4`` boxes 4, and so does ``\\boxed
-   42``). Boxes with only separators between them (``,`` ``;`` ``and`` ``or``, spaces,
-   math delimiters, ``\\quad``, ``\\text{and}``, a unit before a separator: ``\\boxed{1} papers
+   ``\\boxed``, ``\\fbox``, ``\\framebox`` (its optional ``[...]`` arguments skipped),
+   ``\\colorbox{c}{...}`` or ``\\fcolorbox{c}{c}{...}`` alike, with its argument in braces, after
+   white space or not (``\\boxed {4}``), or one token as TeX reads it (``\\boxed 4`` boxes 4,
+   and so does ``\\boxed 42``). A TeX comment in a box goes as TeX removes it: an unescaped
+   ``%`` to the end of its line, with the line break and the next line's leading spaces
+   (``\\boxed{4 % \\n 3}`` boxes ``43``); a ``%`` with no line break after it in the box, and
+   ``\\%``, are percent signs (``\\boxed{25\\%}``). Boxes with only separators between them
+   (``,`` ``;`` ``and`` ``or``, spaces, math delimiters, ``\\quad``, ``\\text{and}``, a unit before a separator: ``\\boxed{1} papers
    and \\boxed{2} bins``) are one *run*; runs of different answers (``\\boxed{3} or maybe
    \\boxed{4}``, ``\\fbox{1} no no \\boxed{2}``) are a *hedge* (below). The same run restated
    after other text (a draft's ``\\boxed{-2} and \\boxed{1}``, then the same at the end) is no
@@ -53,13 +57,23 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    \\boxed{4}``, ``**3** or perhaps **4**``); two answer markers (the boxes, ``####``, ``final
    answer is``) whose values differ (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.``
    and ``\\boxed{3}``), each read by steps 2 and 3 (``\\frac{1}{2}`` and ``0.5`` agree; one that
-   is words is left out); and a span read as a sentence (step 3) whose sentence with the last
-   digit ties two different numbers by a hedge join (``3 or maybe 4``, ``It is 3, or possibly
-   4.``, ``The answer is 3.\\nOr 4.``: a sentence that opens with "or" continues the one before).
+   is words is left out); more markers, each compared where it is one plain number: every
+   ``answer is`` sentence without a box in it (``\\boxed{3}`` then ``The answer is 4.``; the same
+   marker twice, ``The final answer is 4. The final answer is 3.``), every ``####`` line
+   (``#### 4`` then ``#### 3``), the boxes, and an emphasised value after the last box
+   (``\\boxed{3}`` then ``**4**``): two that differ are a hedge, whichever comes last; a number
+   in parentheses right after the boxes (``\\boxed{3} (4)``); and a span read as a sentence
+   (step 3) whose sentence with the last digit ties two different numbers by a hedge join (``3 or
+   maybe 4``, ``It is 3, or possibly 4.``, ``The answer is 3.\\nOr 4.``: a sentence that opens
+   with "or" continues the one before). A number is digits or a number word (``3 or four``,
+   ``\\boxed{3} or four``; ``zero`` to ``twenty`` and the tens).
    A hedge join is "or" in any spelling (``or``, ``ou``, ``oder``, ``o``, ``или``, ``或``,
-   ...; letters that look Latin read as Latin: a Cyrillic ``оr`` is ``or``; invisible characters
-   do not count), with up to four words such as ``maybe`` or ``it could be`` after it, or a
-   hedge word (``maybe``, ``perhaps``, ``possibly``, ``probably``), with punctuation around it.
+   ``atau``, ``أو``, ``∨``, ``\\lor``, ...; letters that look Latin read as Latin: a Cyrillic
+   ``оr`` is ``or``; invisible characters do not count), with up to four words such as ``maybe``
+   or ``it could be`` after it or up to four words between commas (``3 or, depending on
+   interpretation, 4``), or a hedge word (``maybe``, ``perhaps``, ``possibly``, ``probably``,
+   ``alternatively``, ``otherwise``), with punctuation around it; a ``\\footnote{`` is no barrier
+   (``\\boxed{3}\\footnote{or 4}``).
    No hedge: "or" inside a word (``for``, ``more``, ``therefore``), a number joined to one equal
    to it (``1/2, or equivalently 0.5``; ``x = 3 or x = 3`` is the list of two parts it writes,
    step 2), a hedge in the work before the sentence of the answer (``Is it 3 or 4? ... The answer
@@ -81,14 +95,20 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    parentheses is that value (``(2)`` is 2); a value with ``\\pm`` is the set of its values
    (``\\pm 2021`` is ``\\{-2021, 2021\\}``).
    A part written with a top-level ``=`` (``\\sum_{k=1}^{9} k`` has none) is its last side where
-   the other sides name it (``x = 1 or x = 2``, ``a = 12``) or where no side has a variable
-   (``8 - 5 = 3`` is 3); any other equation is a *relation* (``y = 2x + 1``, ``x^2 - 1 = 0``),
-   compared only as an equation.
+   the other sides name it (``x = 1 or x = 2``, ``a = 12``), where names open a chain of numbers
+   that all agree (``x = 6/2 = 3`` and ``x = 4 - 1 = 3`` are 3) or where no side has a variable
+   (``8 - 5 = 3`` is 3; in a box every side must have the same value: ``\\boxed{4 = 3}`` and
+   ``\\boxed{1 + 1 = 3}`` name two values and equal nothing, while ``$x = 5+5+1 = 7 = 11$`` outside
+   a box is read by its last side, as Math-Verify reads it); any other equation is a *relation*
+   (``y = 2x + 1``, ``x^2 - 1 = 0``), compared only as an equation.
 3. **Each part's value.** Numbers are read exactly by this module: integers, decimals (as the
    exact decimal written), ``a/b``, ``\\frac{a}{b}``, mixed numbers (``3 1/2`` and
    ``3\\frac{1}{2}`` are 7/2), scientific forms (``3e-9``, ``3 \\times 10^{-9}``), with a currency
    sign before or a unit after (``$18.00``, ``12 apples``, ``5\\text{ cm}``, ``5 m/s``), or ``%``
-   (``25%`` matches 25 and 0.25). Plain numbers side by side (``7 8``) are no value: never 15, 56
+   (``25%`` matches 25 and 0.25), and repeating decimals (``0.\\overline{3}`` is 1/3). A scale
+   word after a number (``3 thousand``, ``3\\text{ million}``, ``3 \\text{ dozen}``, ``3 k``) is no
+   unit: the part equals nothing; so does a relation with no left side (``\\neq 3``, ``\\geq 3``,
+   ``\\to 3``, ``> 3``). Plain numbers side by side (``7 8``) are no value: never 15, 56
    or 78. Anything else (``\\sqrt{50}``, ``2^10``, ``6!``, ``\\pi/2``, ``x+1``, matrices,
    inequalities ``x \\geq 5``, ``x \\neq 3``: the ``=`` of ``<=``, ``>=``, ``!=`` is no equation's)
    is parsed by Hugging Face's ``math-verify`` into SymPy; sums, products and factorials within the bounds
@@ -97,7 +117,19 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    3).``), else the single value ``math-verify`` reads last in it (here 42; a tuple it reads is a
    tuple: ``... the ordered pair is $(7, 6)$.``), unless the sentence hedges (above) or negates
    that number (``not 42``, ``isn't 42``, ``anything but 42``, ``other than 42``, ``except 42``;
-   but ``x \\neq 3`` is a relation): then it has no value (wrong).
+   letters that look Latin read as Latin; but ``x \\neq 3`` is a relation): then it has no value
+   (wrong). In an answer, a number so read is read as the rest of its sentence (the one with the
+   last digit) lets it stand: with a sign written apart (``minus 3``, ``negative 3``, ``- 3``,
+   ``− 3`` are -3), its scientific notation (``3e1`` is 30; ``3 \\times 10^2`` and ``3×10²`` are
+   300), its ``%`` and an escaped dollar before it (``\\$42``); ``5, not 4`` is 5. It equals
+   nothing where the rest of the sentence could change it: a different number after it (``3
+   hours and 20 minutes``, ``3:20``, ``3 (4)``, ``3 (mod 7)``), a number word in parentheses
+   after it (``3 (four)``), a scale word (``3 thousand``, ``3k``), arithmetic or a bound after it
+   (``3 squared``, ``3 or more``, ``3 is also possible``, ``alternatively``) or a relation or
+   negation just before it (``greater than 3``, ``at most 3``, ``half of 3``, ``cannot be 3``,
+   ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``); numbers earlier in the sentence do
+   not count (``I think 41, no wait, 42``; ``With 2 or more red balls, the count is 15``) unless
+   they make one quantity with it (``3:20``, ``3 hours and 20``).
 
    **Plain-text notation** is judged as Math-Verify judges it, never more leniently. Functions
    and constants written as words (``exp(2)``, ``pi``, ``pi/2``, ``sqrt(2)``, ``ln(2)``, and
@@ -118,10 +150,15 @@ Comparison:
   order is free (``unordered=True``). Every part is required: ``20`` is not ``12 and 20``, and
   ``(0, 1)`` is not ``1``.
 * Exact numbers compare exactly (``3e-9`` is not ``4e-9``; ``18.00`` is ``18``; ``0.333`` is
-  not ``1/3``). A decimal that approximates a number with no finite decimal form (``1/3``,
+  not ``1/3``). A decimal inside an expression is the exact number it writes, and an expression
+  whose value is a rational number is that number, compared exactly (``12345679.0 + 0`` is not
+  12345678, nor ``1.000001 \\cdot 1`` 1, nor ``\\frac{10^{900}+1}{10^{900}}`` or ``1 + 10^{-900}``
+  1). A decimal written alone that approximates a number with no finite decimal form (``1/3``,
   ``\\sqrt{2}``) matches it within a relative :data:`REL_TOL` (six significant digits:
-  ``0.333333`` is ``1/3``). Irrational values compare to :data:`EXACT_DIGITS` significant digits
-  (``5\\sqrt{2}`` is ``\\sqrt{50}``); expressions with variables through ``math-verify``.
+  ``0.333333`` is ``1/3``; ``0.333333 + 0`` is exact, and not ``1/3``). Only values that are not
+  rational (as SymPy evaluates them) compare to :data:`EXACT_DIGITS` significant digits
+  (``5\\sqrt{2}`` is ``\\sqrt{50}``; ``\\sqrt{9.000001}`` is not 3); expressions with variables
+  through ``math-verify``.
 * A chained inequality in the *reference* (``0 < x < 1``, ``-2 \\le x \\le 7``, ``0 \\le x < 1``)
   equals the range written with the same brackets (``(0, 1)``, ``[-2, 7]``, ``[0, 1)``; not
   ``[0, 1]`` for ``0 < x < 1``); an inequality in the *answer* is compared only as a relation
@@ -165,7 +202,7 @@ Time, in two layers:
   (a SymPy set that does not unpickle) is read as too large; the verdict computed there stands.
 
 Measured against Math-Verify's own test table (``tests/test_math_verify_table.py``): no false
-positive, 95.9 % agreement over all 266 rows that use the library's default options (255
+positive, 96.2 % agreement over all 266 rows that use the library's default options (256
 agree, whole worked replies of up to 11,422 characters included); each other divergence is a
 rule above (a hedge, a repeated part, six significant digits) listed there with its reason.
 
@@ -400,7 +437,11 @@ def final_answer_text(text: str) -> str:
 
 
 #: A box command, whatever its argument (``\\fboxsep`` and ``\\fboxrule`` are none).
-_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox|framebox|colorbox|fcolorbox)(?![A-Za-z])")
+#: Arguments before a box's content: ``\\framebox[2cm][c]{4}``, ``\\colorbox{yellow}{4}``,
+#: ``\\fcolorbox{red}{yellow}{4}`` (optional ones in brackets, then colours in braces).
+_BOX_OPTIONAL = re.compile(r"\s*\[[^\[\]{}]{0,80}\]")
+_BOX_COLOUR = re.compile(r"\s*\{[^{}]{0,80}\}")
 #: A box's argument without braces, as TeX reads it: one token (``\\boxed 4`` boxes ``4``, and
 #: ``\\boxed 42`` boxes ``4`` too; ``\\boxed\\pi`` boxes ``\\pi``).
 _TEX_TOKEN = re.compile(r"\\[A-Za-z]+|\\[^A-Za-z\s]|[^\s{}\\$%]")
@@ -417,6 +458,13 @@ def _scan_boxes(text: str) -> tuple[list[tuple[int, int, int, int]], int]:
     pos = 0
     while (command := _BOX_COMMAND.search(text, pos)) is not None:
         i = command.end()
+        while (optional := _BOX_OPTIONAL.match(text, i)) is not None:
+            i = optional.end()
+        for _ in range({"colorbox": 1, "fcolorbox": 2}.get(command.group()[1:], 0)):
+            colour = _BOX_COLOUR.match(text, i)
+            if colour is None:
+                return found, command.start()
+            i = colour.end()
         while i < len(text) and text[i].isspace():
             i += 1
         if not text.startswith("{", i):
@@ -868,6 +916,8 @@ def _plain_value(part: str) -> Value | None:
     match = _PLAIN.match(part)
     if not match or _math_word(match["unit"]):
         return None
+    if _SCALE_WORD.match(match["unit"] or ""):
+        return Value()  # 3 thousand, 3 dozen: no unit but a factor (equal to nothing)
     text = match["num"]
     exponent = int(match["e1"] or match["e2"] or 0)
     if abs(exponent) > MAX_EXPONENT:
@@ -881,6 +931,13 @@ def _plain_value(part: str) -> Value | None:
     if match["sign"]:
         value = -value
     return Value(number=value, decimal=decimal, percent=bool(match["pct"]))
+
+
+#: Words that scale the number before them (``3 thousand``, ``3k``): a factor, not a unit.
+_SCALE_WORD = re.compile(
+    r"\s*(?:k|(?i:thousands?|millions?|billions?|trillions?|dozens?|hundreds?|lakhs?|crores?"
+    r"|grand))(?![A-Za-z])"
+)
 
 
 def _math_word(unit: str | None) -> bool:
@@ -1160,9 +1217,38 @@ def _expr_value(expr: Any) -> Value:
         return Value(too_large=True)
     if too_large:
         return Value(too_large=True)
+    if isinstance(expr, sympy.Basic) and expr.atoms(sympy.Float):
+        exact = _exact_decimals(expr)  # 12345679.0 + 0 is the exact 12345679
+        if exact is not None:
+            expr = exact
+    if isinstance(expr, sympy.Expr) and not expr.free_symbols and not expr.is_Atom:
+        try:  # math-verify may leave 10^{900} unevaluated: an exact rational compares exactly
+            evaluated = expr.doit()
+            if isinstance(evaluated, sympy.Rational):
+                expr = evaluated
+        except Exception:  # noqa: BLE001, S110 - left as read
+            pass
     if isinstance(expr, sympy.Rational):
         return Value(number=Fraction(int(expr.p), int(expr.q)))
     return Value(expr=expr, decimal=bool(expr.atoms(sympy.Float)))
+
+
+def _exact_decimals(expr: Any) -> Any:
+    """``expr`` with each decimal (a SymPy ``Float``) replaced by the exact number it writes, or
+    ``None`` where one cannot be (its digits beyond the bounds)."""
+    import sympy
+
+    try:
+        floats = expr.atoms(sympy.Float)
+        mapping = {}
+        for f in floats:
+            mapping[f] = sympy.Rational(str(f))  # the digits written
+        exact = expr.xreplace(mapping)
+        if _tree_too_large(exact) or _too_many_digits(exact):
+            return None
+        return exact.doit() if exact.has(*_evaluated()) else exact
+    except Exception:  # noqa: BLE001 - left as written
+        return None
 
 
 def _sides(part: str) -> list[str]:
@@ -1187,7 +1273,7 @@ _NAME = re.compile(
 )
 
 
-def _read_part(part: str) -> Value | None:
+def _read_part(part: str, boxed: bool = False) -> Value | None:
     """One part's value (step 3); a part written as an equation, see :func:`_equation_value`."""
     *others, last = _sides(part)
     value = _read_side(last)
@@ -1198,16 +1284,29 @@ def _read_part(part: str) -> Value | None:
         # words before the "=": a number is its last side, as before ("The total = 12"); an
         # expression leaves the reading to the sentence's ("The line is y = 2x + 1")
         return None if _has_variables(value) else value
-    named = all(_NAME.fullmatch(s) for s in others)
-    return _equation_value(firsts, value, named)  # type: ignore[arg-type]
+    names = 0
+    while names < len(others) and _NAME.fullmatch(others[names]):
+        names += 1
+    if 0 < names < len(others):  # x = 4 - 1 = 3: names, then a chain of numbers
+        if any(map(_has_variables, firsts[names:])):  # type: ignore[arg-type]
+            return Value(equation=(_as_expr(firsts[0]), _as_expr(value)), relation=True)
+        return _equation_value(firsts[names:], value, False, boxed)  # type: ignore[arg-type]
+    return _equation_value(firsts, value, names == len(others), boxed)  # type: ignore[arg-type]
 
 
-def _equation_value(firsts: list[Value], last: Value, named: bool) -> Value:
+def _equation_value(firsts: list[Value], last: Value, named: bool, boxed: bool = False) -> Value:
     """A part written as an equation: its last side where the other sides name it (``x = 5``,
-    ``a = 12``) or where no side has a variable (``8 - 5 = 3``); else a relation, compared only as
-    an equation (``y = 2x + 1``, ``x^2 - 1 = 0``)."""
+    ``a = 12``) or where no side has a variable (``8 - 5 = 3``; in a box every side must have the
+    same value: ``\\boxed{4 = 3}`` and ``\\boxed{1 + 1 = 3}`` equal nothing); else a relation, compared only as an equation
+    (``y = 2x + 1``, ``x^2 - 1 = 0``)."""
     if any(f.too_large for f in firsts):
         return Value(too_large=True)
+    if (
+        boxed
+        and not any(map(_has_variables, [*firsts, last]))
+        and not all(_values_equal(f, last) for f in firsts)
+    ):
+        return Value()  # 4 = 3, 1 + 1 = 3: a false equation of numbers names two values
     equation = (_as_expr(firsts[0]), _as_expr(last))
     if (named and not _has_variables(last)) or not any(map(_has_variables, [*firsts, last])):
         return replace(last, equation=equation)
@@ -1242,8 +1341,23 @@ def _tuple_value(part: str) -> Value | None:
     return Value(expr=sympy.Tuple(*(_as_expr(v) for v in values if v is not None)))
 
 
+#: A relation with no left side (``\\neq 3``, ``\\geq 3``, ``\\to 3``, ``> 3``): no value.
+_LEADING_RELATION = re.compile(
+    r"\s*(?:\\(?:neq?|geq?|leq?|gt|lt|to|rightarrow|Rightarrow|longrightarrow|mapsto|implies"
+    r"|neg|lnot)(?![A-Za-z])|[<>≠≤≥→⇒¬])"
+)
+
+
+#: A repeating decimal: ``0.\\overline{3}``, ``0.1\\overline{6}``, ``2.\\overline{142857}``.
+_REPEATING = re.compile(
+    r"(?P<sign>-)?\s*(?P<whole>\d{0,50})\.(?P<fixed>\d{0,50})\s*\\overline\s*\{\s*(?P<period>\d{1,50})\s*\}"
+)
+
+
 def _read_side(part: str) -> Value | None:
     part = _strip_ends(part)
+    if _LEADING_RELATION.match(part):
+        return Value()  # read, equal to nothing
     tuple_value = _tuple_value(part)
     if tuple_value is not None:
         return tuple_value
@@ -1251,12 +1365,38 @@ def _read_side(part: str) -> Value | None:
         part = part[1:-1].strip()  # "(2)", "(-5)": one value in parentheses is that value
     if not part:
         return None
+    repeating = _REPEATING.fullmatch(part)
+    if repeating:  # 0.\overline{3} is 1/3, 0.1\overline{6} is 1/6
+        fixed, period = repeating["fixed"], repeating["period"]
+        whole = Fraction(f"{repeating['whole'] or 0}.{fixed}" if fixed else repeating["whole"] or 0)
+        cycle = Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+        return Value(number=-(whole + cycle) if repeating["sign"] else whole + cycle)
     value = _plain_value(part)
     if value is not None:
         return value
     if not _clean(part):
         return None
     return _sympy_value(part, whole=True)
+
+
+#: A TeX comment: an unescaped ``%`` to the end of its line, with that line break and the
+#: spaces that open the next line (TeX reads ``4 % note\n 3`` as ``43``).
+_TEX_COMMENT = re.compile(r"(?<!\\)%[^\n]*\n[ \t]*")
+
+
+def _uncomment_boxes(text: str) -> str:
+    """``text`` with the TeX comments inside its boxes removed as TeX removes them (``\\boxed{4 %
+    \n 3}`` boxes ``43``); a ``%`` with no line break after it in the box stays a percent sign
+    (``\\boxed{25%}``), and so does ``\\%``. One pass over the boxes."""
+    if "%" not in text:
+        return text
+    boxes, _ = _scan_boxes(text)
+    pieces, last = [], 0
+    for _, a, b, _ in boxes:
+        if "%" in text[a:b]:
+            pieces += [text[last:a], _TEX_COMMENT.sub("", text[a:b])]
+            last = b
+    return "".join(pieces) + text[last:] if pieces else text
 
 
 def _answer_text(text: str) -> str | None:
@@ -1277,7 +1417,7 @@ def _parse_answer_now(text: object, hedges: bool = True) -> ParsedAnswer | None:
     ``hedges``, as a reference is read (of the hedge rules only that of runs of boxes:
     :func:`parse_reference`)."""
     region = _answer_text(text) if isinstance(text, str) else None
-    return None if region is None else _parse_text(region, hedges)
+    return None if region is None else _parse_text(_uncomment_boxes(region), hedges)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1301,7 +1441,7 @@ def _parse_answer(text: str, hedges: bool = True) -> ParsedAnswer | None:
     if _hedged(text, answer=hedges) or (not boxed and _inline_math_over_lines(text)):
         return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))  # read, equals nothing
     span = final_span(text)
-    parsed = _read_span(text, span)
+    parsed = _read_span(text, span, boxed=boxed is not None)
     if parsed is not None:
         return parsed
     # A sentence: a pair of numbers it ends with counts ("The point is (2, 3)."), else its last
@@ -1313,15 +1453,134 @@ def _parse_answer(text: str, hedges: bool = True) -> ParsedAnswer | None:
     parsed = _read_span(text, tail.group()) if tail else None
     if parsed is not None:
         return parsed
-    if _NEGATED.search(span) or _FINAL_JUXTAPOSED.search(span):
+    negations = _INVISIBLE.sub("", span).translate(_LOOKALIKES)
+    if (_NEGATED.search(negations) and not _NUMBER_NOT_LAST.search(negations)) or (
+        _FINAL_JUXTAPOSED.search(span)
+    ):
         return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))
-    value = _sympy_value(text.strip().replace("\u2212", "-"), whole=False)
+    value = _sympy_value(text.strip().replace("\u2212", "-").replace("\\$", " "), whole=False)
+    if hedges:  # an answer's sentence: its number as the rest of the sentence lets it stand
+        value = _sentence_number(span, value)
     if value is not None and value.equation is None and _is_tuple(value.expr):
         # "... the ordered pair is $(7, 6)$.": a tuple, compared part by part
         members = tuple(_expr_value(m) for m in value.expr.args)
         if 1 < len(members) <= MAX_PARTS:
             return ParsedAnswer(text=text, kind="tuple", parts=members)
     return ParsedAnswer(text=text, kind="scalar", parts=(value or Value(),))
+
+
+# ----------------------------------------------------------------------------- a sentence's number
+
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+#: A number-like token of a sentence: a sign written apart (``- 3``, ``− 3``), digits (groups of
+#: three after commas), scientific notation (``3e1``, ``3 \\times 10^2``, ``3×10²``), a ``%``.
+_SENTENCE_NUMBER = re.compile(
+    r"(?<![\w.^{/])(?P<sign>-[ \t]?)?(?P<num>\d+(?:,\d{3})+(?:\.\d+)?(?![\d,])|\d+(?:\.\d+)?|\.\d+)"
+    r"(?:/(?P<den>[1-9]\d*)(?!\d|\.\d))?"
+    r"(?:[ \t]*(?:[eE](?P<e1>[-+]?\d+)(?![\w])|(?:\\times|\\cdot|×|\*|x)[ \t]*10[ \t]*"
+    r"(?:\^[ \t]*\{?[ \t]*(?P<e2>[-+]?\d+)[ \t]*\}?|(?P<e3>[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+))))?"
+    r"(?P<pct>[ \t]*%)?"
+)
+#: What ends a sentence's number's reading when it follows the number: a scale word
+#: (``3 thousand``, ``3k``), arithmetic (``3 squared``), a bound (``3 or more``), a second
+#: value (``3:20``, ``3 (4)``, ``but 4 is also possible``).
+_AFTER_NUMBER = re.compile(
+    r"^[ \t]*(?:k(?![A-Za-z])|(?i:thousands?|millions?|billions?|trillions?|dozens?|hundreds?"
+    r"|lakhs?|crores?|grand)(?![A-Za-z])|[:^!²³¹⁰-₟]|\\times|\\cdot|×|\\pm|±)"
+    r"|(?i:\bsquared\b|\bcubed\b|\bto the power\b|\bfactorial\b|\bor (?:more|less|fewer|above"
+    r"|below|greater|higher|lower|larger|smaller|so)\b|\bat (?:most|least)\b|\bpossible\b"
+    r"|\balternatively\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bpercent of\b)"
+)
+#: A relation or negation just before a sentence's number (``greater than 3``, ``at most 3``,
+#: ``half of 3``, ``cannot be 3``, ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``).
+_BEFORE_NUMBER = re.compile(
+    r"(?:\b(?:greater|less|more|fewer|larger|smaller|bigger|higher|lower) than|\bat (?:most|least)"
+    r"|\bup to|\babove|\bbelow|\bexceed(?:s|ing)?|\b(?:half|twice|double|triple|thrice|third"
+    r"|quarter|square|cube|root|sqrt) of|\bhalf|\bdifferent from|\bother than|\bcannot|\bcan't"
+    r"|\bnot|n't|\bnever|\bexcept|\bno longer|не|nicht|pas|不是|不|非|≠|≥|≤|>|<|→|⇒|=>"
+    r"|\\(?:neq?|geq?|leq?|gt|lt|to|rightarrow|Rightarrow|implies)(?![A-Za-z]))"
+    r"(?:\s+(?:be|is|or|equal|equals|to|exactly|just|the|a|number|value|answer|of))*\s*$",
+    re.IGNORECASE,
+)
+#: A sign in words just before a sentence's number (``minus 3``, ``negative 3``).
+_SIGN_WORD = re.compile(r"\b(?:minus|negative)\s*$", re.IGNORECASE)
+#: A number, then a negated other number, ending the sentence (``5, not 4``): the first.
+_NUMBER_NOT_NUMBER = re.compile(r"^[ \t]*,?[ \t]*(?:and |but )?not[ \t]*$", re.IGNORECASE)
+#: Two numbers that make one quantity (``3:20``, ``3 hours and 20``) or a second value ``3 (4``.
+_COMPOUND_GAP = re.compile(r"^[ \t]*(?::|\(|[A-Za-z]+[ \t]+and)[ \t]*$")
+
+
+#: A parenthesis after a sentence's number that holds another (``3 (4)``, ``7 (seven)``).
+_PAREN_AFTER = re.compile(r"[ \t]*\([ \t]*([A-Za-z]+)[ \t]*\)")
+
+
+def _token_value(token: re.Match[str]) -> Fraction:
+    value = Fraction(token["num"].replace(",", "")) / int(token["den"] or 1)
+    exponent = token["e1"] or token["e2"] or (token["e3"] or "").translate(_SUPERSCRIPTS)
+    if exponent and abs(int(exponent)) <= MAX_EXPONENT:
+        value *= Fraction(10) ** int(exponent)
+    return value
+
+
+def _sentence_number(span: str, value: Value | None) -> Value | None:
+    """The value of a final span read as a sentence (step 3), checked against the rest of its
+    sentence: ``value`` (math-verify's reading) where it is no plain number; else the number it
+    reads (the last token of that value, else the last token) as written there, with the sign
+    written apart (``minus 3``, ``- 3``: -3), its scientific notation (``3 \\times 10^2``: 300)
+    and its ``%``, unless the rest of the sentence can change it (:data:`_AFTER_NUMBER`,
+    :data:`_BEFORE_NUMBER`, a different number after it, a compound ``3:20``): then a value equal
+    to nothing. ``5, not 4`` is 5."""
+    if value is not None and value.number is None:
+        return value
+    at = max(span.rfind(digit) for digit in "0123456789")
+    if at < 0:
+        return value
+    sentence = _INVISIBLE.sub("", _sentence_at(span, at)).translate(_LOOKALIKES)
+    sentence = sentence.replace("\u2212", "-").replace("\\$", " ").replace("\\%", "%")
+    tokens = list(_SENTENCE_NUMBER.finditer(sentence))
+    if not tokens:
+        return value
+    negated = len(tokens) > 1 and bool(
+        _NUMBER_NOT_NUMBER.match(sentence[tokens[-2].end() : tokens[-1].start()])
+        and not sentence[tokens[-1].end() :].strip(" \t\n.!")
+    )
+    if negated:
+        tokens.pop()  # "5, not 4": the negated number is no value
+    values = [_token_value(t) for t in tokens]
+    k = len(tokens) - 1
+    if value is not None:
+        wanted = abs(value.number)  # type: ignore[arg-type]
+        mantissas = [abs(Fraction(t["num"].replace(",", ""))) / int(t["den"] or 1) for t in tokens]
+        matches = [
+            i for i in range(len(tokens)) if wanted in (values[i], mantissas[i], values[i] / 100)
+        ]
+        if not matches and not negated:
+            return value
+        k = matches[-1] if matches else k
+    token = tokens[k]
+    if any(v != values[k] for v in values[k + 1 :]):
+        return Value()  # a different number after it
+    after = sentence[token.end() :]
+    if _AFTER_NUMBER.search(after):
+        return Value()
+    word = _PAREN_AFTER.match(after)
+    if word and _NUMBER_WORDS.get(word[1].lower(), values[k]) != values[k]:
+        return Value()  # 3 (4), 3 (four): a second value
+    previous = tokens[k - 1].end() if k else 0
+    before = sentence[previous : token.start()]
+    if k and values[k - 1] != values[k] and _COMPOUND_GAP.match(before):
+        return Value()
+    if _BEFORE_NUMBER.search(before[-60:]):
+        return Value()
+    negative = _SIGN_WORD.search(before[-40:]) is not None
+    if token["sign"]:
+        ahead = sentence[: token.start()].rstrip()
+        if re.search(r"(?:^|[^A-Za-z\\])[A-Za-z]$|[\d)\]}]$", ahead):
+            return Value()  # 5 - 3, x - 3: arithmetic, not a sign
+        negative = not negative
+    number = -values[k] if negative else values[k]
+    decimal = "." in token["num"] or bool(token["e1"] or token["e2"] or token["e3"])
+    return Value(number=number, decimal=decimal, percent=bool(token["pct"]))
 
 
 def _is_tuple(expr: Any) -> bool:
@@ -1367,13 +1626,14 @@ def _runs(
 #: "or" in the languages a model may answer in, and as words: read after lookalike letters are
 #: mapped to the Latin ones (:data:`_LOOKALIKES`: a Cyrillic "оr" is "or").
 _OR_WORDS = (
-    "or ou oder o ó oppure eller lub albo veya или либо або 或者 或是 还是 或 または 또는".split()
+    "or ou oder o ó oppure eller lub albo veya или либо або 或者 或是 还是 或 または 또는 atau أو"
+    " یا או ∨ \\lor \\vee".split()
 )
 #: Letters that look like ``o``, ``r`` and ``u`` (Cyrillic, Greek, Armenian, small capitals).
 _LOOKALIKES = str.maketrans(dict(zip("оОοΟօᴏⲟгʀɾᴦυսᴜ", "oOoOooorrrruuu", strict=True)))
 #: Characters that do not show (zero-width spaces and joiners, a soft hyphen, direction marks).
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
-_MARKUP = re.compile(r"\\\$|\\[,;:! ]|\\q?quad|\\[()\[\]]|\$|[*_`]")
+_MARKUP = re.compile(r"\\\$|\\[,;:! ]|\\q?quad|\\[()\[\]]|\$|[*_`]|\\footnote\{|\\emph\{")
 
 
 def _words(alternatives: str) -> str:
@@ -1381,8 +1641,12 @@ def _words(alternatives: str) -> str:
     return rf"(?<![^\W\d])(?:{alternatives})(?![^\W\d])"
 
 
-_OR = _words("|".join(sorted({w.translate(_LOOKALIKES) for w in _OR_WORDS}, key=len)[::-1]))
-_HEDGE_WORD = _words("maybe|perhaps|possibly|probably")
+_OR = _words(
+    "|".join(
+        re.escape(w) for w in sorted({w.translate(_LOOKALIKES) for w in _OR_WORDS}, key=len)[::-1]
+    )
+)
+_HEDGE_WORD = _words("maybe|perhaps|possibly|probably|alternatively|alternately|otherwise")
 #: Words that may follow "or" before the number (``or maybe``, ``or it could be``).
 _FILLER = _words(
     "maybe|perhaps|possibly|probably|even|else|rather|alternatively|actually|also|just|it|"
@@ -1391,19 +1655,31 @@ _FILLER = _words(
 )
 #: A number as the hedge rules see it: ``3``, ``-1,234.5``, ``3/4``, ``\\frac{3}{4}``, ``25%``;
 #: not part of a word, a power, a decimal or a fraction.
+#: Number words (``3 or four`` names two numbers), with their values.
+_NUMBER_WORDS = {
+    w: k
+    for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+        " fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {w: 10 * k for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
 _HEDGE_NUMBER = (
     r"(?<![A-Za-z0-9_.^/\\])-?(?:\\[dt]?frac\{-?\d+\}\{\d+\}|(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)"
     r"(?:/\d+)?)%?(?![A-Za-z0-9_/]|[.,]\d)"
+    rf"|(?<![A-Za-z])(?:{'|'.join(sorted(_NUMBER_WORDS, key=len)[::-1])})(?![A-Za-z])"
 )
 #: What joins two numbers into a hedge (in text with single spaces: :func:`_plain_words`):
 #: punctuation, "or" in any spelling with up to four fillers, or a hedge word, then an optional
 #: name and ``=`` (``x = 3 or x = 4``). ``3, or possibly 4``; ``3.\nOr 4``; ``3 (maybe 4)``.
 _JOIN = (
-    rf" ?[,;.:!?]* ?\(? ?(?:{_OR}(?: {_FILLER}){{0,4}}|{_HEDGE_WORD}(?: {_FILLER}){{0,3}})"
+    rf" ?[,;.:!?]* ?\(? ?(?:{_OR}(?: {_FILLER}){{0,4}}|{_OR} ?,(?: [^\W\d]+){{1,4}} ?,"
+    rf"|{_HEDGE_WORD}(?: {_FILLER}){{0,3}})"
     r" ?[,:]? ?(?:[A-Za-z]\w{0,20} ?= ?)?"
 )
 _NUMBER = re.compile(_HEDGE_NUMBER)
 _JOINED_NUMBER = re.compile(rf"{_JOIN}(?P<n>{_HEDGE_NUMBER})", re.IGNORECASE)
+#: A second value in parentheses right after an answer: ``\\boxed{3} (4)``.
+_PAREN_NUMBER_BESIDE = re.compile(rf" ?\( ?(?P<n>{_HEDGE_NUMBER}) ?\)", re.IGNORECASE)
 _NUMBER_JOINED = re.compile(rf"(?P<n>{_HEDGE_NUMBER}){_JOIN}$", re.IGNORECASE)
 #: A sentence that opens with "or" or a hedge word continues the one before (``3.\nOr 4.``);
 #: one that ends with it (``3 or.``) continues into the next.
@@ -1426,7 +1702,9 @@ def _plain_words(text: str) -> str:
 
 
 def _number_forms(text: str) -> frozenset[Fraction]:
-    """The values a number written so may stand for (``25%``: 25 and 1/4), or none."""
+    """The values a number written so may stand for (``25%``: 25 and 1/4; ``four``: 4), or none."""
+    if text.strip().lower() in _NUMBER_WORDS:
+        return frozenset({Fraction(_NUMBER_WORDS[text.strip().lower()])})
     value = _plain_value(_tidy(text).replace(",", "")) if text.strip() else None
     if value is None or value.number is None:
         return frozenset()
@@ -1494,7 +1772,8 @@ def _hedge_beside(
     ``text[lo:hi]``, and that is none of them: ``\\boxed{3} or maybe 4``, ``3 or \\boxed{4}``,
     ``**3** or perhaps **4**``; else ``None``."""
     hi = len(text) if hi is None else hi
-    after = _JOINED_NUMBER.match(_plain_words(text[end : min(end + _BESIDE, hi)]))
+    following = _plain_words(text[end : min(end + _BESIDE, hi)])
+    after = _JOINED_NUMBER.match(following) or _PAREN_NUMBER_BESIDE.match(following)
     before = _NUMBER_JOINED.search(_plain_words(text[max(lo, start - _BESIDE) : start]))
     for match in (after, before):
         if match and all(_different(match["n"], v) for v in values):
@@ -1540,13 +1819,51 @@ def _markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool
     return any(not _check_now(a, b, True) for a, b in combinations(readings, 2))
 
 
+#: Every ``answer is`` (``The final answer is 4.``), and what it says up to its sentence's end.
+_ANSWER_IS = re.compile(r"answer is:?[ \t]*", re.IGNORECASE)
+_PIECE_END = re.compile(r"[.!?;](?=\s|$)|\n")
+#: Most answer markers compared by :func:`_more_markers_disagree` (more: the last ones).
+_MAX_MARKERS = 100
+
+
+def _more_markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
+    """Answer markers beyond :func:`_markers_disagree`'s, compared where each is one plain number
+    (:func:`_number_forms`; anything else is left out): each ``answer is`` sentence without a box
+    (``\\boxed{3}`` then ``The answer is 4.``; ``The final answer is 4. The final answer is
+    3.``), each ``####`` line (``#### 4\n#### 3``), the boxes, and an emphasised value after the
+    last box (``\\boxed{3}`` then ``**4**``). Two that differ are a hedge. Linear: each piece is
+    at most a line's first 120 characters."""
+    said: list[frozenset[Fraction]] = []
+
+    def piece(start: int) -> str:
+        end = _PIECE_END.search(text, start, start + 120)
+        return text[start : end.start() if end else min(len(text), start + 120)]
+
+    for marker in list(_ANSWER_IS.finditer(text))[-_MAX_MARKERS:]:
+        words = piece(marker.end())
+        if not _BOX_COMMAND.search(words):
+            said.append(_number_forms(words))
+    at = text.find("####")
+    while at >= 0 and len(said) < 2 * _MAX_MARKERS:
+        line_end = text.find("\n", at)
+        said.append(_number_forms(text[at + 4 : line_end if line_end >= 0 else None][:120]))
+        at = text.find("####", at + 4)
+    if boxes:
+        said.append(_number_forms(final_span(", ".join(text[a:b] for _, a, b, _ in boxes))))
+        run = _emphasis_run(text)
+        if run is not None and run[1] >= boxes[-1][3] and len(run[0]) == 1:
+            said.append(_number_forms(run[0][0]))
+    said = [forms for forms in said if forms]
+    return any(not a & b for a, b in combinations(dict.fromkeys(said), 2))
+
+
 def _hedged(text: str, answer: bool = True) -> bool:
     """Whether ``text`` hedges, read but equal to nothing (module docstring, step 1): boxed
     answers that differ from run to run (``\\boxed{1} no, wait, \\boxed{2}``; the same answer
     restated after other text, ``\\boxed{-2} and \\boxed{1}`` in a draft and again at the end, is
     no hedge); a box never closed (``\\boxed{4``); a number joined by a hedge to the boxes or to
     the emphasised answer (:func:`_hedge_beside`); two answer markers that differ
-    (:func:`_markers_disagree`). A final span read as a sentence is checked where it is read
+    (:func:`_markers_disagree`, :func:`_more_markers_disagree`). A final span read as a sentence is checked where it is read
     (:func:`_sentence_hedged`). A reference (not ``answer``) is trusted text: only the first rule,
     of runs, applies to it (Math-Verify too reads a gold with two boxes parted by words as no list
     of both), so that a MATH solution's ``$x=1/5$, or $\\boxed{20}$ percent`` is 20."""
@@ -1561,7 +1878,7 @@ def _hedged(text: str, answer: bool = True) -> bool:
         return True
     if _hedge_beside_runs(text, runs) is not None:
         return True
-    if _markers_disagree(text, boxes):
+    if _markers_disagree(text, boxes) or _more_markers_disagree(text, boxes):
         return True
     if boxes or "####" in text or _last_final_answer_is(text) is not None:
         return False
@@ -1587,16 +1904,19 @@ _NEGATED = re.compile(
     r"\s*[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)\s*%?$",
     re.IGNORECASE,
 )
+#: ``5, not 4`` at the end of a span: a number, then another negated (the first counts).
+_NUMBER_NOT_LAST = re.compile(r"\d[ \t]*,[ \t]*(?:and |but )?not[ \t]+\d+[ \t.!]*$", re.I)
 _FINAL_JUXTAPOSED = re.compile(rf"(?<![\w.]){_NUM}(?:\s+{_NUM})+$")
 
 
-def _read_span(text: str, span: str) -> ParsedAnswer | None:
-    """Steps 2 and 3 on ``span``, or ``None`` where some part cannot be read alone."""
+def _read_span(text: str, span: str, boxed: bool = False) -> ParsedAnswer | None:
+    """Steps 2 and 3 on ``span``, or ``None`` where some part cannot be read alone; ``boxed``:
+    the span is the content of boxes, where a false equation of numbers equals nothing."""
     span = re.sub(r"^\s*[A-Za-z]\s*\\in(?![A-Za-z])\s*", "", span)  # x \\in [-2, 7]
     kind, parts, ordered = _split(span) if span else ("scalar", [""], True)
     if len(parts) > MAX_PARTS:
         return None
-    values = [_read_part(p) for p in parts]
+    values = [_read_part(p, boxed) for p in parts]
     if any(v is None for v in values):
         return None
     brackets = span[0] + span[-1] if kind == "interval" else ""
@@ -1648,6 +1968,11 @@ def _readable(text: str) -> bool:
     if _SIMPLE_NUMBER.fullmatch(prepared):  # math-verify reads these; skip its parse (speed)
         return True
     span = final_span(prepared)
+    if _BOX_COMMAND.search(prepared) and (
+        _plain_value(span) is not None or _REPEATING.fullmatch(span)
+    ):
+        return True  # \boxed{3.}: a boxed plain number
+    prepared = prepared.replace("\\$", " ")  # an escaped dollar is a currency sign, not math
     if _final_emphasis(prepared) or _FINAL_TUPLE.search(span) or _PAREN_NUMBER.fullmatch(span):
         return True
     interval = _interval_parts(span)

@@ -24,7 +24,7 @@ reads as Math-Verify reads a reply, by its final region (step 0 of the module do
 What is asserted over all 266 rows: no false positive (Math-Verify says no, we say yes); an
 agreement of at least 95 %; and every other divergence is in :data:`ALLOWED` with its reason, a
 rule of ours stricter than the library's (and the list is exact: an entry that now agrees fails
-the test, so that it is removed). Measured: 255 of 266 rows agree (95.9 %), the 18 whole replies
+the test, so that it is removed). Measured: 256 of 266 rows agree (96.2 %), the 18 whole replies
 among them; before whole replies were read, 239 of 266 (89.8 %: 237 of the 248 shorter rows,
 95.6 %, and only the 2 long rows Math-Verify rejects); before the checker's changes of issue 45,
 196 of 266 (73.7 %), with 3 false positives.
@@ -54,8 +54,6 @@ ALLOWED: dict[str, str] = {
     "tests/test_all.py:586": "0.33 is not 1/3: a decimal matches a non-terminating number to six"
     " significant digits (REL_TOL)",
     "tests/test_all.py:605": "2.6667 is not 8/3: six significant digits (REL_TOL)",
-    "tests/test_all.py:756": "a sentence's last value: math-verify's unevaluated 100*(1/100) for"
-    " '100%' is no number to compare",
     "tests/test_all.py:810": "a \\boxed{} answer is the final answer wherever it stands: the reply"
     " boxes 200, then 255 (a hedge), before 'The final answer is $10,455$'",
     "tests/test_boxed.py:8": "hedge rule: different boxed answers with text ('++++++') between"
@@ -134,7 +132,7 @@ def test_agreement_and_divergences(verdicts: list[tuple[dict[str, Any], bool]]) 
     assert stale == [], "ALLOWED rows that now agree: remove them"
     agreement = 1 - len(diverging) / len(verdicts)
     assert agreement >= MIN_AGREEMENT, f"{agreement:.1%} of {len(verdicts)} rows agree"
-    assert len(verdicts) - len(diverging) == 255  # the figure in the docstrings
+    assert len(verdicts) - len(diverging) == 256  # the figure in the docstrings
 
 
 #: Hand cases of issue 45: hedges are never rewarded; a mixed number is the number it writes.
@@ -168,7 +166,9 @@ HAND: list[tuple[str, str, bool]] = [
     ("5/2", "2 1/2 cups", True),
     ("1", "2 1/2 cups", False),
     # Minerva's closing line: the last one, and the math that opens it (not a note after it)
-    ("28", "The final answer is $27$. I hope it is correct. The final answer is $28$.", True),
+    # two of them that differ are a hedge (round 5, H4: the same marker twice with different
+    # values is never paid, whichever comes last)
+    ("28", "The final answer is $27$. I hope it is correct. The final answer is $28$.", False),
     ("28", "The final answer is $28$. I hope it is correct. Note: not 27.", True),
     # a tuple that a sentence ends with, after other words
     ("(7, 6)", "So the ordered pair $(x, y)$ is $(7, 6)$. <|im_start|>user", True),
