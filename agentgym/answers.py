@@ -42,9 +42,11 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    the whole text. Math delimiters (``$``, ``\\(``, ``\\[``) and emphasis marks go, so do
    ``\\text{}``, ``\\mathrm{}``, ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\left``
    and ``\\right`` go (``\\left( 3, \\frac{\\pi}{2} \\right)`` is a pair), ``\\$`` is
-   a currency sign, U+2212 is ``-``, and trailing punctuation (``42.``, ``7,``; a ``!`` after a
-   space) is dropped; a leading ``.`` stays (``.4`` is 0.4) and so does a ``!`` after a number
-   (``6!`` is 720). Inline math that spans a line break (``$ \\n 9 \\n $``, as in LaTeX, where
+   a currency sign, U+2212 is ``-``, a Unicode vulgar fraction is the fraction it writes and,
+   glued to digits, the mixed number (``1½`` is 3/2), invisible characters between digits go
+   (``3\\u200b0`` is 30, as the reader sees it), and trailing punctuation (``42.``, ``7,``; a
+   ``!`` after a space) is dropped; a leading ``.`` stays (``.4`` is 0.4) and so does a ``!``
+   after a number (``6!`` is 720). Inline math that spans a line break (``$ \\n 9 \\n $``, as in LaTeX, where
    it is an error; display math ``$$...$$`` may) makes an answer without a ``\\boxed{}`` read but
    equal to nothing.
 
@@ -58,14 +60,25 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    answer is``) whose values differ (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.``
    and ``\\boxed{3}``), each read by steps 2 and 3 (``\\frac{1}{2}`` and ``0.5`` agree; one that
    is words is left out); more markers, each compared where it is one plain number: every
-   ``answer is`` sentence without a box in it (``\\boxed{3}`` then ``The answer is 4.``; the same
-   marker twice, ``The final answer is 4. The final answer is 3.``), every ``####`` line
-   (``#### 4`` then ``#### 3``), the boxes, and an emphasised value after the last box
+   ``answer is``, ``Answer:`` (``**Answer:** 4``) or ``<answer>`` sentence without a box in it
+   (``\\boxed{3}`` then ``The answer is 4.``; the same marker twice, ``The final answer is 4.
+   The final answer is 3.``, ``Answer: 4`` then ``Answer: 3``), every ``####`` line (``#### 4``
+   then ``#### 3``), the boxes, and an emphasised value after the last box
    (``\\boxed{3}`` then ``**4**``): two that differ are a hedge, whichever comes last; a number
-   in parentheses right after the boxes (``\\boxed{3} (4)``); and a span read as a sentence
+   in parentheses right after the boxes or a ``####`` value (``\\boxed{3} (4)``, ``#### 3 (4)``);
+   a sentence after the answer (after the last box, else after the last ``answer is`` or
+   ``Answer:`` sentence) that names a number other than the answer and holds "or", a hedge word,
+   ``might``, ``could``, ``may``, ``possible``, ``also``, ``instead`` or ``either`` (``\\boxed{3}``
+   then ``But it might be 4.``; ``The answer is 3. 4 is also possible.``; a number in arithmetic,
+   ``We could also check that 1+1=2.``, is none); two different numbers in
+   the cells of a markdown table (``| 4 | 3 |``); math outside a box that changes it: a sign,
+   operator, ``{`` or ``\\frac`` before it, a digit, power, fraction or fraction word after it
+   (``$-\\boxed{3}$``, ``\\frac{1}{\\boxed{3}}``, ``\\boxed{3}\\frac{1}{2}``, ``\\boxed{3} and a
+   half``: read, equal to nothing); and a span read as a sentence
    (step 3) whose sentence with the last digit ties two different numbers by a hedge join (``3 or
    maybe 4``, ``It is 3, or possibly 4.``, ``The answer is 3.\\nOr 4.``: a sentence that opens
-   with "or" continues the one before). A number is digits or a number word (``3 or four``,
+   with "or" continues the one before; a hedge word anywhere in that sentence with two different
+   numbers: ``Maybe 4, but the answer is 3.``, ``(4 or) 3``). A number is digits or a number word (``3 or four``,
    ``\\boxed{3} or four``; ``zero`` to ``twenty`` and the tens).
    A hedge join is "or" in any spelling (``or``, ``ou``, ``oder``, ``o``, ``или``, ``或``,
    ``atau``, ``أو``, ``∨``, ``\\lor``, ...; letters that look Latin read as Latin: a Cyrillic
@@ -129,7 +142,15 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    negation just before it (``greater than 3``, ``at most 3``, ``half of 3``, ``cannot be 3``,
    ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``); numbers earlier in the sentence do
    not count (``I think 41, no wait, 42``; ``With 2 or more red balls, the count is 15``) unless
-   they make one quantity with it (``3:20``, ``3 hours and 20``).
+   they make one quantity with it (``3:20``, ``3 hours and 20``). It equals nothing too with a
+   letter glued to it (``3x``, ``3M``; a unit such as ``12cm`` is read), ``-ish``, a second decimal point (``3.000.000``), an
+   operator or relation after it (``3 + x``, ``3 < x``), a scale, fraction or bound word after it
+   (``3 bn``, ``3 score``, ``3 quarters``, ``3 and a half``, ``3 and above``, ``3 less than x``),
+   an approximation or an operation in words before it (``\\approx 3``, ``≈ 3``, ``almost 3``,
+   ``just under 3``, ``upwards of 3``, ``tends to 3``, ``twice 2``, ``the reciprocal of 3``, ``a
+   multiple of 3``), or an ``=`` before it whose left side is an expression with a variable
+   (``x + 1 = 3``, ``2x = 3``, ``x^2 = 3``: a relation, as in a box; ``x = 3`` and ``2 + 3 = 5``
+   are read); so does a box holding ``\\approx 3``.
 
    **Plain-text notation** is judged as Math-Verify judges it, never more leniently. Functions
    and constants written as words (``exp(2)``, ``pi``, ``pi/2``, ``sqrt(2)``, ``ln(2)``, and
@@ -144,7 +165,9 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
 Comparison:
 
 * A scalar equals a scalar; a tuple equals a tuple (or a list) of the same length part by part,
-  in order; an interval equals an interval with the same brackets and ends; a list or set equals
+  in order, never a set (``\\{2, 7\\}`` is not ``(2, 7)``, ``\\pm 1`` not ``[-1, 1]``, ``x \\in
+  (1, 2)`` not ``\\{1, 2\\}``; bare braces, ``{1, 3}``, are a TeX group that prints ``1, 3``, and
+  still equal a tuple); an interval equals an interval with the same brackets and ends; a list or set equals
   a list or set of the same parts. Parts joined by ``or`` and sets are order-free (solutions:
   ``x = 1 or x = 2`` = ``x = 2 or x = 1``); other lists are ordered unless the task says the
   order is free (``unordered=True``). Every part is required: ``20`` is not ``12 and 20``, and
@@ -1283,7 +1306,9 @@ def _read_part(part: str, boxed: bool = False) -> Value | None:
     if not all(f is not None and (f.number is not None or f.expr is not None) for f in firsts):
         # words before the "=": a number is its last side, as before ("The total = 12"); an
         # expression leaves the reading to the sentence's ("The line is y = 2x + 1")
-        return None if _has_variables(value) else value
+        if _has_variables(value) or _variable_left_side(others[-1] + "="):
+            return None  # "The answer is x + 1 = 3": the sentence's reading (no plain number)
+        return value
     names = 0
     while names < len(others) and _NAME.fullmatch(others[names]):
         names += 1
@@ -1344,7 +1369,7 @@ def _tuple_value(part: str) -> Value | None:
 #: A relation with no left side (``\\neq 3``, ``\\geq 3``, ``\\to 3``, ``> 3``): no value.
 _LEADING_RELATION = re.compile(
     r"\s*(?:\\(?:neq?|geq?|leq?|gt|lt|to|rightarrow|Rightarrow|longrightarrow|mapsto|implies"
-    r"|neg|lnot)(?![A-Za-z])|[<>≠≤≥→⇒¬])"
+    r"|neg|lnot|approx|sim|simeq|cong)(?![A-Za-z])|[<>≠≤≥→⇒¬≈∼])"
 )
 
 
@@ -1417,7 +1442,27 @@ def _parse_answer_now(text: object, hedges: bool = True) -> ParsedAnswer | None:
     ``hedges``, as a reference is read (of the hedge rules only that of runs of boxes:
     :func:`parse_reference`)."""
     region = _answer_text(text) if isinstance(text, str) else None
-    return None if region is None else _parse_text(_uncomment_boxes(region), hedges)
+    return None if region is None else _parse_text(_uncomment_boxes(_unglued(region)), hedges)
+
+
+#: A Unicode vulgar fraction (``½``, ``¾``, ``⅞``), and invisible characters between digits.
+_VULGAR = re.compile("(\\d?)([\u00bc-\u00be\u2150-\u215e])")
+_INVISIBLE_IN_DIGITS = re.compile(
+    "(?<=\\d)[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]+(?=\\d)"
+)
+
+
+def _unglued(text: str) -> str:
+    """``text`` with a vulgar fraction written as the fraction it is, a mixed number where it is
+    glued to digits (``1½`` is ``1 1/2``, 3/2), and digits that an invisible character splits
+    joined (``3\\u200b0`` is 30, as the reader sees it)."""
+    text = _INVISIBLE_IN_DIGITS.sub("", text)
+
+    def fraction(match: re.Match[str]) -> str:
+        value = Fraction(unicodedata.numeric(match[2])).limit_denominator(10)
+        return f"{match[1]} {value.numerator}/{value.denominator}" if match[1] else f"{value}"
+
+    return _VULGAR.sub(fraction, text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1490,6 +1535,23 @@ _AFTER_NUMBER = re.compile(
     r"|(?i:\bsquared\b|\bcubed\b|\bto the power\b|\bfactorial\b|\bor (?:more|less|fewer|above"
     r"|below|greater|higher|lower|larger|smaller|so)\b|\bat (?:most|least)\b|\bpossible\b"
     r"|\balternatively\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bpercent of\b)"
+    # a letter glued to it (3x, 3M, 3bn), -ish, [.,]digit (3.000.000), an operator (3 + x),
+    # a scale word (3 bn, 3 score), a fraction word (3 and a half, 3 quarters), a bound or
+    # relation in words (3 and above, 3 less than x)
+    r"|^(?:(?!(?:cm|mm|km|m|kg|mg|g|s|ms|h|hr|hrs|min|ml|mL|L|ft|lb|lbs|oz|cents?|mph|kph)"
+    r"(?![A-Za-z]))[A-Za-z]|-[ \t]*ish\b|[.,]\d|[ \t]*(?:[-+*/=>≈∼]|<(?!/)"
+    r"|\\(?:times|cdot|div|pm|mp|frac|dfrac|sqrt|leq?|geq?|neq?|approx|sim|over|cdots|ldots"
+    r"|dots|ast|star|circ|wedge|vee|cup|cap|setminus|mod|bmod|pmod)(?![A-Za-z]))"
+    r"|[ \t]+(?:[MB](?![A-Za-z])|(?i:bn|mn|mln|bln|tn|score|gross|halves|halfs?|thirds?|quarters?|fourths?"
+    r"|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?|and a (?:half|third|quarter)"
+    r"|and (?:above|below|up|upwards?|over|under|beyond|higher|lower|more|less)"
+    r"|(?:less|more|fewer|greater|smaller|larger) than|or (?:so|thereabouts))(?![A-Za-z])))"
+)
+#: A left side with a variable before the ``=`` just before a sentence's number (``x + 1 = 3``,
+#: ``2x = 3``, ``x^2 = 3``): a relation, compared only as an equation; a name alone (``x = 3``)
+#: and numbers alone (``2 + 3 = 5``) are read.
+_LEFT_SIDE = re.compile(
+    r"(?<![A-Za-z])((?:(?<![A-Za-z])[A-Za-z](?![A-Za-z])|\d|[-+*/^(){}_.\s\\])+)=[ \t]*$"
 )
 #: A relation or negation just before a sentence's number (``greater than 3``, ``at most 3``,
 #: ``half of 3``, ``cannot be 3``, ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``).
@@ -1498,7 +1560,12 @@ _BEFORE_NUMBER = re.compile(
     r"|\bup to|\babove|\bbelow|\bexceed(?:s|ing)?|\b(?:half|twice|double|triple|thrice|third"
     r"|quarter|square|cube|root|sqrt) of|\bhalf|\bdifferent from|\bother than|\bcannot|\bcan't"
     r"|\bnot|n't|\bnever|\bexcept|\bno longer|не|nicht|pas|不是|不|非|≠|≥|≤|>|<|→|⇒|=>"
-    r"|\\(?:neq?|geq?|leq?|gt|lt|to|rightarrow|Rightarrow|implies)(?![A-Za-z]))"
+    r"|\\(?:neq?|geq?|leq?|gt|lt|to|rightarrow|Rightarrow|implies|approx|sim|simeq|cong)(?![A-Za-z])"
+    # an approximation, a bound in words, an operation in words (twice 2, the reciprocal of 3)
+    r"|≈|∼|\b(?:almost|nearly|roughly|approximately|approx|about|around|circa|under|over"
+    r"|upwards(?: of)?|downwards(?: of)?|beyond|twice|thrice|(?:tends?|tending|converg(?:es|ing)"
+    r"|approach(?:es|ing)?) to|(?:reciprocal|inverse|negative|opposite|multiple|factor|divisor"
+    r"|power|fraction|logarithm|log|product|quotient|difference|square|cube) of))"
     r"(?:\s+(?:be|is|or|equal|equals|to|exactly|just|the|a|number|value|answer|of))*\s*$",
     re.IGNORECASE,
 )
@@ -1520,6 +1587,13 @@ def _token_value(token: re.Match[str]) -> Fraction:
     if exponent and abs(int(exponent)) <= MAX_EXPONENT:
         value *= Fraction(10) ** int(exponent)
     return value
+
+
+def _variable_left_side(text: str) -> bool:
+    """``text`` ends with ``=`` after a left side with a variable in an expression (``x + 1 =``,
+    ``2x =``, ``x^2 =``; not ``x =`` nor ``2 + 3 =``)."""
+    left = _LEFT_SIDE.search(text[-80:])
+    return bool(left and re.search(r"[A-Za-z]", left[1]) and re.search(r"[\d+*/^(\\-]", left[1]))
 
 
 def _sentence_number(span: str, value: Value | None) -> Value | None:
@@ -1572,6 +1646,8 @@ def _sentence_number(span: str, value: Value | None) -> Value | None:
         return Value()
     if _BEFORE_NUMBER.search(before[-60:]):
         return Value()
+    if _variable_left_side(sentence[: token.start()]):
+        return Value()  # x + 1 = 3, 2x = 3: a relation, no plain number
     negative = _SIGN_WORD.search(before[-40:]) is not None
     if token["sign"]:
         ahead = sentence[: token.start()].rstrip()
@@ -1674,7 +1750,7 @@ _HEDGE_NUMBER = (
 _JOIN = (
     rf" ?[,;.:!?]* ?\(? ?(?:{_OR}(?: {_FILLER}){{0,4}}|{_OR} ?,(?: [^\W\d]+){{1,4}} ?,"
     rf"|{_HEDGE_WORD}(?: {_FILLER}){{0,3}})"
-    r" ?[,:]? ?(?:[A-Za-z]\w{0,20} ?= ?)?"
+    r" ?[,:)]? ?(?:[A-Za-z]\w{0,20} ?= ?)?"
 )
 _NUMBER = re.compile(_HEDGE_NUMBER)
 _JOINED_NUMBER = re.compile(rf"{_JOIN}(?P<n>{_HEDGE_NUMBER})", re.IGNORECASE)
@@ -1724,11 +1800,96 @@ def _or_hedged(sentence: str) -> bool:
     (:data:`_JOIN`): ``3 or maybe 4``, ``3, or possibly 4``, ``3 ou 4``, ``3.\\nOr 4``; not
     ``x = 3 or x = 3``, and not "or" inside a word (``for``, ``therefore``)."""
     text = _plain_words(sentence)
+    numbers = [number.group() for number in _NUMBER.finditer(text)]
     for number in _NUMBER.finditer(text):
         joined = _JOINED_NUMBER.match(text, number.end())
         if joined and _different(number.group(), joined["n"]):
             return True
+    if _HEDGE_WORD_ANYWHERE.search(text) and len(numbers) <= _MAX_MARKERS:
+        # "Maybe 4, but the answer is 3.", "4 perhaps, but 3.": a hedge word anywhere in it
+        return any(_different(a, b) for a, b in combinations(dict.fromkeys(numbers), 2))
     return False
+
+
+#: A hedge word anywhere in a sentence that names two different numbers, or after an answer.
+_HEDGE_WORD_ANYWHERE = re.compile(_HEDGE_WORD, re.IGNORECASE)
+#: What hedges in a sentence after the answer (``Or maybe $4$.``, ``But it might be 4.``, ``4 is
+#: also possible.``).
+_LATE_HEDGE = re.compile(
+    rf"{_OR}|{_HEDGE_WORD}|"
+    + _words("might|could|may|possible|possibly|also|alternatively|instead|or else|either"),
+    re.IGNORECASE,
+)
+#: A markdown table row (``| 4 | 3 |``), not its rule line (``|---|---|``).
+_TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
+
+
+def _late_hedge(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
+    """A sentence after the answer (the last box, else the last answer marker's sentence) that
+    names another number and hedges: ``\\boxed{3}`` then ``But it might be 4.``; ``The final
+    answer is $3$. Or maybe $4$.``; ``The answer is 3. 4 is also possible.`` Linear."""
+    if boxes:
+        answer, end = ", ".join(text[a:b] for _, a, b, _ in boxes[-8:]), boxes[-1][3]
+    else:
+        markers = list(_ANSWER_IS.finditer(text))
+        if not markers:
+            return False
+        found = _PIECE_END.search(text, markers[-1].end())
+        end = found.start() if found else len(text)
+        answer = text[markers[-1].end() : end]
+    answer = final_span(answer)
+    for sentence in _SENTENCE_BREAK.split(text[end:]):
+        words = _plain_words(sentence)
+        if not _LATE_HEDGE.search(words):
+            continue
+        for number in _NUMBER.finditer(words):
+            before, after = words[: number.start()].rstrip(), words[number.end() :].lstrip()
+            if before[-1:] in _OPERATORS or after[:1] in _OPERATORS:
+                continue  # a check's arithmetic ("We could also check that 1+1=2."), no value
+            if _different(number.group(), answer):
+                return True
+    return False
+
+
+#: Characters of arithmetic beside a number (which then is no value offered in a hedge).
+_OPERATORS = frozenset("+-*/=^<>×·÷")
+
+
+#: Math touching a box from outside that changes it: a sign or operator before it
+#: (``$-\\boxed{3}$``, ``\\frac{1}{\\boxed{3}}``), a fraction, power, digit or fraction word after
+#: it (``\\boxed{3}\\frac{1}{2}``, ``\\boxed{3}^2``, ``\\boxed{3} and a half``).
+_BEFORE_BOX = re.compile(r"(?:[-+*/^_{]|\\(?:[dt]?frac|cdot|times|sqrt|div)\{?)[ \t$]*$")
+_AFTER_BOX = re.compile(
+    r"[ \t$]*(?:[\^_/*\d]|\\(?:[dt]?frac|cdot|times|div|sqrt)(?![A-Za-z])"
+    r"|(?i:and a (?:half|third|quarter)|halves|thirds|quarters)(?![A-Za-z]))"
+)
+
+
+def _box_touched(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
+    """A box that math outside it changes (:data:`_BEFORE_BOX`, :data:`_AFTER_BOX`): read but
+    equal to nothing."""
+    for start, _, _, end in boxes[-_MAX_MARKERS:]:
+        before = text[max(0, start - 12) : start]
+        if _BEFORE_BOX.search(before) and not re.search(
+            r"\\(?:text|mathrm|textbf|mathbf)\{[ \t$]*$", before
+        ):
+            return True
+        if _AFTER_BOX.match(text, end):
+            return True
+    return False
+
+
+def _table_hedged(text: str) -> bool:
+    """Two different numbers in the cells of a markdown table (``| 4 | 3 |``) where one answer
+    is asked: a hedge."""
+    cells = [
+        cell.strip()
+        for row in _TABLE_ROW.findall(text)
+        if not re.fullmatch(r"[\s|:\-]*", row)
+        for cell in row.strip().strip("|").split("|")
+    ]
+    numbers = [c for c in cells if _number_forms(_plain_words(c))]
+    return len({_number_forms(_plain_words(c)) for c in numbers}) > 1
 
 
 def _opens_with_join(text: str, at: int) -> bool:
@@ -1820,7 +1981,9 @@ def _markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool
 
 
 #: Every ``answer is`` (``The final answer is 4.``), and what it says up to its sentence's end.
-_ANSWER_IS = re.compile(r"answer is:?[ \t]*", re.IGNORECASE)
+_ANSWER_IS = re.compile(
+    r"(?<!/)answer(?: is:?|[ \t]*:|>)[ \t*]*", re.IGNORECASE
+)  # "answer is", "Answer:", "**Answer:** 4", "<answer>4"
 _PIECE_END = re.compile(r"[.!?;](?=\s|$)|\n")
 #: Most answer markers compared by :func:`_more_markers_disagree` (more: the last ones).
 _MAX_MARKERS = 100
@@ -1835,18 +1998,26 @@ def _more_markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) ->
     at most a line's first 120 characters."""
     said: list[frozenset[Fraction]] = []
 
-    def piece(start: int) -> str:
-        end = _PIECE_END.search(text, start, start + 120)
-        return text[start : end.start() if end else min(len(text), start + 120)]
+    def piece(start: int, stop: int) -> str:
+        end = _PIECE_END.search(text, start, min(stop, start + 120))
+        piece = text[start : end.start() if end else min(stop, start + 120)]
+        piece = re.sub(r"</answer>|\\text\{\s*$", "", piece).strip(" \t*}")
+        return _WRAPPERS.sub(r"\1", piece)
 
-    for marker in list(_ANSWER_IS.finditer(text))[-_MAX_MARKERS:]:
-        words = piece(marker.end())
+    markers = list(_ANSWER_IS.finditer(text))[-_MAX_MARKERS:]
+    for k, marker in enumerate(markers):
+        stop = markers[k + 1].start() if k + 1 < len(markers) else len(text)
+        words = piece(marker.end(), stop)
         if not _BOX_COMMAND.search(words):
             said.append(_number_forms(words))
     at = text.find("####")
     while at >= 0 and len(said) < 2 * _MAX_MARKERS:
         line_end = text.find("\n", at)
-        said.append(_number_forms(text[at + 4 : line_end if line_end >= 0 else None][:120]))
+        line = text[at + 4 : line_end if line_end >= 0 else None][:120]
+        paren = _PAREN_NUMBER_BESIDE.search(line)
+        if paren and _different(paren["n"], line[: paren.start()]):
+            return True  # "#### 3 (4)": a second value
+        said.append(_number_forms(line))
         at = text.find("####", at + 4)
     if boxes:
         said.append(_number_forms(final_span(", ".join(text[a:b] for _, a, b, _ in boxes))))
@@ -1863,8 +2034,10 @@ def _hedged(text: str, answer: bool = True) -> bool:
     restated after other text, ``\\boxed{-2} and \\boxed{1}`` in a draft and again at the end, is
     no hedge); a box never closed (``\\boxed{4``); a number joined by a hedge to the boxes or to
     the emphasised answer (:func:`_hedge_beside`); two answer markers that differ
-    (:func:`_markers_disagree`, :func:`_more_markers_disagree`). A final span read as a sentence is checked where it is read
-    (:func:`_sentence_hedged`). A reference (not ``answer``) is trusted text: only the first rule,
+    (:func:`_markers_disagree`, :func:`_more_markers_disagree`); a hedge in a sentence after the
+    answer (:func:`_late_hedge`), two values in a table (:func:`_table_hedged`), a box that math
+    outside it changes (:func:`_box_touched`). A final span read as a sentence is checked where
+    it is read (:func:`_sentence_hedged`). A reference (not ``answer``) is trusted text: only the first rule,
     of runs, applies to it (Math-Verify too reads a gold with two boxes parted by words as no list
     of both), so that a MATH solution's ``$x=1/5$, or $\\boxed{20}$ percent`` is 20."""
     text = text.strip().replace("\u2212", "-")
@@ -1879,6 +2052,8 @@ def _hedged(text: str, answer: bool = True) -> bool:
     if _hedge_beside_runs(text, runs) is not None:
         return True
     if _markers_disagree(text, boxes) or _more_markers_disagree(text, boxes):
+        return True
+    if _late_hedge(text, boxes) or _table_hedged(text) or _box_touched(text, boxes):
         return True
     if boxes or "####" in text or _last_final_answer_is(text) is not None:
         return False
@@ -2356,6 +2531,11 @@ def _check(
     if pred.kind == "scalar" and gold.decimal_comma is not None:
         gold = replace(gold, kind="scalar", parts=(Value(number=gold.decimal_comma, decimal=True),))
     if len(gold.parts) != len(pred.parts):
+        return False
+    braces = [p.kind == "set" and final_span(p.text).lstrip().startswith("{") for p in (gold, pred)]
+    if {gold.kind, pred.kind} == {"set", "tuple"} and not any(braces):
+        # \{2, 7\} is no pair (2, 7), \pm 1 no [-1, 1], x \in (1, 2) no \{1, 2\}; TeX's bare
+        # braces {1, 3} are a group, which prints 1, 3: a list
         return False
     if "interval" in (gold.kind, pred.kind):
         return (
