@@ -44,5 +44,9 @@ def test_two_fresh_processes_play_every_task_alike() -> None:
     allowed = set(NONDETERMINISTIC_TASKS) | set(BOX_NONDETERMINISTIC_TASKS)
     assert differ <= allowed, sorted(differ - allowed)
     assert len(ALL_TASKS) - len(differ) >= 115
-    # the price chart's redraw every 100 ms makes stock-market differ in every pair of runs
-    assert "stock-market" in differ
+    # The records can tell episodes apart: the reset with ``seed + 1`` (each record's last entry)
+    # shows another page than the reset with ``seed`` on 119 of the 125 tasks (measured; the six
+    # alike show the same first page for every seed, e.g. guess-number). Which table tasks
+    # differ in a given pair is wall-clock timing, so it is not asserted.
+    seeded = [task for task in ALL_TASKS if first[task][0][0] != first[task][-1]]
+    assert len(seeded) >= 115, sorted(set(ALL_TASKS) - set(seeded))

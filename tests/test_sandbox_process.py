@@ -22,7 +22,13 @@ import pytest
 
 from sandboxes.code import IsolationUnavailable, make_sandbox
 from sandboxes.code import process_backend as pb
-from sandboxes.code.base import OUTPUT_LIMIT, CodeSandbox, ExecResult
+from sandboxes.code.base import (
+    FINISH_BYTES,
+    OUTPUT_LIMIT,
+    CappedBuffer,
+    CodeSandbox,
+    ExecResult,
+)
 
 FAKE_SECRET = "agentgym-fake-secret-7f3a9c"
 
@@ -389,8 +395,6 @@ def test_limit_kinds_and_errors() -> None:
 
 
 def test_capped_buffer_cut_tail_is_exact() -> None:
-    from sandboxes.code.base import CappedBuffer
-
     buffer = CappedBuffer(limit=10)
     buffer.write(b"abcdefgh")
     buffer.write(b"TRAILR")  # 14 bytes: 10 kept ("abcdefghTR"), 4 dropped
@@ -439,8 +443,8 @@ def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Unisolated and without a control group (a non-root owner's case), a double-forked setsid
-    process escapes the kill and keeps the run's stdout open: ``run`` still returns (it had
-    waited until that process ended), while the process is alive. The test kills it."""
+    process escapes the kill and keeps the run's stdout open: ``run`` still returns, with all the
+    run printed, while the process is alive. The test kills it."""
     monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, "none, for this test"))
     code = (
         "import os, time\n"
@@ -458,12 +462,45 @@ def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
     )
     with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
         result = box.run(code, timeout_s=30)
+    assert result.stdout.strip().isdigit(), result
     escaped = psutil.Process(int(result.stdout))
     try:
         assert escaped.is_running() and escaped.status() != psutil.STATUS_ZOMBIE
         assert result.exit_code == 0 and not result.timed_out, result
     finally:
         escaped.kill()
+
+
+def test_a_late_reader_keeps_what_was_written_though_the_pipe_stays_open() -> None:
+    """The race behind a lost output: the run ended and wrote ``abc``, a process still holds the
+    pipe's write end, and the reader is scheduled only after ``finish`` is set. It still reads
+    ``abc`` and returns."""
+    r, w = os.pipe()
+    try:
+        os.write(w, b"abc")
+        finish = threading.Event()
+        finish.set()
+        buffer = CappedBuffer(limit=8)
+        with os.fdopen(r, "rb", closefd=False) as stream:
+            buffer.drain(stream, finish)
+        assert buffer.text() == "abc" and buffer.total == 3
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_writer_that_never_stops_cannot_hold_a_finished_reader() -> None:
+    """Once ``finish`` is set, the reader takes at most FINISH_BYTES more from a source that is
+    never empty (``/dev/zero`` stands for a writer that never stops) and returns: reads of 64 KiB,
+    the 17th takes it past 2**20, so 17 * 65,536 = 1,114,112 bytes are read."""
+    finish = threading.Event()
+    finish.set()
+    buffer = CappedBuffer(limit=16)
+    with open("/dev/zero", "rb") as stream:
+        buffer.drain(stream, finish)
+    assert FINISH_BYTES == 2**20
+    assert buffer.total == 1_114_112
+    assert buffer.text() == "\0" * 16 and buffer.dropped == 1_114_112 - 16
 
 
 def test_the_seccomp_filter_is_well_formed() -> None:

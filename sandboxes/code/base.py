@@ -13,6 +13,8 @@ starts (``limit="disk"``); :meth:`CodeSandbox.files_too_large` tells a caller so
 from __future__ import annotations
 
 import math
+import os
+import select
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -268,14 +270,46 @@ class CappedBuffer:
         self._parts, self._kept = [data], kept
         self.dropped = max(0, total - kept)
 
-    def drain(self, stream: IO[bytes]) -> None:
-        """Read ``stream`` to its end into this buffer (run in a thread)."""
+    def drain(self, stream: IO[bytes], finish: threading.Event | None = None) -> None:
+        """Read ``stream`` to its end into this buffer (run in a thread).
+
+        With ``finish`` (for a pipe whose writer may outlive the run: a process that escaped the
+        kill), the pipe's descriptor is polled instead, and once ``finish`` is set the reading
+        ends at the first moment nothing more is waiting in the pipe (or after
+        :data:`FINISH_BYTES` more bytes): everything written before ``finish`` is kept, however
+        late this thread is scheduled, and the thread ends though the pipe stays open.
+        """
+        if finish is not None:
+            self._drain_until(stream.fileno(), finish)
+            return
         while True:
             chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
             if not chunk:
                 return
             self.write(chunk)
 
+    def _drain_until(self, fd: int, finish: threading.Event) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        late = 0
+        while True:
+            if not poller.poll(0 if finish.is_set() else 50):
+                if finish.is_set():
+                    return
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            self.write(chunk)
+            if finish.is_set():
+                late += len(chunk)
+                if late > FINISH_BYTES:
+                    return
+
+
+#: Bytes a drain still reads after its ``finish`` is set (pipe buffers hold at most 1 MiB by
+#: default, ``/proc/sys/fs/pipe-max-size``), so a writer that never stops cannot hold it.
+FINISH_BYTES = 2**20
 
 #: Bytes of one page of a tmpfs mount: each file takes whole pages of the work directory.
 PAGE_BYTES = 4096
@@ -326,8 +360,11 @@ class _ForwardingLease:
         pass
 
 
-def drain_in_thread(stream: IO[bytes], buffer: CappedBuffer) -> threading.Thread:
-    thread = threading.Thread(target=buffer.drain, args=(stream,), daemon=True)
+def drain_in_thread(
+    stream: IO[bytes], buffer: CappedBuffer, finish: threading.Event | None = None
+) -> threading.Thread:
+    """A started daemon thread running ``buffer.drain(stream, finish)``."""
+    thread = threading.Thread(target=buffer.drain, args=(stream, finish), daemon=True)
     thread.start()
     return thread
 

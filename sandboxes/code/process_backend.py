@@ -278,6 +278,10 @@ def _cgroup_layout() -> tuple[cgroups.CgroupLayout | None, str]:
         return _cgroup_cache[os.getpid()]
 
 
+#: Seconds a run waits for its output readers to end once it has finished: they end as soon as
+#: they are scheduled (see :meth:`~sandboxes.code.base.CappedBuffer.drain`); a bound, not a delay.
+_READER_END_S = 60.0
+
 TEMP_PREFIX = "agentgym-sbx-"
 _TEMP_OWNER = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
 
@@ -551,7 +555,11 @@ class ProcessSandbox(CodeSandbox):
             closing = self._closed
         if closing:  # close() ran while this run was starting
             stop()
-        readers = [drain_in_thread(proc.stdout, out), drain_in_thread(proc.stderr, err)]  # type: ignore[arg-type]
+        finish = threading.Event()
+        readers = [
+            drain_in_thread(proc.stdout, out, finish),  # type: ignore[arg-type]
+            drain_in_thread(proc.stderr, err, finish),  # type: ignore[arg-type]
+        ]
         writers = [
             threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True),
             threading.Thread(target=_feed_fd, args=(payload_w, payload), daemon=True),
@@ -573,12 +581,15 @@ class ProcessSandbox(CodeSandbox):
         wait_until = time.monotonic() + (0.25 if timed_out or flooded.is_set() else 1.0)
         for thread in readers:  # killed: what came before the kill is the output
             thread.join(timeout=max(0.0, wait_until - time.monotonic()))
+        # A process that escaped the kill (unisolated, no cgroup) may hold a pipe open: the
+        # readers then take what is waiting in it (all the run wrote, however late they are
+        # scheduled on a busy machine) and end.
+        finish.set()
+        for thread in readers:
+            thread.join(timeout=_READER_END_S)
         for thread in writers:
             thread.join(timeout=0.2)
         for stream, reader in zip((proc.stdout, proc.stderr), readers, strict=True):
-            # A reader still blocked in read() holds the stream's lock: closing it would wait for
-            # as long as a process that escaped the kill (unisolated, no cgroup) holds the pipe.
-            # That reader ends, and its stream is collected, when the pipe's last writer goes.
             if stream is not None and not reader.is_alive():
                 stream.close()
         report = _read_report(report_r)
