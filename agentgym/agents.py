@@ -514,10 +514,15 @@ class CommandAgent(Agent):
                     raise AgentError(f"{self.command!r} wrote no action within {self.timeout:g} s")
                 chunk = os.read(fd, 65536)
                 if not chunk:
+                    # It is ending (or closed stdout and goes on): its status is awaited for what
+                    # is left of the turn's deadline, however slowly a busy machine ends it.
                     try:
-                        code = proc.wait(timeout=2)
+                        code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
-                        code = None
+                        raise AgentError(
+                            f"{self.command!r} closed its stdout and was still running "
+                            f"{self.timeout:g} s into the turn"
+                        ) from None
                     raise AgentError(f"{self.command!r} closed its stdout (exit status {code})")
                 self._buffer += chunk
         if end > self.max_line_bytes:

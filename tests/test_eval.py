@@ -394,6 +394,24 @@ def test_cmd_agent_that_dies_gives_per_episode_errors(tmp_path: Path) -> None:
         ), episode["error"]
 
 
+def test_cmd_agent_that_closes_stdout_and_goes_on_gives_an_error_naming_it(tmp_path: Path) -> None:
+    """A program that closes its stdout but keeps running: eval awaits its exit status for the
+    rest of the turn (not a fixed 2 s, which a busy machine could outlast), then names what it
+    did; the program is ended with the episode."""
+    bundle = quiet_eval(
+        "agentgym/Bandit-v0",
+        "cmd:sh -c 'exec >&-; sleep 600'",
+        agent_kwargs={"timeout": 10},
+        episodes=1,
+        out=tmp_path / "d.json",
+    )
+    (episode,) = bundle["runs"][0]["episodes"]
+    assert episode["steps"] == []
+    assert episode["error"] == (
+        "\"sh -c 'exec >&-; sleep 600'\" closed its stdout and was still running 10 s into the turn"
+    ), episode["error"]
+
+
 def test_cmd_agent_json_string_lines_may_hold_newlines(tmp_path: Path) -> None:
     script = tmp_path / "agent.sh"
     script.write_text(
