@@ -353,8 +353,9 @@ def test_an_arm_that_ends_at_its_floor_or_ceiling_voids_the_comparison_it_feeds(
 def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkeypatch):
     """--report-only re-decides each committed results.json by these rules, without a run:
     (b) inconclusive (its interval holds the paper's +0.10), (c) void (12 GRPO arms ended at
-    their floor), the SmolLM2 (a) inconclusive; the committed files already say so, and a
-    second regeneration changes no statistic and no verdict."""
+    their floor), the SmolLM2 (a) inconclusive, the confirmatory (c) on PPO reproduced; the
+    committed files already say so, and a second regeneration changes no statistic and no
+    verdict."""
     import shutil
 
     docs = ROOT / "docs"
@@ -365,6 +366,8 @@ def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkey
         "reproduction-correlation": ("ragen2_correlation.yaml",
                                      {"correlation": "void: floor/ceiling"}),
         "reproduction-smollm2": ("ragen2_smollm2.yaml", {"collapse": "inconclusive"}),
+        "reproduction-confirm-correlation-ppo": ("ragen2_confirm_correlation_ppo.yaml",
+                                                 {"correlation": "reproduced"}),
     }  # fmt: skip
     for name, (spec_name, verdicts) in expected.items():
         committed = json.loads((docs / name / "results.json").read_text())
@@ -396,6 +399,24 @@ def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkey
     c = json.loads((tmp_path / "reproduction-correlation" / "results.json").read_text())
     voided = c["claims"]["correlation"]["floor_ceiling"]
     assert len(voided) == 11 and all("grpo_" in v for v in voided)  # lr3e3_ent0_none: 0.055
+    # The confirmatory (c) on PPO, recomputed independently (scipy) from its committed series:
+    # each score the mean of a run's last 3 evaluations, Spearman with final success.
+    from scipy.stats import spearmanr
+
+    ppo = json.loads((docs / "reproduction-confirm-correlation-ppo" / "results.json").read_text())
+    assert len(ppo["runs"]) == 100 and ppo["spec_fingerprint"] == "486ce97e1fbc461f"
+
+    def last3(series: list) -> float:
+        return sum(v for _, v in series[-3:]) / 3
+
+    zscore = [last3(r["series"]["collapse/ragen_mi_zscore"]) for r in ppo["runs"]]
+    entropy = [last3(r["series"]["collapse/entropy"]) for r in ppo["runs"]]
+    success = [r["final_val_success"] for r in ppo["runs"]]
+    claim = ppo["claims"]["correlation"]
+    assert spearmanr(zscore, success)[0] == pytest.approx(claim["spearman_ragen_mi_zscore"])
+    assert spearmanr(entropy, success)[0] == pytest.approx(claim["spearman_entropy"])
+    assert round(claim["zscore_minus_entropy"], 3) == 0.703
+    assert claim["floor_ceiling"] == [] and claim["ci_zscore_minus_entropy"][0] > 0
     # No committed results beside the report: the fix is named.
     with pytest.raises(SystemExit):
         main(["--doc", str(tmp_path / "none.md"), "--report-only"])
