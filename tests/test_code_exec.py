@@ -517,10 +517,10 @@ def test_a_hanging_test_fails_alone(box: Any) -> None:
         "        pass\n"
         "    return True\n"
     )
-    result = grade(box, humaneval_problems()[0], code, per_test_timeout_s=0.5)
+    result = grade(box, humaneval_problems()[0], code, timeout_s=60, per_test_timeout_s=5)
     assert (result.passed, result.total) == (4, 7)
     assert [why for _, why in result.failures] == [
-        "has_close_elements([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) timed out after 0.5 s",
+        "has_close_elements([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) timed out after 5 s",
         WRONG_VALUE,
         WRONG_VALUE,
     ]
@@ -597,7 +597,7 @@ HUGE_INDEX_ANSWER = (
 
 
 def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
-    env = _make(per_test_timeout_s=1)
+    env = _make(per_test_timeout_s=5)
     try:
         env.reset(options={"task_id": "HumanEval/27"})
         obs, reward, terminated, truncated, info = env.step(_answer(HUGE_INDEX_ANSWER))

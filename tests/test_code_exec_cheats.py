@@ -377,7 +377,7 @@ def test_an_agent_answering_from_the_feedback_does_not_solve(
     names neither their calls nor an expected value, so the table learns nothing (with the
     feedback of before, it learnt every expected value and solved all five)."""
     backend = request.node.callspec.params["box"]
-    env = gymnasium.make("agentgym/CodeExec-v1", backend=backend, per_test_timeout_s=1)
+    env = gymnasium.make("agentgym/CodeExec-v1", backend=backend, per_test_timeout_s=5)
     try:
         obs, info = env.reset(options={"task_id": task_id})
         entry_point, table, total, attempts = info["entry_point"], {}, 0.0, 0
@@ -443,7 +443,7 @@ def test_flipping_the_named_inputs_of_a_yes_no_task_does_not_solve(
     names. With failing calls named ("... returned True") this solved it on the second attempt;
     the feedback now names none of them, so the agent stays at 4/7."""
     backend = request.node.callspec.params["box"]
-    env = gymnasium.make("agentgym/CodeExec-v1", backend=backend, per_test_timeout_s=1)
+    env = gymnasium.make("agentgym/CodeExec-v1", backend=backend, per_test_timeout_s=5)
     try:
         _, info = env.reset(options={"task_id": "HumanEval/0"})
         entry_point, table, total = info["entry_point"], {}, 0.0
@@ -552,7 +552,7 @@ def test_a_blind_agent_gains_nothing_from_the_feedback_of_an_attempt(
         ("counts", "agentgym/CodeExec-v0"),
         ("default", "agentgym/CodeExec-v1"),
     ):
-        env = gymnasium.make(env_id, backend=backend, per_test_timeout_s=1)
+        env = gymnasium.make(env_id, backend=backend, per_test_timeout_s=5)
         try:
             _, info = env.reset(options={"task_id": task_id})
             agent, entry_point = BlindEnumerator(info["num_tests"]), info["entry_point"]

@@ -192,10 +192,11 @@ ANSWERS: dict[str, str] = {
     + _HEAD
     + "    if N[0] == 5:\n        while True:\n            pass\n"
     + _PRIME,
+    # each hidden call (9 of them sleep) within TWIN_PER_TEST_S, all of them past TWIN_RUN_S
     "whole_run_timeout": "import time\n"
     + _COUNTER
     + _HEAD
-    + "    if N[0] > 3:\n        time.sleep(0.35)\n"
+    + "    if N[0] > 3:\n        time.sleep(3.0)\n"
     + _PRIME,
     "hidden_exit": "import os\n"
     + _COUNTER
@@ -225,6 +226,12 @@ ANSWERS: dict[str, str] = {
     + "    if N[0] == 1:\n        return open('spec.json').read()[-190:]\n"
     + _PRIME,
 }
+
+
+#: The twins' limits: a call's (no call but hidden_timeout's loop reaches it) and the whole run's
+#: (sandbox start-up included; only whole_run_timeout's 9 x 3 s of sleeps pass it).
+TWIN_PER_TEST_S = 5.0
+TWIN_RUN_S = 20.0
 
 
 @pytest.fixture
@@ -262,7 +269,7 @@ def test_hidden_expected_values_change_nothing_before_the_end(make_env: Any, nam
     """HELD. Same answer, two problems that differ only in three hidden expected values: the
     observation, the reward, terminated/truncated and every info key of the first two (non-final)
     steps are equal. (The last step pays the best hidden fraction, which is allowed.)"""
-    env = make_env(per_test_timeout_s=0.5, timeout_s=3.0, feedback_chars=600)
+    env = make_env(per_test_timeout_s=TWIN_PER_TEST_S, timeout_s=TWIN_RUN_S, feedback_chars=600)
     code = ANSWERS[name]
     base = _play(env, "base", code, 2)
     twin = _play(env, "twin", code, 2)

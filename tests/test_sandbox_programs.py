@@ -223,14 +223,14 @@ def test_harness_writes_one_line_per_call(tmp_path: Path) -> None:
             "prelude": "",
             "solution": solution,
             "calls": [channel.dumps(call) for call in calls],
-            "per_test_timeout_s": 0.2,
+            "per_test_timeout_s": 5,
         },
         {
             "entry_point": "g",
             "prelude": "",
             "solution": "raise RuntimeError('at import')\n",
             "calls": [channel.dumps(((1,), {}))],
-            "per_test_timeout_s": 0.2,
+            "per_test_timeout_s": 5,
         },
     ]
     (tmp_path / "spec.json").write_text(json.dumps(batch))
