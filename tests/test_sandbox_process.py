@@ -24,6 +24,7 @@ from sandboxes.code import IsolationUnavailable, make_sandbox
 from sandboxes.code import process_backend as pb
 from sandboxes.code.base import (
     FINISH_BYTES,
+    FINISH_READS,
     OUTPUT_LIMIT,
     CappedBuffer,
     CodeSandbox,
@@ -501,6 +502,25 @@ def test_a_writer_that_never_stops_cannot_hold_a_finished_reader() -> None:
     assert FINISH_BYTES == 2**20
     assert buffer.total == 1_114_112
     assert buffer.text() == "\0" * 16 and buffer.dropped == 1_114_112 - 16
+
+
+def test_a_writer_that_dribbles_cannot_hold_a_finished_reader() -> None:
+    """A writer that keeps a little waiting at every read (here 100 one-byte packets, each read
+    returns one) holds a finished reader for FINISH_READS + 1 = 65 reads, then the reader returns
+    with 65 bytes."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        for _ in range(100):
+            theirs.send(b"z")
+        finish = threading.Event()
+        finish.set()
+        buffer = CappedBuffer(limit=1000)
+        buffer.drain(ours, finish)  # type: ignore[arg-type]
+        assert FINISH_READS == 64
+        assert buffer.text() == "z" * 65
+    finally:
+        ours.close()
+        theirs.close()
 
 
 def test_the_seccomp_filter_is_well_formed() -> None:

@@ -275,9 +275,10 @@ class CappedBuffer:
 
         With ``finish`` (for a pipe whose writer may outlive the run: a process that escaped the
         kill), the pipe's descriptor is polled instead, and once ``finish`` is set the reading
-        ends at the first moment nothing more is waiting in the pipe (or after
-        :data:`FINISH_BYTES` more bytes): everything written before ``finish`` is kept, however
-        late this thread is scheduled, and the thread ends though the pipe stays open.
+        ends at the first moment nothing more is waiting in the pipe, or after
+        :data:`FINISH_BYTES` more bytes or :data:`FINISH_READS` more reads (a writer that
+        dribbles a byte at a time): everything written before ``finish`` is kept, however late
+        this thread is scheduled, and the thread ends though the pipe stays open.
         """
         if finish is not None:
             self._drain_until(stream.fileno(), finish)
@@ -291,7 +292,7 @@ class CappedBuffer:
     def _drain_until(self, fd: int, finish: threading.Event) -> None:
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        late = 0
+        late_bytes = late_reads = 0
         while True:
             if not poller.poll(0 if finish.is_set() else 50):
                 if finish.is_set():
@@ -302,14 +303,18 @@ class CappedBuffer:
                 return
             self.write(chunk)
             if finish.is_set():
-                late += len(chunk)
-                if late > FINISH_BYTES:
+                late_bytes += len(chunk)
+                late_reads += 1
+                if late_bytes > FINISH_BYTES or late_reads > FINISH_READS:
                     return
 
 
 #: Bytes a drain still reads after its ``finish`` is set (pipe buffers hold at most 1 MiB by
 #: default, ``/proc/sys/fs/pipe-max-size``), so a writer that never stops cannot hold it.
 FINISH_BYTES = 2**20
+#: Reads a drain still makes after its ``finish`` is set: a full pipe takes at most 16 reads of
+#: 64 KiB, so this only stops a writer that keeps a byte or two waiting at every read.
+FINISH_READS = 64
 
 #: Bytes of one page of a tmpfs mount: each file takes whole pages of the work directory.
 PAGE_BYTES = 4096
