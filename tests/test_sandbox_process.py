@@ -13,9 +13,12 @@ import glob
 import os
 import socket
 import struct
+import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -470,6 +473,83 @@ def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
         assert result.exit_code == 0 and not result.timed_out, result
     finally:
         escaped.kill()
+
+
+@pytest.fixture
+def open_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary directory of this test, readable by the unprivileged user a run drops to
+    (pytest's own are not), made the temporary directory of the sandboxes."""
+    folder = Path(tempfile.mkdtemp(prefix="agentgym-test-"))
+    folder.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    try:
+        yield folder
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(folder)], check=False)
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_removed(open_tmp: Path) -> None:
+    """A run that nests 1,500 directories (``mkdir d; cd d``) returns its output, and its work
+    directory is gone after it (Python 3.11's rmtree raised RecursionError through ``run``); a
+    stale one like it, of an owner that is gone, is reaped without an error (it stopped every
+    later sandbox from starting)."""
+    tmp_path = open_tmp
+    code = "import os\nfor _ in range(1500):\n    os.mkdir('d'); os.chdir('d')\nprint('done')\n"
+    with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
+        result = box.run(code, timeout_s=60)
+        assert result.stdout == "done\n" and result.exit_code == 0, result
+        assert os.listdir(tmp_path) == []
+    gone = _a_dead_pid()
+    stale = tmp_path / f"{pb.TEMP_PREFIX}{gone}-x"
+    subprocess.run(["mkdir", "-p", os.path.join(stale, *["d"] * 1500)], check=True)
+    assert pb.reap_stale_dirs() == [stale.name]
+    assert os.listdir(tmp_path) == []
+
+
+def _a_dead_pid() -> int:
+    """The pid of a child of this process that has exited and been reaped."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_stdin_held_by_an_escaped_process_leaves_no_feeding_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unisolated without a control group, a double-forked setsid process keeps the run's stdin
+    open and never reads it, and stdin (1 MiB) is more than a pipe holds: the thread feeding it
+    ends with the run (a blocking write held it, and the 1 MiB, for ever: one more per run)."""
+    monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, "none, for this test"))
+    code = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(120)\n"
+        "        os._exit(0)\n"
+        "    os.write(w, str(pid).encode())\n"
+        "    os._exit(0)\n"
+        "os.close(w)\n"
+        "print(os.read(r, 32).decode())\n"
+    )
+    with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
+        result = box.run(code, stdin="x" * 2**20, timeout_s=30)
+    assert result.stdout.strip().isdigit(), result
+    escaped = psutil.Process(int(result.stdout))
+    try:
+        assert escaped.is_running() and escaped.status() != psutil.STATUS_ZOMBIE
+        deadline = time.monotonic() + 30  # a bound, not a delay: it ends within 50 ms
+        while time.monotonic() < deadline and _feeders():
+            time.sleep(0.05)
+        assert _feeders() == []
+    finally:
+        escaped.kill()
+
+
+def _feeders() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.endswith("(_feed)")]
 
 
 def test_a_late_reader_keeps_what_was_written_though_the_pipe_stays_open() -> None:

@@ -64,6 +64,7 @@ import math
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import struct
@@ -75,6 +76,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import IO
 
 from sandboxes.code import cgroups, seccomp
 from sandboxes.code.base import (
@@ -286,6 +288,24 @@ TEMP_PREFIX = "agentgym-sbx-"
 _TEMP_OWNER = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
 
 
+def _remove_tree(path: str) -> None:
+    """Remove ``path`` and everything below it, errors ignored. Python 3.11's ``shutil.rmtree``
+    recurses once per directory level, so a tree deeper than the interpreter's recursion limit
+    (an unisolated run's ``mkdir d; cd d`` loop) raised ``RecursionError`` through ``run``, and
+    through every later sandbox's :func:`reap_stale_dirs`; such a tree goes to ``rm -rf``
+    (coreutils walks it without recursion and never follows a link)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(
+            ["rm", "-rf", "--one-file-system", "--", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+
+
 def reap_stale_dirs() -> list[str]:
     """Remove the temporary directories of sandboxes whose owner process is gone."""
     removed = []
@@ -294,7 +314,7 @@ def reap_stale_dirs() -> list[str]:
         for name in os.listdir(tmp):
             match = _TEMP_OWNER.match(name)
             if match and not cgroups._alive(int(match.group(1))):
-                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+                _remove_tree(os.path.join(tmp, name))
                 removed.append(name)
     return removed
 
@@ -441,7 +461,7 @@ class ProcessSandbox(CodeSandbox):
                 )
             except OSError as err:
                 if parent:
-                    shutil.rmtree(parent, ignore_errors=True)
+                    _remove_tree(parent)
                 raise SandboxError(f"cannot create the run's control group: {err}") from err
         result: ExecResult | None = None
         try:
@@ -455,7 +475,7 @@ class ProcessSandbox(CodeSandbox):
                 else:
                     group.destroy()
             if parent:
-                shutil.rmtree(parent, ignore_errors=True)
+                _remove_tree(parent)
                 with self._lock:
                     self._dirs.discard(parent)
 
@@ -542,8 +562,17 @@ class ProcessSandbox(CodeSandbox):
             if group is not None:
                 group.kill_all(timeout_s=0)
 
+        # Set once the launcher is reaped: a process that escaped the kill (unisolated, no
+        # cgroup) and floods the pipes afterwards is no longer the run's flood to stop (its
+        # process group id may be another's by then), and stdin is no longer fed.
+        ended = threading.Event()
+
         def on_write() -> None:
-            if out.total + err.total > self.output_kill_bytes and not flooded.is_set():
+            if (
+                out.total + err.total > self.output_kill_bytes
+                and not flooded.is_set()
+                and not ended.is_set()
+            ):
                 flooded.set()
                 stop()
 
@@ -561,7 +590,7 @@ class ProcessSandbox(CodeSandbox):
             drain_in_thread(proc.stderr, err, finish),  # type: ignore[arg-type]
         ]
         writers = [
-            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True),
+            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode(), ended), daemon=True),
             threading.Thread(target=_feed_fd, args=(payload_w, payload), daemon=True),
         ]
         for thread in writers:
@@ -574,6 +603,7 @@ class ProcessSandbox(CodeSandbox):
         finally:
             stop()
             proc.wait()
+            ended.set()
             with self._lock:
                 self._live.pop(proc.pid, None)
                 self._groups.pop(proc.pid, None)
@@ -691,7 +721,7 @@ class ProcessSandbox(CodeSandbox):
         for thread in destroying:
             thread.join(timeout=10)
         for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
+            _remove_tree(d)
 
     def __repr__(self) -> str:
         return f"ProcessSandbox(isolation={self.isolation!r})"
@@ -701,11 +731,25 @@ class ProcessSandbox(CodeSandbox):
 _LAUNCH_PROCESSES = 4
 
 
-def _feed(stream: object, data: bytes) -> None:
+def _feed(stream: IO[bytes], data: bytes, ended: threading.Event) -> None:
+    """Write ``data`` to the run's stdin and close it; stop at ``ended`` (the run is over), also
+    where a process that escaped the kill holds stdin open and never reads it (a blocking write
+    would hold this thread, and ``data``, for ever: one more per run)."""
     with contextlib.suppress(OSError, ValueError):
-        if data:
-            stream.write(data)  # type: ignore[attr-defined]
-        stream.close()  # type: ignore[attr-defined]
+        fd = stream.fileno()
+        os.set_blocking(fd, False)
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        view = memoryview(data)
+        while view and not ended.is_set():
+            if not poller.poll(50):
+                continue
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
 
 
 def _feed_fd(fd: int, data: bytes, *, close: bool = True) -> None:

@@ -60,21 +60,27 @@ def full(path):
     return s.f_bavail == 0 or s.f_favail == 0
 
 
-budget = [4096]  # files at_fsize may examine, over every watched directory
+budget = [4096]  # files and directories at_fsize may examine, over every watched directory
 
 
 def at_fsize(path):
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    for top, _, names in os.walk(path):
-        for name in names:
+    try:
+        for top, _, names in os.walk(path):
             budget[0] -= 1
+            for name in names:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                try:
+                    if os.lstat(os.path.join(top, name)).st_size >= limit > 0:
+                        return True
+                except OSError:
+                    pass
             if budget[0] < 0:
                 return False
-            try:
-                if os.lstat(os.path.join(top, name)).st_size >= limit > 0:
-                    return True
-            except OSError:
-                pass
+    except RecursionError:  # os.walk recurses once a level: a deeper tree is not examined
+        return False
     return False
 
 
