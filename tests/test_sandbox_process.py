@@ -443,6 +443,23 @@ def _run_bpf(program: bytes, arch: int, nr: int, arg0: int) -> int:
         pc += 1
 
 
+#: A double-forked setsid process that sleeps 120 s, holding the run's pipes; the run prints its pid.
+ESCAPE_AND_PRINT_PID = (
+    "import os, time\n"
+    "r, w = os.pipe()\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        time.sleep(120)\n"
+    "        os._exit(0)\n"
+    "    os.write(w, str(pid).encode())\n"
+    "    os._exit(0)\n"
+    "os.close(w)\n"
+    "print(os.read(r, 32).decode())\n"
+)
+
+
 def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -450,20 +467,7 @@ def test_an_unisolated_run_returns_though_an_escaped_process_holds_its_output(
     process escapes the kill and keeps the run's stdout open: ``run`` still returns, with all the
     run printed, while the process is alive. The test kills it."""
     monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, "none, for this test"))
-    code = (
-        "import os, time\n"
-        "r, w = os.pipe()\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        time.sleep(120)\n"
-        "        os._exit(0)\n"
-        "    os.write(w, str(pid).encode())\n"
-        "    os._exit(0)\n"
-        "os.close(w)\n"
-        "print(os.read(r, 32).decode())\n"
-    )
+    code = ESCAPE_AND_PRINT_PID
     with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
         result = box.run(code, timeout_s=30)
     assert result.stdout.strip().isdigit(), result
@@ -520,20 +524,7 @@ def test_stdin_held_by_an_escaped_process_leaves_no_feeding_thread(
     open and never reads it, and stdin (1 MiB) is more than a pipe holds: the thread feeding it
     ends with the run (a blocking write held it, and the 1 MiB, for ever: one more per run)."""
     monkeypatch.setitem(pb._cgroup_cache, os.getpid(), (None, "none, for this test"))
-    code = (
-        "import os, time\n"
-        "r, w = os.pipe()\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        time.sleep(120)\n"
-        "        os._exit(0)\n"
-        "    os.write(w, str(pid).encode())\n"
-        "    os._exit(0)\n"
-        "os.close(w)\n"
-        "print(os.read(r, 32).decode())\n"
-    )
+    code = ESCAPE_AND_PRINT_PID
     with pb.ProcessSandbox(isolation="none", allow_unisolated=True) as box:
         result = box.run(code, stdin="x" * 2**20, timeout_s=30)
     assert result.stdout.strip().isdigit(), result
