@@ -353,7 +353,8 @@ def test_an_arm_that_ends_at_its_floor_or_ceiling_voids_the_comparison_it_feeds(
 def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkeypatch):
     """--report-only re-decides each committed results.json by these rules, without a run:
     (b) inconclusive (its interval holds the paper's +0.10), (c) void (12 GRPO arms ended at
-    their floor), the SmolLM2 (a) inconclusive, the confirmatory (c) on PPO reproduced; the
+    their floor), the SmolLM2 (a) inconclusive, the confirmatory (c) reproduced on PPO and void
+    on Dr.GRPO (one arm at the floor); the
     committed files already say so, and a second regeneration changes no statistic and no
     verdict."""
     import shutil
@@ -368,6 +369,8 @@ def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkey
         "reproduction-smollm2": ("ragen2_smollm2.yaml", {"collapse": "inconclusive"}),
         "reproduction-confirm-correlation-ppo": ("ragen2_confirm_correlation_ppo.yaml",
                                                  {"correlation": "reproduced"}),
+        "reproduction-confirm-correlation-drgrpo": ("ragen2_confirm_correlation_drgrpo.yaml",
+                                                    {"correlation": "void: floor/ceiling"}),
     }  # fmt: skip
     for name, (spec_name, verdicts) in expected.items():
         committed = json.loads((docs / name / "results.json").read_text())
@@ -417,6 +420,12 @@ def test_committed_reports_regenerate_and_no_verdict_overclaims(tmp_path, monkey
     assert spearmanr(entropy, success)[0] == pytest.approx(claim["spearman_entropy"])
     assert round(claim["zscore_minus_entropy"], 3) == 0.703
     assert claim["floor_ceiling"] == [] and claim["ci_zscore_minus_entropy"][0] > 0
+    drgrpo = json.loads(
+        (docs / "reproduction-confirm-correlation-drgrpo" / "results.json").read_text()
+    )
+    assert drgrpo["spec_fingerprint"] == "cc83af10d8a1303f" and len(drgrpo["runs"]) == 100
+    floored = drgrpo["claims"]["correlation"]["arm_final_success"]["Bandit-v0/drgrpo_lr1e3_ent01"]
+    assert floored["median"] <= 0.05 and floored["void"]
     # No committed results beside the report: the fix is named.
     with pytest.raises(SystemExit):
         main(["--doc", str(tmp_path / "none.md"), "--report-only"])
