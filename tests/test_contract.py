@@ -18,7 +18,7 @@ import gymnasium
 import pytest
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils.env_checker import check_env
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentgym
@@ -288,9 +288,7 @@ def test_random_unicode_never_raises(env_id: str) -> None:
     @settings(
         max_examples=40,
         derandomize=True,
-        deadline=None,
         database=None,
-        suppress_health_check=[HealthCheck.too_slow],
     )
     @given(text=st.one_of(strings, tagged))
     def check(text: str) -> None:

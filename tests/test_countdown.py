@@ -9,7 +9,7 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentgym  # noqa: F401  (registers the ids)
@@ -103,7 +103,7 @@ def test_uses_given_numbers_is_a_multiset_check():
     assert not uses_given_numbers([1], [100, 4, 8, 2])  # 1 not given
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(st.text(max_size=300))
 def test_parser_never_raises_on_any_text(text):
     result = parse_expression(text)
@@ -112,7 +112,7 @@ def test_parser_never_raises_on_any_text(text):
         assert isinstance(result.value, Fraction)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(st.text(alphabet="0123456789+-*/()= ^x.", max_size=250))
 def test_parser_never_raises_on_near_arithmetic(text):
     result = parse_expression(text)
@@ -145,7 +145,7 @@ def _value(tree) -> Fraction | None:
     return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[op]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(_trees)
 def test_parser_agrees_with_direct_evaluation_of_random_trees(tree):
     text = _write(tree)

@@ -6,7 +6,7 @@ Every expected value below was worked out by hand from the rules in the module d
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgym.parsing import ACTION_FORMATS, ParsedTurn, format_answer, parse_turn
@@ -169,9 +169,7 @@ _piece = (
 @settings(
     max_examples=100,
     derandomize=True,
-    deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(
     actions=st.lists(_piece, min_size=1, max_size=5),
@@ -190,9 +188,7 @@ def test_format_answer_round_trip(actions: list[str], think: str, action_format:
 @settings(
     max_examples=200,
     derandomize=True,
-    deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(text=st.text(), action_format=st.sampled_from(ACTION_FORMATS), limit=st.integers(1, 4))
 def test_any_text_parses_without_raising(text: str, action_format: str, limit: int) -> None:
