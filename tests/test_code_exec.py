@@ -23,6 +23,7 @@ import pytest
 import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs import code_exec_channel as channel
 from agentgym.envs.code_exec import (
+    MAX_ANSWER_CHARS,
     CodeProblem,
     extract_code,
     generate_problem,
@@ -36,6 +37,7 @@ from agentgym.envs.code_exec_grading import (
     GradeResult,
     MalformedReport,
     UnsupportedCheck,
+    grade_split,
     judge,
     plan_checks,
     read_report,
@@ -455,6 +457,82 @@ def test_extract_code() -> None:
     assert extract_code("def f(): pass") == "def f(): pass"
 
 
+#: The fence regex extract_code replaced (it backtracks: quadratic on ``` and a run of spaces).
+_OLD_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
+
+
+def test_extract_code_accepts_the_old_regexs_forms_exactly() -> None:
+    """Round 7: the linear scan finds the block the old regex found (first match), on 200,000
+    random strings over the pieces that matter (backticks, blanks, newlines, the words)."""
+    pieces = ["`", "```", " ", "\t", "\n", "py", "python", "python3", "3", "x", "\r", "thon"]
+    rng = np.random.default_rng(0)
+    for _ in range(200_000):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(0, 14))))
+        match = _OLD_FENCE.search(text)
+        assert extract_code(text) == (match.group(1) if match else text), repr(text)
+
+
+def test_extract_code_is_linear() -> None:
+    """Round 7: shapes that made the old regex backtrack (4 MiB: hours) take milliseconds, and
+    1 MiB of openings that never open (one Python step per line) a fraction of a second; the
+    env reads at most MAX_ANSWER_CHARS (64 KiB) anyway."""
+    size = 4 * 2**20
+    for text in (
+        "```" + " " * size + "x",
+        "```" + " \t" * (size // 2) + "\n",
+        "`" * size,
+        "``` x `\n" * (2**20 // 8),
+        "```x\n" * (2**20 // 5),
+    ):
+        start = time.perf_counter()
+        extract_code(text)
+        assert time.perf_counter() - start < 2.0, repr(text[:20])
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("def f(:\n    pass\n", "does not parse"),
+        ("x = " + "-" * 60_000 + "1\ndef is_prime(n):\n    return 1\n", "does not parse"),
+        ("x = " + "not " * 15_000 + "1\ndef is_prime(n):\n    return 1\n", "does not parse"),
+        ("x = a" + ".b" * 30_000 + "\ndef is_prime(n):\n    return 1\n", "does not parse"),
+        ("x = f" + "()" * 30_000 + "\ndef is_prime(n):\n    return 1\n", "does not parse"),
+        ("def prime(n):\n    return 1\n", "does not define 'is_prime' at top level"),
+        ("x = 1 # " + "y" * MAX_ANSWER_CHARS, "over the 65,536-character limit"),
+    ],
+    ids=["syntax", "unary", "not", "attributes", "calls", "no-def", "too-long"],
+)
+def test_an_answer_that_cannot_be_read_is_an_invalid_action_with_its_reason(
+    code: str, reason: str
+) -> None:
+    """Round 7: an answer over MAX_ANSWER_CHARS is refused before any parse; one nested too
+    deeply for CPython's parser (MemoryError, RecursionError) is an invalid action, as is one
+    that does not parse or define the entry point; ``invalid_reason`` says which. Nothing runs."""
+    env = _make("agentgym/CodeExec-v2")
+    try:
+        env.reset(options={"task_id": "HumanEval/31"})
+        obs, reward, terminated, truncated, info = env.step(_answer(code))
+        assert not info["action_is_valid"] and "grade_error" not in info
+        assert reason in info["invalid_reason"], info["invalid_reason"]
+        assert env.unwrapped._lease is None  # no sandbox was started
+    finally:
+        env.close()
+
+
+def test_an_answer_of_max_answer_chars_is_parsed() -> None:
+    """The cap is inclusive: an answer of exactly MAX_ANSWER_CHARS characters is read."""
+    env = _make("agentgym/CodeExec-v2")
+    try:
+        env.reset(options={"task_id": "HumanEval/31"})
+        head = "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n#"
+        code = head + "x" * (MAX_ANSWER_CHARS - len(head))
+        assert len(code) == MAX_ANSWER_CHARS
+        *_, info = env.step(_answer(code))
+        assert info["action_is_valid"] and info["all_tests_passed"]
+    finally:
+        env.close()
+
+
 # ----------------------------------------------------------------------------- grading
 
 
@@ -613,21 +691,32 @@ def test_a_forged_report_line_scores_zero_and_never_raises() -> None:
         env.close()
 
 
-def test_an_answer_over_the_file_size_limit_scores_zero_with_a_message() -> None:
-    """With 1 MiB files, a 1 MiB comment makes spec.json too large: the step scores 0 and says
-    why (it raised SandboxError out of step before). The answer is 42 characters of code (18 for
-    the def line, 24 for the return line), 1 for "#" and 2**20 for the comment."""
+@pytest.mark.parametrize("split", [False, True], ids=["one-run", "public-hidden"])
+def test_an_answer_over_the_file_size_limit_scores_zero_with_a_message(split: bool) -> None:
+    """With 1 MiB files, a 1 MiB comment makes spec.json too large: grading scores 0 and says
+    why (it raised SandboxError before). The answer is 42 characters of code (18 for the def
+    line, 24 for the return line), 1 for "#" and 2**20 for the comment. The env no longer gets
+    that far: such an answer is over ``MAX_ANSWER_CHARS`` (64 KiB), an invalid action that is
+    never run (the step's reason names the limit); the grader's own path is tested directly,
+    for one run (v0, v1) and for the public and hidden runs of :func:`grade_split` (v2)."""
     env = _make(sandbox_options={"max_file_mb": 1})
     try:
         env.reset(options={"task_id": "HumanEval/27"})
         code = "def flip_case(s):\n    return s.swapcase()\n#" + "x" * 2**20
         obs, reward, terminated, truncated, info = env.step(_answer(code))
-        assert (reward, info["all_tests_passed"], terminated) == (0.0, False, False)
-        assert info["grade_error"].startswith(
+        assert not info["action_is_valid"] and "grade_error" not in info
+        assert "over the 65,536-character limit of a CodeExec answer" in info["invalid_reason"]
+        problem = env.unwrapped.problem
+        runner = env.unwrapped._runner()
+        if split:
+            result = grade_split(runner, problem, code, [], range(3))
+        else:
+            result = grade(runner, problem, code)
+        assert (result.passed, result.total) == (0, 3)
+        assert result.error.startswith(
             "your answer is too long to run (1,048,619 characters): spec.json is "
         )
-        assert info["grade_error"].endswith("bytes, over the 1,048,576-byte file-size limit")
-        assert "Error: your answer is too long to run" in obs
+        assert result.error.endswith("bytes, over the 1,048,576-byte file-size limit")
         *_, info = env.step(env.unwrapped.oracle_answer())
         assert (info["tests_passed"], info["grade_error"]) == (3, None)
     finally:

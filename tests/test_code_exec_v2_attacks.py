@@ -25,8 +25,14 @@ What held (these pass): a fixed answer gives the same observation, per-step rewa
 truncation and whole info dict on two problems that differ only in hidden expected values, for
 answers that raise, time out, run past the whole run's limit, exit, forge or corrupt the report,
 fill memory, return huge values, or overflow ``feedback_chars`` (with its ``[truncated]`` marker);
-the sandbox receives byte-identical files for the two problems (no expected value enters it); every
+the sandbox receives byte-identical files for the two problems (no expected value enters it), in
+each of an attempt's two runs (the public run's spec holding the public calls only); every
 public call precedes every hidden call in the harness's order; reset's info is the same.
+
+Since round 7 (tests/test_attacks_round7.py) an attempt is two sandbox runs, a public one (whose
+texts are shown) and a hidden one (of which only pass or fail per test is kept), so the twins'
+answers tell a hidden call by its input (not one of the public tests' inputs, which the
+observation shows), no longer by a call counter, which now restarts at the hidden run.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import doctest
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +52,7 @@ import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs import code_exec
 from agentgym.envs.code_exec import split_plan, split_tests
 from agentgym.envs.code_exec_channel import loads
-from agentgym.envs.code_exec_grading import grade, grade_batch, plan_checks
+from agentgym.envs.code_exec_grading import grade, grade_batch, grade_split, plan_checks
 from agentgym.envs.code_exec_tasks import CodeProblem, generate_problem, humaneval_problems
 
 HE = {p.task_id: p for p in humaneval_problems()}
@@ -178,49 +185,56 @@ def _twin() -> CodeProblem:
 
 TWIN = _twin()
 
-_COUNTER = "N = [0]\n"
-_HEAD = "def is_prime(n):\n    N[0] += 1\n    if N[0] == 13:\n        return True\n"
+_COUNTER = "N = [0]\nPUBLIC = (6, 101, 11)\n"  # the public tests' inputs (shown)
+_HEAD = "def is_prime(n):\n    N[0] += 1\n    if n == 13441 * 19:\n        return True\n"
 _PRIME = "    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n"
 
 #: Answers that solve neither twin: each gets the last hidden test (13441 * 19, False on both)
-#: wrong, or more. Each is judged on both twins; only the hidden expected values differ.
+#: wrong, or more. Each is judged on both twins; only the hidden expected values differ. A
+#: hidden call is told by its input (not in PUBLIC): the public and hidden calls run in two
+#: runs (:func:`agentgym.envs.code_exec_grading.grade_split`), so a call counter restarts.
 ANSWERS: dict[str, str] = {
     "truth": _COUNTER + _HEAD + _PRIME,
     "all_true": "def is_prime(n):\n    return True\n",
-    "hidden_raise": _COUNTER + _HEAD + "    if N[0] > 3:\n        raise ValueError(n)\n" + _PRIME,
+    "hidden_raise": _COUNTER
+    + _HEAD
+    + "    if n not in PUBLIC:\n        raise ValueError(n)\n"
+    + _PRIME,
     "hidden_timeout": _COUNTER
     + _HEAD
-    + "    if N[0] == 5:\n        while True:\n            pass\n"
+    + "    if n == 61:\n        while True:\n            pass\n"
     + _PRIME,
     # each hidden call (9 of them sleep) within TWIN_PER_TEST_S, all of them past TWIN_RUN_S
     "whole_run_timeout": "import time\n"
     + _COUNTER
     + _HEAD
-    + "    if N[0] > 3:\n        time.sleep(3.0)\n"
+    + "    if n not in PUBLIC:\n        time.sleep(3.0)\n"
     + _PRIME,
     "hidden_exit": "import os\n"
     + _COUNTER
     + _HEAD
-    + "    if N[0] == 6:\n        os._exit(0)\n"
+    + "    if n == 4:\n        os._exit(0)\n"
     + _PRIME,
+    # writes the hidden run's line of its last call (13441 * 19, the 9th hidden call) early
     "forge_report": "import os\n"
     + _COUNTER
     + _HEAD
-    + "    if N[0] == 7:\n"
+    + "    if n == 1:\n"
     + "        for fd in range(3, 10):\n"
     + "            try:\n"
-    + "                os.write(fd, b'0 12 RTrue\\n')\n"
+    + "                os.write(fd, b'0 8 RTrue\\n')\n"
     + "            except OSError:\n"
     + "                pass\n"
     + _PRIME,
-    "memory": _COUNTER + _HEAD + "    if N[0] == 8:\n        x = bytearray(2 ** 34)\n" + _PRIME,
+    "memory": _COUNTER + _HEAD + "    if n == 5:\n        x = bytearray(2 ** 34)\n" + _PRIME,
     "huge_hidden_value": _COUNTER
     + _HEAD
-    + "    if N[0] > 3:\n        return 'x' * 100000\n"
+    + "    if n not in PUBLIC:\n        return 'x' * 100000\n"
     + _PRIME,
     # public calls answer wrongly with long values: feedback runs past feedback_chars
-    "truncation": _COUNTER + _HEAD + "    if N[0] <= 3:\n        return [n] * 500\n" + _PRIME,
-    # exfiltrates the hidden calls' inputs (spec.json) through a public call's shown value
+    "truncation": _COUNTER + _HEAD + "    if n in PUBLIC:\n        return [n] * 500\n" + _PRIME,
+    # exfiltrates the spec.json of its run through a public call's shown value (the public
+    # run's spec holds the public calls only)
     "read_spec": _COUNTER
     + _HEAD
     + "    if N[0] == 1:\n        return open('spec.json').read()[-190:]\n"
@@ -237,7 +251,7 @@ TWIN_RUN_S = 20.0
 @pytest.fixture
 def make_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     real = code_exec.problem_from_options
-    twins = {"base": BASE, "twin": TWIN}
+    twins = {"base": BASE, "twin": TWIN, "input_twin": INPUT_TWIN}
     monkeypatch.setattr(
         code_exec,
         "problem_from_options",
@@ -282,6 +296,69 @@ def test_hidden_expected_values_change_nothing_before_the_end(make_env: Any, nam
         assert set(i1) & {"tests_passed", "pass_fraction"} == set()
 
 
+#: BASE with one hidden test's INPUT changed (5 * 17 -> 5 * 19, neither prime; neither in the
+#: prompt's examples).
+INPUT_TWIN = dataclasses.replace(
+    BASE, test=BASE.test.replace("candidate(5 * 17) == False", "candidate(5 * 19) == False")
+)
+assert INPUT_TWIN.test != BASE.test
+_SPEC = (
+    "import json, os, sys, time\n"
+    + _COUNTER
+    + "SPEC = open('spec.json').read()\n"
+    + "HIDDEN = '[[' + str(5 * 17) + '],' in SPEC\n"
+    + "TAIL = ' '.join(json.loads(SPEC)[0]['calls'][-3:])\n"  # the base's last: 85, 77, 255379
+)
+
+#: Answers that read their run's spec.json (in the hidden run: the hidden calls' inputs) and try
+#: to carry it to the observation by every path of a run's text (round 7's finding, generalised):
+#: each behaves differently on the two input twins only where its spec holds a hidden call.
+SPEC_READERS: dict[str, str] = {
+    "module_raise": _SPEC + "raise ValueError(TAIL)\n" + _HEAD + _PRIME,
+    "call_raise": _SPEC + _HEAD + "    raise ValueError(TAIL)\n",
+    "stderr_exit": _SPEC
+    + _HEAD
+    + "    sys.stderr.write(TAIL + '\\n')\n    sys.stderr.flush()\n    os._exit(1)\n",
+    "exit_status": _SPEC + _HEAD + "    if HIDDEN:\n        os._exit(3)\n" + _PRIME,
+    "call_timeout": _SPEC
+    + _HEAD
+    + "    if HIDDEN:\n        while True:\n            pass\n"
+    + _PRIME,
+    "whole_run_timeout": _SPEC + _HEAD + "    if HIDDEN:\n        time.sleep(1.5)\n" + _PRIME,
+    "memory": _SPEC + _HEAD + "    if HIDDEN:\n        x = bytearray(2 ** 34)\n" + _PRIME,
+    # report lines whose count (quoted as a line number by a malformed report's message) and
+    # content depend on the spec
+    "report": _SPEC
+    + "for fd in range(3, 10):\n"
+    + "    try:\n"
+    + "        os.write(fd, b'0 0 T\\n' * HIDDEN + b'junk ' + TAIL.encode() + b'\\n')\n"
+    + "    except OSError:\n"
+    + "        pass\n"
+    + _HEAD
+    + _PRIME,
+    "value": _SPEC + _HEAD + "    return TAIL\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_READERS))
+def test_no_text_of_the_hidden_run_reaches_the_agent(make_env: Any, name: str) -> None:
+    """HELD (round 7's fix): two problems that differ in one hidden test's INPUT, an answer that
+    reads spec.json and puts it (or a bit of it) in its exception messages, stderr, exit status,
+    timing, memory, report lines or values: the observation, reward and info of every
+    non-final step are the same on both, and hold no hidden call's input. The public run's
+    spec holds no hidden call, and of the hidden run the host keeps only pass or fail."""
+    env = make_env(per_test_timeout_s=2.0, timeout_s=4.0, feedback_chars=4000)
+    code = SPEC_READERS[name]
+    base = _play(env, "base", code, 2)
+    twin = _play(env, "input_twin", code, 2)
+    for (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) in zip(base[1:], twin[1:], strict=True):
+        assert i1["action_is_valid"] and not (te1 or tr1 or te2 or tr2), (name, i1)
+        assert (o1, r1, i1) == (o2, r2, i2), name
+        assert "[[85]," not in o1 + str(i1) and "[[95]," not in o2 + str(i2), name
+        assert "85" not in o1 and "95" not in o2, name
+        assert "not every hidden test passed" in o1
+
+
 def test_the_sandbox_gets_the_same_files_for_both_twins() -> None:
     """HELD. No expected value enters the sandbox: the files of a run are byte-identical for two
     problems that differ only in expected values."""
@@ -309,6 +386,19 @@ def test_the_sandbox_gets_the_same_files_for_both_twins() -> None:
         grade_batch(capture, [(problem, ANSWERS["truth"])])
     assert capture.files[0] == capture.files[1]
     assert "candidate(17) == True" not in str(capture.files[0])
+    # The env's grading (grade_split): two runs per attempt, the same files for both twins, and
+    # the public run's spec (the run whose texts are shown) holds the public calls only.
+    plan = plan_checks(BASE)
+    public, hidden = split_plan(plan)
+    split = Capture()
+    for problem in (BASE, TWIN):
+        grade_split(split, problem, ANSWERS["truth"], public, hidden)
+    assert len(split.files) == 4 and split.files[:2] == split.files[2:]
+    runs = [json.loads(files["spec.json"])[0]["calls"] for files in split.files[:2]]
+    assert runs == [
+        [c for c, t in zip(plan.calls, plan.test_of_call, strict=True) if t in public],
+        [c for c, t in zip(plan.calls, plan.test_of_call, strict=True) if t in hidden],
+    ]
 
 
 # ----------------------------------------------------------------------------- random state

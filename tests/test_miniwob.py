@@ -7,6 +7,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (CI: ``.ci/setup_chromium.sh
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.envs.miniwob import MiniWoBEnv, random_action, render_page
+from agentgym.envs.miniwob import MiniWoBEnv, random_action, ref_number, render_page
 from agentgym.envs.miniwob_tasks import ALL_TASKS, HTML_TASKS
 from agentgym.lockstep import LocalEnvs, play_lockstep
 from agentgym.parsing import format_answer
@@ -492,3 +493,25 @@ def test_a_page_that_echoes_typed_text_as_html_gets_no_markup() -> None:
             assert driver.execute_script("return document.querySelectorAll('img').length") == 0
     finally:
         env.close()
+
+
+#: The ref regex ref_number replaced (adjacent white-space runs: it backtracks).
+_OLD_REF = re.compile(r"\s*\[?\s*(\d{1,9})\s*\]?\s*")
+
+
+def test_a_ref_is_read_in_linear_time_with_the_old_forms() -> None:
+    """Round 7 (tests/test_attacks_round7.py, the fence finding): ``click[`` + 16,000 spaces +
+    ``x]`` took 3.4 s in the old ``_REF.fullmatch``, growing faster than quadratically.
+    :func:`ref_number` reads the same forms (checked on random strings against the old regex)
+    and 4 MiB of white space in milliseconds."""
+    pieces = ["[", "]", " ", "\t", "\n", "\u00a0", "1", "23", "\u0663", "x", "9" * 5]
+    rng = np.random.default_rng(0)
+    for _ in range(100_000):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(0, 10))))
+        match = _OLD_REF.fullmatch(text)
+        assert ref_number(text) == (int(match.group(1)) if match else None), repr(text)
+    for text in (" " * 4 * 2**20 + "x", "[" + " " * 2**21 + "7" + " " * 2**21, "[" * 2**22):
+        start = time.perf_counter()
+        ref_number(text)
+        assert time.perf_counter() - start < 1.0
+    assert ref_number("[" + " " * 2**20 + "7" + " " * 2**20 + "]") == 7

@@ -19,8 +19,16 @@
   test: assert candidate(x) == 2 -> f(x) returned 3``); the rest are *hidden*, decide the reward
   and success alone, and an attempt is told only whether all of them passed (which ends the
   episode). Nothing else of a hidden test reaches the observation: not how many passed, not
-  which, not how their calls went (raised, timed out). So no feedback carries more than the public
-  tests reveal, and a blind agent's success on the hidden tests is a guess's:
+  which, not how their calls went (raised, timed out), not their inputs. The answer's code can
+  read whatever its sandbox holds (the harness's spec of the calls to make) and put it in any
+  text a run produces (an exception's message, stderr, a returned value, its exit status, its
+  timing, the report's lines), so each attempt is TWO sandbox runs
+  (:func:`~agentgym.envs.code_exec_grading.grade_split`): a *public run* whose spec holds the
+  public tests' calls only, whose texts the feedback quotes as below, and then a *hidden run*
+  whose spec holds the hidden tests' calls, of which the host keeps one bit per hidden test,
+  passed or not: no message, no stderr, no value, no exit status, no report error, whether it
+  raised, timed out, ran out of memory, exited or wrote on the report. So no feedback carries
+  more than the public tests reveal, and a blind agent's success on the hidden tests is a guess's:
   ``attempts / 2**k`` on a yes/no problem with ``k`` hidden tests (measured: the agent above
   solves none of the 28 where guessing expects 1.07; ``tests/blind_code_agent.py``). The prompt
   itself is the task's statement: HumanEval's docstring examples show the expected values of
@@ -34,14 +42,19 @@
   five tests whose call failed, the call and what happened (``Failed: flip_case('Hello!') raised
   ValueError: x``), with ``"counts"`` the count per attempt (``Attempt 2: 4/7 tests passed.``).
   Never a hidden test's assert or expected value. Truncated to ``feedback_chars``.
-* Action: Python source in ``<answer>`` (optionally inside a fenced ```python block) that parses
-  and defines the entry-point function at top level, e.g.
-  ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``. Anything else is an
-  unrecognised action (the shared invalid-action policy applies; nothing runs). Note that ``||``
-  separates actions in every agentgym env, so code must not contain ``||`` (Python has no such
-  operator; only a string literal could).
-* Grading (:mod:`agentgym.envs.code_exec_grading`): the sandbox only computes what the answer's
-  function returns for each test input and sends those values back as plain data (numbers,
+* Action: Python source in ``<answer>`` (optionally inside a fenced ```python block:
+  :func:`extract_code`, a linear scan) that parses and defines the entry-point function at top
+  level, e.g. ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``, at most
+  :data:`MAX_ANSWER_CHARS` (65,536) characters. Anything else is an unrecognised action (the
+  shared invalid-action policy applies; nothing runs), and ``info["invalid_reason"]`` says why:
+  over the length limit (checked before any search or parse), does not parse (including nesting
+  too deep for CPython's parser), or does not define the function. The parse runs in this
+  process and costs about 480 bytes per character, so the limit bounds it (about 32 MiB, 0.2 s).
+  Note that ``||`` separates actions in every agentgym env, so code must not contain ``||``
+  (Python has no such operator; only a string literal could).
+* Grading (:mod:`agentgym.envs.code_exec_grading`; with ``"public"`` two runs per attempt, as
+  above, else one): the sandbox only computes what the answer's function returns for each test
+  input and sends those values back as plain data (numbers,
   strings, lists, tuples, dicts, None: :mod:`agentgym.envs.code_exec_channel`); the expected
   values and every assertion are evaluated in this process. A ``Counter``, ``OrderedDict``,
   ``defaultdict`` or namedtuple counts as the dict or tuple it holds (HumanEval's ``==`` accepts
@@ -49,11 +62,12 @@
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
 * Info of a graded turn: ``all_tests_passed`` (every hidden test) and ``grade_error`` (why the
   answer could not be called at all, e.g. its module code raised or it wrote to the grader's
-  report, else ``None``; the observation shows it too); with ``"public"``,
-  ``public_tests_passed`` and ``public_tests_total``; ``tests_passed``, ``tests_total`` and
-  ``pass_fraction`` (of the hidden tests): of the best attempt on the episode's last step
-  (``"public"``, ``"pass_fail"``), of that attempt on every graded turn (``"counts"``). Reset's
-  info: ``num_tests``, ``num_public_tests``, ``num_hidden_tests``.
+  report, else ``None``; the observation shows it too; with ``"public"``, the public run's
+  only); with ``"public"``, ``public_tests_passed`` and ``public_tests_total``;
+  ``tests_passed``, ``tests_total`` and ``pass_fraction`` (of the hidden tests): of the best
+  attempt on the episode's last step (``"public"``, ``"pass_fail"``), of that attempt on every
+  graded turn (``"counts"``). Reset's info: ``num_tests``, ``num_public_tests``,
+  ``num_hidden_tests``.
 * Reward: the episode's return is the best fraction of hidden tests passed over its attempts (1.0
   for a full pass). With ``"public"`` or ``"pass_fail"`` it is paid on the episode's last step (a
   full pass, or the last attempt, whatever that turn's action), every earlier turn earning 0 (so
@@ -65,8 +79,12 @@
 * Sandbox: ``backend="auto"`` (Docker when a daemon answers and has the image, else the isolated
   process back end), ``"docker"`` or ``"process"``; started lazily at the first code run and shared
   by all environments of a process with the same settings (:func:`sandboxes.code.acquire_shared`).
-  Each episode runs in its own lease: under Docker a fresh container per episode. ``close()``
-  releases everything and may be called twice.
+  Each episode runs in its own lease: under Docker a fresh container per episode, emptied between
+  runs. ``close()`` releases everything and may be called twice. The public/hidden split's second
+  run costs about 0.11-0.14 s more per attempt (median, HumanEval/0 and /31: 0.12-0.14 s for one
+  run, 0.23-0.28 s for two, on either back end; measured 2026-12-05). The hidden run's duration
+  is not padded: nothing of it is in the observation or info, but an agent that times its own
+  steps (a ``cmd:`` program with a clock, unlike a policy) could read it.
 
 Options: ``reset(options={"task_id": "HumanEval/0"})`` or ``{"index": 0}`` picks a HumanEval
 problem.
@@ -82,7 +100,6 @@ Example:
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -92,6 +109,7 @@ from agentgym.envs.code_exec_grading import (
     GradeResult,
     grade,
     grade_batch,
+    grade_split,
     plan_checks,
 )
 from agentgym.envs.code_exec_tasks import (
@@ -116,6 +134,7 @@ __all__ = [
     "FEEDBACK",
     "split_tests",
     "split_plan",
+    "MAX_ANSWER_CHARS",
 ]
 
 SOURCES = ("humaneval", "generated")
@@ -169,22 +188,90 @@ def split_plan(plan: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(public) + tuple(repeats), tuple(i for i in hidden if i not in repeats)
 
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
+#: Most characters (code points) of one CodeExec answer, the whole ``<answer>`` piece, fence
+#: included: 64 KiB of text, about 20 times the longest legitimate answer (HumanEval/129's prompt
+#: and canonical solution together: 3,353 characters). A longer answer is an invalid action (its
+#: ``invalid_reason`` names this limit) and is neither searched for a fence nor parsed: parsing
+#: costs the host about 480 bytes of memory per character (:func:`_defines`), so this bounds it to
+#: about 32 MiB and 0.2 s.
+MAX_ANSWER_CHARS = 64 * 1024
+#: The words a fence's opening line may name after the backticks (with spaces or tabs around).
+_FENCE_LANGUAGES = frozenset({"", "py", "python", "python3"})
+_FENCE = "```"
 
 
 def extract_code(answer: str) -> str:
-    """The code of an answer: the first fenced block's content if there is one, else the text."""
-    match = _FENCE.search(answer)
-    return match.group(1) if match else answer
+    r"""The code of an answer: the first fenced block's content if there is one, else the text.
+
+    A fenced block opens with three backticks, then on the same line only spaces or tabs around at
+    most one of ``python``, ``python3``, ``py``, then a newline (``\n``); its content runs to
+    the next three backticks. The first opening (from the left) that has a closing wins; an
+    opening with a longer run of backticks is read from its last three (four backticks and
+    ``python`` open a block too). These are the forms of the regex
+    ``r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```"`` (``re.S``, first match), found here by a
+    linear scan with ``str.find`` instead (the regex backtracks: three backticks and 4 MiB of
+    spaces took hours).
+
+    Cost: time linear in ``len(answer)`` (each line is looked at a bounded number of times);
+    the env caps an answer at :data:`MAX_ANSWER_CHARS` first anyway.
+
+    Returns:
+        The block's content (``str``, without the opening line and the closing backticks), or
+        ``answer`` itself when no block opens and closes.
+    """
+    start = answer.find(_FENCE)
+    while start >= 0:
+        newline = answer.find("\n", start + len(_FENCE))
+        if newline < 0:
+            return answer  # no line ends after any later opening either
+        # Of the openings on this line, only the one ending at its last backtick can have a
+        # header without a backtick: the others hold that backtick in their header.
+        last = answer.rfind("`", start, newline)
+        opening = last + 1 - len(_FENCE)
+        header = answer[last + 1 : newline]
+        if answer.startswith(_FENCE, opening) and header.strip(" \t") in _FENCE_LANGUAGES:
+            end = answer.find(_FENCE, newline + 1)
+            # no closing after this opening: none after a later one (its line ends later)
+            return answer[newline + 1 : end] if end >= 0 else answer
+        start = answer.find(_FENCE, newline + 1)
+    return answer
 
 
-def _defines(code: str, name: str) -> bool:
-    """Whether ``code`` parses and binds ``name`` at module level."""
+def _code_or_reason(answer: str, name: str) -> str | tuple[str]:
+    """The code of an answer (:func:`extract_code`) when it parses and defines ``name`` at module
+    level, else ``(reason,)``: why it is not an action (for ``info["invalid_reason"]``).
+
+    An answer over :data:`MAX_ANSWER_CHARS` characters is refused before any search or parse."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return (
+            f"the answer is {len(answer):,} characters, over the {MAX_ANSWER_CHARS:,}-character "
+            "limit of a CodeExec answer (MAX_ANSWER_CHARS); it was not parsed",
+        )
+    code = extract_code(answer)
+    defined = _defines(code, name)
+    if defined is None:
+        return ("the code does not parse as Python (or is nested too deeply to parse)",)
+    if not defined:
+        return (f"the code does not define {name!r} at top level",)
+    return code
+
+
+def _defines(code: str, name: str) -> bool | None:
+    """Whether ``code`` binds ``name`` at module level (a ``def``, ``class``, assignment or
+    import); ``None`` when it does not parse.
+
+    The parse (``ast.parse``, in this process, one thread at a time: :data:`AST_LOCK`) costs
+    about 480 bytes of memory per character of ``code`` and is bounded by the caller's length cap
+    (:data:`MAX_ANSWER_CHARS`: about 32 MiB, 0.2 s). Nesting too deep for the parser (64 KiB of
+    ``-``, ``not``, ``lambda:``, ``a.b.b...``, ``f()()...``) raises ``SyntaxError``,
+    ``MemoryError`` ("too complex") or ``RecursionError`` in CPython; each is ``None`` here, an
+    invalid action, never an exception out of ``step``.
+    """
     try:
         with AST_LOCK:  # parsing in threads at once can fail on CPython 3.11 (AST_LOCK)
             tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
+        return None
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name == name:
@@ -215,7 +302,8 @@ class CodeExecEnv(TextEnv):
         source: ``"humaneval"`` (the 164 HumanEval problems) or ``"generated"``.
         backend: ``"auto"``, ``"docker"`` or ``"process"`` (see :mod:`sandboxes.code`).
         timeout_s: limit of one grading run, seconds, within the sandbox's bounds
-            (:func:`sandboxes.code.check_limits`, as is ``memory_mb``).
+            (:func:`sandboxes.code.check_limits`, as is ``memory_mb``); with ``"public"`` an
+            attempt is two runs, each with this limit.
         memory_mb: memory limit of one grading run, MiB (default: the sandbox's).
         per_test_timeout_s: limit of each test, seconds.
         feedback_chars: most characters of test feedback in the observation.
@@ -290,6 +378,7 @@ class CodeExecEnv(TextEnv):
         self._num_tests = 0
         self._solved = False
         self._feedback: str | None = None
+        self._invalid_reasons: list[str] = []  # why each piece of this step is no action
         self.last_grade: GradeResult | None = None
 
     # ------------------------------------------------------------------ sandbox life cycle
@@ -382,21 +471,27 @@ class CodeExecEnv(TextEnv):
         }
 
     def _parse_action(self, token: str) -> str | None:
-        code = extract_code(token)
-        return code if _defines(code, self.problem.entry_point) else None
+        code = _code_or_reason(token, self.problem.entry_point)
+        if isinstance(code, tuple):
+            self._invalid_reasons.append(f"{token[:80]!r}: {code[0]}")
+            return None
+        return code
 
     def _action_name(self, action: str) -> str:
         return f"code ({len(action)} chars)"
 
     def _apply_action(self, action: str) -> ActionOutcome:
-        result = grade(
-            self._runner(),
-            self.problem,
-            action,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            per_test_timeout_s=self.per_test_timeout_s,
-        )
+        limits = {
+            "timeout_s": self.timeout_s,
+            "memory_mb": self.memory_mb,
+            "per_test_timeout_s": self.per_test_timeout_s,
+        }
+        if self.feedback == "public":  # two runs: no text of the hidden one is ever shown
+            result = grade_split(
+                self._runner(), self.problem, action, self._public, self._hidden, **limits
+            )
+        else:  # every test is hidden and reported on as the feedback says: one run
+            result = grade(self._runner(), self.problem, action, **limits)
         self.last_grade = result
         failed = set(result.failed_tests)
         passed = sum(i not in failed for i in self._hidden)  # every test unless "public"
@@ -438,8 +533,17 @@ class CodeExecEnv(TextEnv):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """:meth:`TextEnv.step`; with ``feedback="public"`` or ``"pass_fail"`` the episode's last
-        step also pays the best partial pass fraction (module docstring)."""
+        step also pays the best partial pass fraction (module docstring). An answer that is no
+        action has its reason in ``info["invalid_reason"]`` (:func:`_code_or_reason`: over
+        :data:`MAX_ANSWER_CHARS`, does not parse, does not define the function)."""
+        self._invalid_reasons = []
         observation, reward, terminated, truncated, info = super().step(action)
+        reason = info.get("invalid_reason")
+        if self._invalid_reasons and isinstance(reason, str):
+            if reason.startswith("unrecognised action"):
+                info["invalid_reason"] = "unrecognised action(s): " + "; ".join(
+                    self._invalid_reasons
+                )
         if self.feedback != "counts" and (terminated or truncated) and not self._solved:
             reward += self._best
             info.update(self._best_info())

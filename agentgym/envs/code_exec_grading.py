@@ -27,10 +27,13 @@ three steps:
    cannot shift a later test's draws).
    Running the check with a *recording* candidate gives the list of calls: their arguments, as
    plain data (:mod:`agentgym.envs.code_exec_channel`).
-2. **Compute** (sandbox, one run): a small harness executes the prompt and the answer, then calls
-   the answer's function on each recorded argument list (``SIGALRM`` limits each call to
-   ``per_test_timeout_s``) and writes each result back over the typed channel, one line per call.
-   Neither the expected values nor the comparisons ever enter the sandbox.
+2. **Compute** (sandbox, one run; :func:`grade_split`, for tests split into public and hidden
+   ones, two: a public run given the public tests' calls only, whose texts may be shown, and a
+   hidden run given the hidden tests' calls, of which only pass or fail per test is kept): a
+   small harness executes the prompt and the answer, then calls the answer's function on each
+   recorded argument list (``SIGALRM`` limits each call to ``per_test_timeout_s``) and writes
+   each result back over the typed channel, one line per call. Neither the expected values nor
+   the comparisons ever enter the sandbox; the calls' arguments do (the answer can read them).
 3. **Judge** (host): the check runs again, its candidate now returning the sandbox's results in
    order; each assertion is evaluated here on those plain values. A call that raised, timed out
    or returned something other than plain data fails the test it belongs to.
@@ -63,6 +66,7 @@ import ast
 import builtins
 import copy
 import functools
+import json
 import random as _random
 import re
 import threading
@@ -90,6 +94,9 @@ __all__ = [
     "judge",
     "grade",
     "grade_batch",
+    "grade_split",
+    "HIDDEN_FAILED",
+    "HIDDEN_CALL",
     "MalformedReport",
     "read_report",
 ]
@@ -768,11 +775,8 @@ def grade_batch(
         }
         for (problem, code), plan in zip(items, plans, strict=True)
     ]
-    import json
-
-    files = {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
-    too_large = getattr(runner, "files_too_large", None)
-    why = too_large(_HARNESS, files) if too_large is not None else None
+    files = _files(batch)
+    why = _too_large(runner, files)
     if why is not None:
         # A run would fail before the harness starts, which reads as the sandbox's failure
         # (SandboxError after four tries). The answer's length is the cause: it scores 0.
@@ -786,18 +790,7 @@ def grade_batch(
             )
             for (_, code), plan in zip(items, plans, strict=True)
         ]
-    for attempt in range(_START_ATTEMPTS):
-        result = runner.run(_HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
-        if result.stdout.startswith(_STARTED):
-            break
-        # The harness never started, so the answer never ran: the sandbox failed (e.g. no free
-        # namespace under load). That is not the answer's fault: try again, then say so.
-        if attempt == _START_ATTEMPTS - 1:
-            tail = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[-1]
-            raise SandboxError(
-                f"the sandbox did not start the grader ({_START_ATTEMPTS} tries): {tail[:300]}"
-            )
-        time.sleep(_START_BACKOFF_S * 2**attempt)  # a busy kernel frees namespaces soon
+    result = _start_run(runner, files, timeout_s=timeout_s, memory_mb=memory_mb)
     try:
         lines = read_report(result.stdout, [len(plan.calls) for plan in plans])
     except MalformedReport as err:
@@ -814,13 +807,7 @@ def grade_batch(
             )
             for plan in plans
         ]
-    if result.timed_out:
-        missing = f"timed out (the whole run passed its {timeout_s:g} s limit)"
-    elif result.oom_killed:
-        missing = f"not run: the run ran out of memory ({memory_mb} MiB)"
-    else:
-        tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
-        missing = f"not run: the run ended early ({tail[0][:200]})"
+    missing = _missing(result, timeout_s, memory_mb)
     out = []
     for p, plan in enumerate(plans):
         module = lines.get((p, "M"))
@@ -854,6 +841,282 @@ def grade_batch(
             GradeResult(passed, len(plan.tests), failures, error, tuple(failed), tuple(outcomes))
         )
     return out
+
+
+def _files(batch: list[dict[str, Any]]) -> dict[str, str]:
+    """The files of a harness run beside ``main.py``: ``spec.json`` (the batch) and the channel."""
+    return {"spec.json": json.dumps(batch), "channel.py": _CHANNEL_SOURCE.read_text("utf-8")}
+
+
+def _too_large(runner: Any, files: dict[str, str]) -> str | None:
+    """Why the harness and ``files`` would not fit ``runner``'s work directory, or ``None``."""
+    too_large = getattr(runner, "files_too_large", None)
+    return too_large(_HARNESS, files) if too_large is not None else None
+
+
+def _start_run(
+    runner: Any,
+    files: dict[str, str],
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    quote: bool = True,
+) -> Any:
+    """One run of the harness that got as far as its ``STARTED`` line (the sandbox's
+    :class:`~sandboxes.code.ExecResult`), tried up to :data:`_START_ATTEMPTS` times.
+
+    Raises:
+        SandboxError: the harness never started (the answer never ran); the message quotes the
+            last line of the last try's stderr when ``quote``, else says only that.
+    """
+    for attempt in range(_START_ATTEMPTS):
+        result = runner.run(_HARNESS, files=files, timeout_s=timeout_s, memory_mb=memory_mb)
+        if result.stdout.startswith(_STARTED):
+            return result
+        # The harness never started, so the answer never ran: the sandbox failed (e.g. no free
+        # namespace under load). That is not the answer's fault: try again, then say so.
+        if attempt == _START_ATTEMPTS - 1:
+            tail = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[-1]
+            detail = f": {tail[:300]}" if quote else ""
+            raise SandboxError(
+                f"the sandbox did not start the grader ({_START_ATTEMPTS} tries){detail}"
+            )
+        time.sleep(_START_BACKOFF_S * 2**attempt)  # a busy kernel frees namespaces soon
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _missing(result: Any, timeout_s: float, memory_mb: int) -> str:
+    """What a call the run never reported on gave (the run timed out, ran out of memory, or
+    ended early: the last line of its stderr, which the answer controls)."""
+    if result.timed_out:
+        return f"timed out (the whole run passed its {timeout_s:g} s limit)"
+    if result.oom_killed:
+        return f"not run: the run ran out of memory ({memory_mb} MiB)"
+    tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
+    return f"not run: the run ended early ({tail[0][:200]})"
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The limits of one harness run: seconds for the run, MiB, seconds for each call."""
+
+    timeout_s: float
+    memory_mb: int
+    per_test_timeout_s: float
+
+
+#: The reason of every failing hidden test in a :func:`grade_split` result, whatever happened:
+#: the hidden run's texts (messages, stderr, values) never leave :func:`_hidden_verdicts`.
+HIDDEN_FAILED = "failed (a hidden test: how is not shown)"
+#: The :attr:`GradeResult.outcomes` entry of every hidden test's call in a :func:`grade_split`
+#: result: not what the call gave.
+HIDDEN_CALL: tuple[bool, Any] = (False, "a hidden test's call: not shown")
+
+
+def grade_split(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    public: Sequence[int],
+    hidden: Sequence[int],
+    *,
+    timeout_s: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    per_test_timeout_s: float = 5.0,
+) -> GradeResult:
+    """Grade ``code`` on a problem whose tests are split into public and hidden ones: TWO sandbox
+    runs, so that no text of a run that had the hidden tests' calls can reach the agent.
+
+    1. The *public run* gets a spec with the public tests' calls only (and runs first). Its
+       texts, which the answer controls, may be shown: what each call returned or raised, its
+       module code's error, the last line of its stderr when it ended early. Nothing in its
+       sandbox holds a hidden call, so no text of it can quote one.
+    2. The *hidden run* gets a spec with the hidden tests' calls only, and from it the host keeps
+       one bit per hidden test, passed or not (:func:`_hidden_verdicts`): no message, no stderr,
+       no returned value, no exit status, no report error. A hidden run that raised, timed out,
+       ran out of memory, exited or corrupted its report fails the hidden tests it did not
+       answer, silently.
+
+    The two runs are separate processes (under Docker: separate execs in the episode's
+    container, which the sandbox empties between runs), so the answer's state does not carry
+    from one to the other: a call counter restarts at the hidden run.
+
+    Args:
+        runner, problem, code, timeout_s, memory_mb, per_test_timeout_s: as :func:`grade`;
+            ``timeout_s`` limits each run, so an attempt may take twice as long.
+        public: indices (in :attr:`CheckPlan.tests`) of the public tests; may be empty.
+        hidden: indices of the hidden tests; together with ``public`` every test, once.
+
+    Returns:
+        A :class:`GradeResult` over every test. ``error`` is the public run's (``None`` when it
+        ran every public call); ``failures`` and ``outcomes`` are the public run's for the
+        public tests, and for the hidden tests only :data:`HIDDEN_FAILED` and
+        :data:`HIDDEN_CALL` (the same whatever happened).
+
+    Raises:
+        ValueError: ``public`` and ``hidden`` do not split the tests.
+        UnsupportedCheck, SandboxError: as :func:`grade` (the hidden run's SandboxError quotes
+            nothing of its stderr).
+    """
+    plan = plan_checks(problem)
+    public_set, hidden_set = set(public), set(hidden)
+    everything = set(range(len(plan.tests)))
+    if public_set & hidden_set or public_set | hidden_set != everything:
+        raise ValueError(
+            f"public {sorted(public_set)} and hidden {sorted(hidden_set)} do not split "
+            f"the {len(plan.tests)} tests"
+        )
+    public_calls = [k for k, t in enumerate(plan.test_of_call) if t in public_set]
+    hidden_calls = [k for k, t in enumerate(plan.test_of_call) if t in hidden_set]
+    limits = _Limits(timeout_s, memory_mb, per_test_timeout_s)
+    # the public run first: nothing of the hidden run has run in the sandbox before it
+    outcomes, error, public_failed = _public_outcomes(runner, problem, code, public_calls, limits)
+    bits = _hidden_verdicts(runner, problem, code, hidden_calls, sorted(hidden_set), limits)
+    failed = sorted(
+        {i for i, _ in public_failed if i in public_set}
+        | {i for i in hidden_set if not bits.get(i, False)}
+    )
+    reasons = dict(public_failed)
+    failures = tuple(
+        (plan.tests[i], reasons.get(i, "not run") if i in public_set else HIDDEN_FAILED)
+        for i in failed
+    )
+    public_call = set(public_calls)
+    shown = tuple(
+        outcomes.get(k, (False, "not run")) if k in public_call else HIDDEN_CALL
+        for k in range(len(plan.calls))
+    )
+    return GradeResult(
+        len(plan.tests) - len(failed), len(plan.tests), failures, error, tuple(failed), shown
+    )
+
+
+def _run_calls(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    calls: Sequence[int],
+    limits: _Limits,
+    *,
+    quote: bool,
+) -> tuple[str, Any, dict[tuple[int, str], tuple[str, str]] | None]:
+    """Run the planned calls ``calls`` (indices in :attr:`CheckPlan.calls`) of ``code``, alone in
+    one harness run: its spec holds those calls and no other.
+
+    Returns:
+        ``(status, result, lines)``: ``status`` is ``"too large"`` (not run; ``result`` is the
+        reason), ``"malformed"`` (``result`` is the :class:`MalformedReport`) or ``"ran"``
+        (``result`` is the run's ExecResult); ``lines`` the report (:func:`read_report`, its
+        call indices being positions in ``calls``) when it ran.
+    """
+    plan = plan_checks(problem)
+    spec = {
+        "entry_point": problem.entry_point,
+        "prelude": problem.prompt,
+        "solution": code,
+        "calls": [plan.calls[k] for k in calls],
+        "per_test_timeout_s": limits.per_test_timeout_s,
+    }
+    files = _files([spec])
+    why = _too_large(runner, files)
+    if why is not None:
+        return "too large", why, None
+    result = _start_run(
+        runner, files, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb, quote=quote
+    )
+    try:
+        lines = read_report(result.stdout, [len(calls)])
+    except MalformedReport as err:
+        return "malformed", err, None
+    return "ran", result, lines
+
+
+def _public_outcomes(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    calls: Sequence[int],
+    limits: _Limits,
+) -> tuple[dict[int, Outcome], str | None, list[tuple[int, str]]]:
+    """The public run of :func:`grade_split`: ``(outcome of each of calls by planned index,
+    error, (test index, reason) of each failing test)``; the failing tests are read among the
+    public ones only by the caller (every hidden call counts as :data:`HIDDEN_CALL` here)."""
+    plan = plan_checks(problem)
+    status, result, lines = _run_calls(
+        runner,
+        problem,
+        code,
+        calls,
+        limits,
+        quote=True,
+    )
+    every = [(i, "not run") for i in range(len(plan.tests))]
+    if status == "too large":
+        return {}, f"your answer is too long to run ({len(code):,} characters): {result}", every
+    if status == "malformed":
+        every = [(i, "not graded") for i in range(len(plan.tests))]
+        return {}, f"the grader's report was malformed ({result}): your code wrote to it", every
+    assert lines is not None
+    per_call_s = limits.per_test_timeout_s
+    module = lines.get((0, "M"))
+    if module is not None:
+        why = module[1] if module[1] != "timed out" else f"timed out after {per_call_s:g} s"
+        return {}, f"your code raised {why}", every
+    missing = _missing(result, limits.timeout_s, limits.memory_mb)
+    outcomes = {
+        k: _outcome(*lines.get((0, str(j)), ("", "")), missing, per_call_s)
+        for j, k in enumerate(calls)
+    }
+    error = None
+    if (calls and (0, str(len(calls) - 1)) not in lines) or (not calls and not result.ok):
+        error = missing
+    failed: list[int] = []
+    _, failures = judge(
+        plan, [outcomes.get(k, HIDDEN_CALL) for k in range(len(plan.calls))], failed
+    )
+    return outcomes, error, [(i, why) for i, (_, why) in zip(failed, failures, strict=True)]
+
+
+def _hidden_verdicts(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    calls: Sequence[int],
+    tests: Sequence[int],
+    limits: _Limits,
+) -> dict[int, bool]:
+    """The hidden run of :func:`grade_split`, which runs the planned calls ``calls`` (those of
+    the hidden ``tests``): whether each of ``tests`` passed, ``{test index: passed}``, and
+    nothing else.
+
+    Every text of the run stays here: a call's value is judged on the host and dropped, any other
+    outcome (raised, timed out, not plain data, never reported: the run timed out, ran out of
+    memory or exited, whatever its stderr says) is a failed call, a module error or a malformed
+    or too-large report fails every call, and a failed start raises :class:`SandboxError`
+    without quoting the run.
+    """
+    plan = plan_checks(problem)
+    status, _, lines = _run_calls(
+        runner,
+        problem,
+        code,
+        calls,
+        limits,
+        quote=False,
+    )
+    if status != "ran" or lines is None or (0, "M") in lines:
+        return {i: False for i in tests}
+    outcomes: list[Outcome] = [HIDDEN_CALL] * len(plan.calls)
+    for j, k in enumerate(calls):
+        kind, payload = lines.get((0, str(j)), ("", ""))
+        if kind == "R":
+            try:
+                outcomes[k] = (True, channel.loads(payload))
+            except channel.NotPlainData:
+                pass
+    failed: list[int] = []
+    judge(plan, outcomes, failed)
+    return {i: i not in failed for i in tests}
 
 
 class MalformedReport(ValueError):
