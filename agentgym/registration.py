@@ -147,6 +147,13 @@ class TaskParam:
             never cut to it, and a longer action is handled like any other text). A bundle may
             carry it and the replay uses it, but it keys no leaderboard of its own
             (:func:`board_kwargs`).
+        none_means: for a ``nullable`` parameter whose ``None`` stands for a value that the
+            other task parameters decide, that value given them all (resolved: the defaults,
+            then the given ones, then the id's fixed ones): ``max_steps=None`` is ``max_turns *
+            max_actions_per_turn``. :func:`normalise_task_kwargs` compares values after it, so
+            ``max_steps=15`` on FrozenLake-v0 (5 turns of 3 actions) is its default.
+        hint: appended to a refusal, in parentheses: the value the user most likely meant
+            (``"use name_set='ragen' for RAGEN's name pairs"``).
     """
 
     kind: str
@@ -155,6 +162,8 @@ class TaskParam:
     choices: tuple[Any, ...] = ()
     nullable: bool = False
     changes_episodes: bool = True
+    none_means: Callable[[Mapping[str, Any]], Any] | None = field(default=None, compare=False)
+    hint: str = ""
 
     def describe(self) -> str:
         """A short human-readable type and bounds, as ``agentgym list`` prints them.
@@ -191,8 +200,17 @@ class TaskParam:
 
         ``strict`` (a result bundle's arguments): a ``file`` must also be a regular file within
         the size bound, checked with ``os.stat`` before anything opens it; otherwise the env
-        reports a missing or unreadable file itself, naming it.
+        reports a missing or unreadable file itself, naming it. A refusal ends with
+        :attr:`hint`, if any.
         """
+        try:
+            self._check_value(name, value, strict)
+        except EnvKwargsError as err:
+            if not self.hint:
+                raise
+            raise EnvKwargsError(f"{err} ({self.hint})", err.key, err.unknown) from None
+
+    def _check_value(self, name: str, value: Any, strict: bool) -> None:
         if value is None and (self.nullable or self.kind == "none"):
             return
         kind, low, high = self.kind, self.low, self.high
@@ -290,7 +308,13 @@ COMMON_TASK_PARAMS: Mapping[str, TaskParam] = MappingProxyType(
     {
         "max_turns": TaskParam("int", 1, 100),
         "max_actions_per_turn": TaskParam("int", 1, 20),
-        "max_steps": TaskParam("int", 1, 1000, nullable=True),
+        "max_steps": TaskParam(
+            "int",
+            1,
+            1000,
+            nullable=True,
+            none_means=lambda kw: int(kw["max_turns"]) * int(kw["max_actions_per_turn"]),
+        ),
         "action_format": TaskParam("choice", choices=("think_answer", "answer", "raw")),
         "invalid_action": TaskParam("choice", choices=("penalize", "terminate", "noop")),
         "format_penalty": TaskParam("float", -10.0, 0.0),
@@ -329,6 +353,10 @@ class EnvEntry:
             ``source="bundle"`` after each has passed its own :class:`TaskParam`, before anything
             is built; raises :class:`EnvKwargsError`. For bounds that depend on another
             parameter (a reasoning-gym ``task_config``'s, on the ``task``).
+        opaque_action_names: whether ``info["executed_actions"]`` names an action without
+            telling it from others (CodeExec's ``"code (412 chars)"``): the leaderboard's
+            duplicate check, which keys an episode on what its steps executed, then also keys it
+            on the action pieces parsed from each answer (``info["actions"]``).
     """
 
     id: str
@@ -341,6 +369,7 @@ class EnvEntry:
     step_worst: Callable[[Mapping[str, Any]], float] = _no_extra_penalty
     min_ranked_episodes: int = 8
     check_bundle: Callable[[Mapping[str, Any]], None] | None = None
+    opaque_action_names: bool = False
 
 
 #: Top-level package -> the agentgym extra that installs it (named when an import fails).
@@ -684,7 +713,11 @@ def _same(a: Any, b: Any) -> bool:
 def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Task parameters in canonical form: a value equal to its default (or to the value the id
     fixes) is dropped, since it *is* the default; keys sorted. Two bundles that differ only in
-    spelling out a default land on one leaderboard.
+    spelling out a default land on one leaderboard. A ``None`` that stands for a value the other
+    parameters decide (:attr:`TaskParam.none_means`) is compared, and kept, as that value:
+    ``max_steps=15`` on FrozenLake-v0, whose default ``None`` means ``max_turns *
+    max_actions_per_turn`` = 15, is dropped; ``max_steps=None`` on Sokoban-v0 (default 10) is
+    kept as ``max_steps=25``.
 
     Raises:
         EnvKwargsError: as :func:`check_env_kwargs` with ``source="bundle"``.
@@ -692,19 +725,44 @@ def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, A
     Example:
         >>> normalise_task_kwargs("agentgym/Sokoban-v0", {"max_turns": 5, "num_boxes": 2})
         {'num_boxes': 2}
+        >>> normalise_task_kwargs("agentgym/FrozenLake-v0", {"max_steps": 15})
+        {}
     """
     check_env_kwargs(env_id, kwargs, source="bundle")
     entry = _entry(env_id)
     defaults = task_defaults(env_id)
+    params = _params(entry)
+    resolved = {**defaults, **kwargs, **entry.task_kwargs}
     out = {}
     for key in sorted(kwargs):
         value = kwargs[key]
         if key in entry.task_kwargs:
             continue
-        if key in defaults and _same(value, defaults[key]):
+        value = _meant(params.get(key), value, resolved)
+        if key in defaults and _same(value, _meant(params.get(key), defaults[key], resolved)):
             continue
         out[key] = value
     return out
+
+
+def _meant(param: TaskParam | None, value: Any, resolved: Mapping[str, Any]) -> Any:
+    """``value``, or for a ``None`` that stands for a value (:attr:`TaskParam.none_means`) that
+    value, given the other ``resolved`` task parameters."""
+    if value is None and param is not None and param.none_means is not None:
+        try:
+            return param.none_means(resolved)
+        except (KeyError, TypeError, ValueError):
+            return value
+    return value
+
+
+def _resolved_task_kwargs(env_id: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every task parameter's value for ``kwargs``: the defaults, then ``kwargs``, then the id's
+    fixed ones, with each ``None`` that stands for a value replaced by it."""
+    entry = _entry(env_id)
+    params = _params(entry)
+    resolved = {**task_defaults(env_id), **(kwargs or {}), **entry.task_kwargs}
+    return {k: _meant(params.get(k), v, resolved) for k, v in resolved.items()}
 
 
 def board_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -733,7 +791,7 @@ def worst_return(env_id: str, kwargs: Mapping[str, Any] | None = None) -> float:
         -2.5
     """
     entry = _entry(env_id)
-    resolved = {**task_defaults(env_id), **(kwargs or {}), **entry.task_kwargs}
+    resolved = _resolved_task_kwargs(env_id, kwargs)
     turns = int(resolved.get("max_turns", 1))
     penalty = float(resolved.get("format_penalty", -0.1))
     return turns * min(penalty, 0.0) + min(float(entry.step_worst(resolved)), 0.0)

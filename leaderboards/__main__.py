@@ -41,9 +41,7 @@ from leaderboards.render import html_page, inert, invisible, markdown_tables, te
 from leaderboards.store import (
     Store,
     _duplicate_message,
-    board_keys,
     default_db_path,
-    find_overlap,
     write_lock,
 )
 from leaderboards.verify import (
@@ -51,7 +49,6 @@ from leaderboards.verify import (
     MalformedBundle,
     ReplayBudget,
     SubmissionError,
-    VerifiedBundle,
     VerifierConfig,
     bundle_digest,
     load_bundle,
@@ -211,11 +208,16 @@ def rebuild(
     entry keeps its id (a baseline already stored keeps its entry's); a new baseline gets the
     next id, in file-name order, and its bundle's ``created`` time as its date.
 
-    An entry that no longer verifies (e.g. an env changed) is reported; the rebuild then refuses
-    and changes nothing, unless ``drop_unverified`` is set, which drops exactly the entries the
-    refusal named. The new database replaces ``db`` in one rename. The rebuild holds ``db``'s
-    write lock (:func:`leaderboards.store.write_lock`) throughout: a submission meanwhile waits
-    for it and is refused if it waited too long, never stored in the file about to be replaced.
+    An entry that no longer verifies (e.g. an env changed), or that repeats the episodes of a
+    baseline or of an earlier entry, is reported; the rebuild then refuses and changes nothing,
+    unless ``drop_unverified`` is set, which drops exactly the entries the refusal named. The
+    new database replaces ``db`` in one rename. The rebuild holds ``db``'s write lock
+    (:func:`leaderboards.store.write_lock`) throughout: a submission meanwhile waits for it and
+    is refused if it waited too long, never stored in the file about to be replaced.
+
+    One bundle at a time: each baseline and each stored entry is read, replayed and written to
+    the new database before the next is read, and only ids, names and digests are kept between
+    them, so a rebuild costs the memory of its largest bundle, not of all of them.
 
     ``progress``, if given, is called with one line before each bundle is replayed
     (``[3/21] baseline oracle.json ('oracle', 1,000 episodes)``).
@@ -224,12 +226,16 @@ def rebuild(
         SubmissionError: a baseline is refused, entries would be dropped without
             ``drop_unverified``, or another writer held the lock too long (``db`` is left as it
             was).
+        MalformedDatabase: a stored row is not what the leaderboard writes (a stored bundle that
+            cannot be read, or is not a JSON object).
     """
     paths = sorted(Path(folder).glob("*.json"))
     if not paths:
         raise SubmissionError(f"no *.json bundles in {folder}")
     db = Path(db)
-    baselines = [(path, load_bundle(path, MAX_BUNDLE_BYTES)) for path in paths]
+    # Each baseline is read here (a malformed one is refused before the lock is taken) and
+    # again when it is replayed: only its digest is kept in between.
+    baselines = [(path, _digest_or_none(load_bundle(path, MAX_BUNDLE_BYTES))) for path in paths]
     # Held from before the stored entries are read until the new database replaces the old:
     # an entry submitted meanwhile would be lost with the old file (issue 25).
     with write_lock(db):
@@ -238,109 +244,104 @@ def rebuild(
 
 def _rebuild(
     db: Path,
-    baselines: list[tuple[Path, dict]],
+    baselines: list[tuple[Path, str | None]],
     drop_unverified: bool,
     config: VerifierConfig | None,
     progress: Callable[[str], None] | None,
 ) -> RebuildReport:
-    """:func:`rebuild`'s work, under the database's write lock."""
+    """:func:`rebuild`'s work, under the database's write lock: baselines first (in file
+    order), then the stored entries (in id order), each verified and added to the new database
+    before the next is read. :meth:`Store.add` refuses one that repeats the episodes of one
+    added before (:func:`leaderboards.store.find_overlap`; entries accepted before that check
+    existed): a baseline that repeats another is refused, an entry goes to ``report.dropped``."""
     report = RebuildReport(baselines=len(baselines))
-    baseline_digests = {_digest_or_none(bundle) for _, bundle in baselines} - {None}
-    stored = list(Store(db).submissions())
-    stored_digests = [_digest_or_none(entry[3]) for entry in stored]
+    baseline_digests = {digest for _, digest in baselines} - {None}
+    store = Store(db)
+    index = store.index()
+    # Each stored entry's digest, one bundle decoded at a time.
+    digests = {sid: _digest_or_none(store.bundle(sid)) for sid, _, _ in index}
     # (id, name, submitted) of each stored entry by digest: a baseline already stored keeps them.
-    earlier = {d: entry[:3] for d, entry in zip(stored_digests, stored, strict=True) if d}
-    others = [e for d, e in zip(stored_digests, stored, strict=True) if d not in baseline_digests]
+    earlier = {digests[sid]: (sid, name, t) for sid, name, t in index if digests[sid]}
+    others = [row for row in index if digests[row[0]] not in baseline_digests]
     total = len(baselines) + len(others)
-    verified: list[tuple[VerifiedBundle, str, str, int | None]] = []
-    for i, (path, bundle) in enumerate(baselines, 1):
-        name = bundle["agent"]["name"]
-        if progress is not None:
-            progress(f"[{i}/{total}] baseline {path.name} ('{inert(name)}', {_episodes(bundle)})")
-        try:
-            item = _verify(bundle, config)
-        except SubmissionError as err:
-            raise SubmissionError(f"{path.name}: {err}") from err
-        sid, name, submitted = earlier.get(item.digest, (None, name, bundle["created"]))
-        verified.append((item, name, submitted, sid))
-    for i, (sid, name, submitted, bundle) in enumerate(others, len(baselines) + 1):
-        if progress is not None:
-            progress(f"[{i}/{total}] entry #{sid} '{inert(name)}' ({_episodes(bundle)})")
-        try:
-            verified.append((_verify(bundle, config), name, submitted, sid))
-            report.kept.append((sid, name))
-        except SubmissionError as err:
-            report.dropped.append((sid, name, str(err)))
     # New baselines after every id ever stored (a dropped entry's id is not reused).
-    next_id = max((entry[0] for entry in stored), default=0) + 1
-    numbered = []
-    for item, name, submitted, sid in verified:
-        if sid is None:
-            sid, next_id = next_id, next_id + 1
-        numbered.append((sid, item, name, submitted))
-    numbered.sort(key=lambda row: row[0])
-    numbered = _one_entry_per_run(numbered, baseline_digests, report)
-    if report.dropped and not drop_unverified:
-        listed = "; ".join(f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped)
-        raise SubmissionError(
-            f"{len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'} of {db} "
-            f"no longer verif{'ies' if len(report.dropped) == 1 else 'y'} ({listed}); nothing "
-            "was changed. Rerun with --drop-unverified to rebuild without "
-            + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
-        )
+    next_id = max((sid for sid, _, _ in index), default=0) + 1
     fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent or ".")
     os.close(fd)
     os.unlink(tmp)  # SQLite creates it
+    fresh = Store(tmp, lock=False)
     try:
-        for sid, item, name, submitted in numbered:
-            Store(tmp, lock=False).add(item, name, submitted, submission_id=sid)
+        for i, (path, _) in enumerate(baselines, 1):
+            bundle = load_bundle(path, MAX_BUNDLE_BYTES)
+            if progress is not None:
+                progress(
+                    f"[{i}/{total}] baseline {path.name} ('{inert(_agent_name(bundle))}', "
+                    f"{_episodes(bundle)})"
+                )
+            try:
+                item = _verify(bundle, config)
+            except SubmissionError as err:
+                raise SubmissionError(f"{path.name}: {err}") from err
+            del bundle
+            own = (None, item.bundle["agent"]["name"], item.bundle["created"])
+            sid, name, submitted = earlier.get(item.digest, own)
+            if sid is None:
+                sid, next_id = next_id, next_id + 1
+            try:
+                fresh.add(item, name, submitted, submission_id=sid)
+            except SubmissionError as err:
+                raise SubmissionError(f"baseline '{inert(name)}': {err}") from None
+            del item
+        for i, (sid, name, submitted) in enumerate(others, len(baselines) + 1):
+            bundle = store.bundle(sid)
+            if progress is not None:
+                progress(f"[{i}/{total}] entry #{sid} '{inert(name)}' ({_episodes(bundle)})")
+            try:
+                fresh.add(_verify(bundle, config), name, submitted, submission_id=sid)
+            except SubmissionError as err:
+                report.dropped.append((sid, name, str(err)))
+            else:
+                report.kept.append((sid, name))
+            del bundle
+        if report.dropped and not drop_unverified:
+            count = len(report.dropped)
+            listed = "; ".join(
+                f"#{sid} '{inert(name)}': {why}" for sid, name, why in report.dropped
+            )
+            raise SubmissionError(
+                f"{count} entr{'y' if count == 1 else 'ies'} of {db} no longer "
+                f"verif{'ies' if count == 1 else 'y'} ({listed}); nothing was changed. Rerun "
+                "with --drop-unverified to rebuild without "
+                + ", ".join(f"#{sid}" for sid, _, _ in report.dropped)
+            )
         os.replace(tmp, db)
     finally:
         Path(tmp).unlink(missing_ok=True)
     return report
 
 
-def _one_entry_per_run(
-    numbered: list[tuple[int, VerifiedBundle, str, str]],
-    baseline_digests: set[str | None],
-    report: RebuildReport,
-) -> list[tuple[int, VerifiedBundle, str, str]]:
-    """``numbered`` (in id order) without the stored entries that repeat the episodes of a
-    baseline or of an earlier entry (:func:`leaderboards.store.find_overlap`; accepted before
-    that check existed): each goes to ``report.dropped`` with the reason. A baseline that repeats
-    another is refused."""
-    seen: dict[tuple[str, str], dict[tuple[int, str], dict[int, str]]] = {}
-
-    def lookup(key: tuple[str, str], low: int, high: int) -> dict[tuple[int, str], dict[int, str]]:
-        return seen.get(key, {})
-
-    kept = []
-    # The baselines first: a stored entry that repeats one is the one to go.
-    for row in sorted(numbered, key=lambda row: (row[1].digest not in baseline_digests, row[0])):
-        sid, item, name, _ = row
-        repeated = find_overlap(item, lookup)
-        if repeated is None:
-            kept.append(row)
-            for run, key in zip(item.runs, board_keys(item), strict=True):
-                seen.setdefault(key, {})[(sid, name)] = dict(run.episodes)
-        elif item.digest in baseline_digests:
-            raise SubmissionError(f"baseline '{inert(name)}': {repeated}")
-        else:
-            report.kept.remove((sid, name))
-            report.dropped.append((sid, name, repeated))
-    return sorted(kept, key=lambda row: row[0])
-
-
 def _digest_or_none(bundle: dict) -> str | None:
     """:func:`bundle_digest`, or None for a bundle it cannot read (its replay says why)."""
     try:
         return bundle_digest(bundle)
-    except (SubmissionError, KeyError, TypeError, ValueError, AttributeError):
+    except (SubmissionError, KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
 
 
+def _agent_name(bundle: dict) -> str:
+    """The bundle's agent name for a progress line, read before the bundle is verified."""
+    agent = bundle.get("agent")
+    name = agent.get("name") if isinstance(agent, dict) else None
+    return name if isinstance(name, str) else "?"
+
+
 def _episodes(bundle: dict) -> str:
-    count = sum(len(run.get("episodes") or ()) for run in bundle.get("runs") or ())
+    """``"1,000 episodes"`` for a progress line (``"? episodes"`` where the bundle's shape is
+    not a bundle's: it is verified after)."""
+    try:
+        count = sum(len(run.get("episodes") or ()) for run in bundle.get("runs") or ())
+    except (AttributeError, TypeError):
+        return "? episodes"
     return f"{count:,} episode{'' if count == 1 else 's'}"
 
 

@@ -11,8 +11,9 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
   recomputed by the replay: episodes, errors, successes, success rate and its 95% Wilson
   interval, mean return (errored episodes at the env's worst return), mean turns and
   valid-action rate.
-* ``episodes``: one row per (submission, board, seed) with the SHA-256 of the episode's actions
-  (:func:`leaderboards.verify.actions_digest`).
+* ``episodes``: one row per (submission, board, seed) with the SHA-256 of what the episode's
+  steps executed in the replay (:func:`leaderboards.verify.actions_digest`: each step's validity
+  and the canonical names of the actions it ran, not the action text).
 
 A board ranks entries by the lower bound of their success rate's 95% Wilson interval, then the
 success rate, then the mean return, then submission order: every run covers the first ``n`` of
@@ -24,7 +25,9 @@ listed after the ranked ones, unranked.
 
 A duplicate is refused: the same bundle (:func:`agentgym.bundle.bundle_digest`), or a run
 whose episodes on every seed it shares with a stored entry's run on the same board are that
-entry's episodes (the same actions): two overlapping windows of one run are one entry.
+entry's episodes (the same actions executed, step for step): two overlapping windows of one run
+are one entry, and so is a copy whose actions differ only in their ``<think>`` text or in how
+the same actions are spelt.
 
 A submission is written in one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a failure at any
 point rolls it back, and the database is left as it was. Reads never create the file. Every
@@ -72,9 +75,10 @@ __all__ = [
     "MalformedDatabase",
 ]
 
-#: 2: the ``episodes`` table (issue 25). A database of an earlier version is read as it is; a
-#: submission to it is refused until ``python -m leaderboards rebuild`` rewrites it.
-SCHEMA_VERSION = 2
+#: 2: the ``episodes`` table (issue 25). 3: its digests are of what the replay executed, not of
+#: the action text. A database of an earlier version is read as it is; a submission to it is
+#: refused until ``python -m leaderboards rebuild`` rewrites it.
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -383,23 +387,59 @@ class Store:
             yield sid, name, bundle
 
     def submissions(self) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
-        """``(id, name, submitted, bundle)`` of every stored submission, in id order."""
+        """``(id, name, submitted, bundle)`` of every stored submission, in id order, one bundle
+        read at a time (:meth:`index`, then :meth:`bundle`)."""
+        for sid, name, submitted in self.index():
+            yield sid, name, submitted, self.bundle(sid)
+
+    def index(self) -> list[tuple[int, str, str]]:
+        """``(id, name, submitted)`` of every stored submission, in id order, without reading
+        a bundle (empty if the file does not exist).
+
+        Raises:
+            MalformedDatabase: a row holds a column of another type than this module writes.
+        """
         if not self.path.exists():
-            return
+            return []
         with closing(self._connect(write=False)) as conn:
             if not _has_tables(conn):
-                return
-            rows = conn.execute(
-                "SELECT id, name, submitted, bundle FROM submissions ORDER BY id"
-            ).fetchall()
-        for sid, name, submitted, blob in rows:
-            try:
-                bundle = json.loads(zlib.decompress(blob).decode("utf-8"))
-            except (zlib.error, TypeError, ValueError):
-                raise MalformedDatabase(
-                    f"the stored bundle of entry #{inert_id(sid)} cannot be read"
-                ) from None
-            yield int(sid), str(name), str(submitted), bundle
+                return []
+            rows = conn.execute("SELECT id, name, submitted FROM submissions ORDER BY id")
+            out = []
+            for sid, name, submitted in rows:
+                if not (isinstance(sid, int) and isinstance(name, str)):
+                    raise MalformedDatabase(
+                        f"the id or name of entry #{inert_id(sid)} is not what the leaderboard "
+                        "writes"
+                    )
+                if not isinstance(submitted, str):
+                    raise MalformedDatabase(f"the submitted of entry #{sid} is not text")
+                out.append((sid, name, submitted))
+        return out
+
+    def bundle(self, sid: int) -> dict[str, Any]:
+        """The stored bundle of entry ``sid``, decoded.
+
+        Raises:
+            MalformedDatabase: no such entry, or its bundle is not zlib-compressed UTF-8 JSON
+                holding an object.
+        """
+        with closing(self._connect(write=False)) as conn:
+            row = conn.execute("SELECT bundle FROM submissions WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            raise MalformedDatabase(f"entry #{inert_id(sid)} is not in {self.path}")
+        try:
+            bundle = json.loads(zlib.decompress(row[0]).decode("utf-8"))
+        except (zlib.error, TypeError, ValueError, RecursionError):
+            raise MalformedDatabase(
+                f"the stored bundle of entry #{inert_id(sid)} cannot be read"
+            ) from None
+        if not isinstance(bundle, dict):
+            raise MalformedDatabase(
+                f"the stored bundle of entry #{inert_id(sid)} is not a JSON object (found: "
+                f"{type(bundle).__name__})"
+            )
+        return bundle
 
 
 class MalformedDatabase(sqlite3.DatabaseError):

@@ -3,8 +3,11 @@
 1. Size: the file's size is read with ``os.stat`` before a byte of it is read; a bundle over
    ``max_bytes`` (default :data:`MAX_BUNDLE_BYTES`, 64 MiB) is refused.
 2. JSON: UTF-8 text holding one JSON object nested at most :data:`MAX_DEPTH` deep.
-3. Schema: ``leaderboards/schema/bundle-v1.json`` (JSON Schema draft 2020-12, via ``jsonschema``).
-   A bundle refused at steps 1-3 (or whose structure cannot be read) is *malformed*
+3. Schema: ``leaderboards/schema/bundle-v1.json`` (JSON Schema draft 2020-12, via ``jsonschema``),
+   whose free-form objects (``agent.settings``, ``eval_config``, ``provenance``, each run's
+   ``env_settings`` and ``env_constructor_kwargs``: documentation, which no replay reads) hold at
+   most 256 keys each and, together, at most :data:`MAX_FREE_FORM_BYTES` (4 MiB) of compact
+   JSON. A bundle refused at steps 1-3 (or whose structure cannot be read) is *malformed*
    (:class:`MalformedBundle`: ``python -m leaderboards`` exits 2).
 4. Consistency: each env id is registered in the installed agentgym at the bundle's version, and
    is deterministic (an id registered ``nondeterministic`` cannot be verified by replay); its
@@ -29,7 +32,9 @@
 What the leaderboard stores comes from the replay, never from the bundle's claims: each
 episode's return is the sum of the replayed rewards, and an errored episode counts as a failure
 with the env's worst return (:func:`agentgym.registration.worst_return`), so an error never
-scores better than playing. No refusal quotes a file the bundle names, nor its digest.
+scores better than playing; each episode's digest for the duplicate check
+(:func:`actions_digest`) is of what its steps executed in the replay, not of the action text.
+No refusal quotes a file the bundle names, nor its digest.
 
 Example:
     >>> verified = verify_file("run.json")  # doctest: +SKIP
@@ -92,12 +97,20 @@ __all__ = [
     "verify_file",
     "bundle_digest",
     "actions_digest",
+    "executed_record",
     "board_key",
+    "MAX_FREE_FORM_BYTES",
+    "check_free_form",
 ]
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+#: The most compact-JSON bytes (UTF-8) a bundle's free-form fields may hold together
+#: (:func:`check_free_form`): they are documentation no replay reads, and every later read of
+#: a stored entry (a rebuild) pays for them again.
+MAX_FREE_FORM_BYTES = 4 * 1024 * 1024
 SCHEMA_PATH = Path(__file__).with_name("schema") / "bundle-v1.json"
 _REWARD_TOL = 1e-9
+_MAX_SCHEMA_MESSAGE = 300  # characters of a jsonschema message quoted in a refusal
 
 #: The first of every board's official seeds: a run covers the official seeds' first ``n``
 #: (``0, 1, ..., n - 1``), never a window its submitter chose (issue 25: an agent was ranked on
@@ -175,8 +188,9 @@ class VerifiedRun:
         seed: the first seed.
         summary: :func:`agentgym.bundle.summarize` of the replayed episodes.
         env_files: SHA-256 of each file the overrides name (checked against the files).
-        episodes: ``(seed, SHA-256 of its actions)`` per episode (:func:`actions_digest`): what
-            tells one run's episodes from another's on a board.
+        episodes: ``(seed, SHA-256 of what its steps executed)`` per episode
+            (:func:`actions_digest` of the replay's :func:`executed_record` s): what tells one
+            run's episodes from another's on a board.
     """
 
     env_id: str
@@ -255,12 +269,59 @@ def validate_schema(bundle: Any) -> None:
     except RecursionError:
         raise MalformedBundle(f"the bundle nests deeper than {MAX_DEPTH} levels") from None
     if error is None:
+        check_free_form(bundle)
         return
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+    message = error.message
+    if error.validator == "maxProperties" and isinstance(error.instance, dict):
+        # jsonschema's message quotes the whole object
+        message = (
+            f"it has {len(error.instance)} keys, over the limit of {error.validator_value} "
+            "(maxProperties)"
+        )
+    elif len(message) > _MAX_SCHEMA_MESSAGE:
+        message = f"{message[:_MAX_SCHEMA_MESSAGE]}... ({error.validator})"
     raise MalformedBundle(
-        f"schema violation at {where}: {error.message} "
-        f"(schema: leaderboards/schema/{SCHEMA_PATH.name})"
+        f"schema violation at {where}: {message} (schema: leaderboards/schema/{SCHEMA_PATH.name})"
     )
+
+
+def _free_form_fields(bundle: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``(path, value)`` of each free-form field a schema-valid bundle holds."""
+    agent = bundle.get("agent") or {}
+    if "settings" in agent:
+        yield "agent/settings", agent["settings"]
+    for key in ("eval_config", "provenance"):
+        if key in bundle:
+            yield key, bundle[key]
+    for r, run in enumerate(bundle.get("runs") or ()):
+        for key in ("env_settings", "env_constructor_kwargs"):
+            if key in run:
+                yield f"runs/{r}/{key}", run[key]
+
+
+def check_free_form(bundle: Mapping[str, Any], limit: int = MAX_FREE_FORM_BYTES) -> None:
+    """Refuse a (schema-valid) bundle whose free-form fields hold more than ``limit`` bytes
+    of compact JSON together (the schema bounds their keys; JSON Schema cannot count bytes).
+
+    Raises:
+        MalformedBundle: over the limit; the message names it and the largest field.
+    """
+    sizes = []
+    for where, value in _free_form_fields(bundle):
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        sizes.append((len(text.encode("utf-8", "surrogatepass")), where))
+    total = sum(size for size, _ in sizes)
+    if total > limit:
+        largest, where = max(sizes)
+        raise MalformedBundle(
+            f"the free-form fields (agent/settings, eval_config, provenance, each run's "
+            f"env_settings and env_constructor_kwargs) hold {total:,} bytes of JSON, over the "
+            f"limit of {limit:,} bytes ({limit / 2**20:g} MiB) they may hold together; the "
+            f"largest is {where} ({largest:,} bytes): they are documentation that no replay "
+            "reads, so submit the bundle `agentgym eval --out` wrote, without what was added "
+            "to them"
+        )
 
 
 def _gate(run: Mapping[str, Any], r: int) -> dict[str, Any]:
@@ -381,11 +442,37 @@ def board_key(
     return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))
 
 
-def actions_digest(steps: Sequence[Mapping[str, Any]]) -> str:
-    """SHA-256 (hex) of an episode's actions, in order: with the board and the seed, what makes
-    the episode (its rewards follow from them)."""
-    text = json.dumps([s["action"] for s in steps], ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def executed_record(action: str, info: Mapping[str, Any], opaque_names: bool = False) -> Any:
+    """What one replayed step executed: ``[action_is_valid, executed_actions]`` (the canonical
+    names of the actions the env ran, :data:`agentgym.text_env.STEP_INFO_KEYS`), plus the action
+    pieces parsed from the answer (``info["actions"]``) where the names do not tell actions
+    apart (``opaque_names``: :attr:`agentgym.registration.EnvEntry.opaque_action_names`,
+    CodeExec's ``"code (N chars)"``). The ``<think>`` text, white space around the pieces and
+    the spelling of a name the env reads as the same action are not part of it: two steps with
+    the same record make the same step. An env whose info has no ``executed_actions`` gives the
+    action text itself.
+
+    Example:
+        >>> info = {"action_is_valid": True, "executed_actions": ("Right", "Down")}
+        >>> executed_record("<think>a</think><answer>Right||Down</answer>", info)
+        [True, ['Right', 'Down']]
+    """
+    executed = info.get("executed_actions")
+    if not isinstance(executed, (list, tuple)):
+        return ["text", action]
+    record: list[Any] = [bool(info.get("action_is_valid", True)), [str(a) for a in executed]]
+    if opaque_names:
+        record.append([str(a) for a in info.get("actions") or ()])
+    return record
+
+
+def actions_digest(executed: Sequence[Any]) -> str:
+    """SHA-256 (hex) of what an episode's steps executed, in order (their
+    :func:`executed_record` s): with the board and the seed, what makes the episode (its rewards
+    follow from them). Two episodes whose actions differ only in their ``<think>`` text, or in
+    how the same actions are spelt (``Right||Down``, ``Right || Down``), have one digest."""
+    text = json.dumps(list(executed), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def check_files(run: Mapping[str, Any]) -> dict[str, str]:
@@ -514,6 +601,7 @@ def replay_run(
     )
     kwargs = normalise_task_kwargs(env_id, run["env_kwargs"])
     named = [k for k in FILE_KWARGS if k in kwargs]
+    opaque = registered_envs()[env_id].opaque_action_names
 
     def detail(err: BaseException) -> str:
         if named:
@@ -546,6 +634,7 @@ def replay_run(
         {**kwargs, **dict(settings or {})},
     )
     scored = []
+    digests: list[tuple[int, str]] = []
     try:
         for e, episode in enumerate(run["episodes"]):
             recorded = episode["steps"]
@@ -554,6 +643,7 @@ def replay_run(
             bounded(f"the reset of {where}", raised, env.reset, seed=episode["seed"])
             # Each step is compared as it is replayed: the first wrong one ends the replay.
             replayed: list[dict[str, Any]] = []
+            executed: list[Any] = []
             for t, want in enumerate(recorded):
                 action = want["action"]
                 _, reward, terminated, truncated, info = bounded(
@@ -562,6 +652,7 @@ def replay_run(
                 got = step_record(Step(action, reward, terminated, truncated, info))
                 _compare_step(want, got, f"{where}, step {t}", cause)
                 replayed.append(got)
+                executed.append(executed_record(action, info, opaque))
                 if (terminated or truncated) and t + 1 < len(recorded):
                     raise SubmissionError(
                         f"replay mismatch in {where}: the environment ended the episode after "
@@ -578,6 +669,7 @@ def replay_run(
             ) != bool(recorded and recorded[-1]["truncated"]):
                 raise SubmissionError(f"{where}: terminated/truncated disagree with its last step")
             scored.append(_scored_episode(env_id, kwargs, episode, replayed))
+            digests.append((episode["seed"], actions_digest(executed)))
     finally:
         env.close()
     claimed = run["summary"]
@@ -600,7 +692,7 @@ def replay_run(
         run["seed"],
         summarize(scored),
         dict(run.get("env_files") or {}),
-        tuple((e["seed"], actions_digest(e["steps"])) for e in run["episodes"]),
+        tuple(digests),
     )
 
 

@@ -211,7 +211,8 @@ def test_per_episode_without_a_seed_draws_from_np_random() -> None:
     ("kwargs", "options", "fix"),
     [
         ({"payout_draws": "independent"}, None, "payout_draws='per_episode'"),
-        ({"payout_draws": "shared"}, None, "payout_draws must be 'seeded' or 'per_episode'"),
+        # the registry's gate refuses it first: payout_draws is a task parameter
+        ({"payout_draws": "shared"}, None, "payout_draws must be one of ['seeded', 'per_episode']"),
         ({"name_set": "RAGEN"}, None, "name_set='ragen'"),
         ({}, {"payout_draw": 1}, "applies only with payout_draws='per_episode'"),
         ({"payout_draws": "per_episode"}, {"payout_draw": -1}, "must be an int >= 0"),

@@ -39,8 +39,9 @@ def test_list_shows_every_id_with_summary_fixed_and_defaults() -> None:
         "    Two arms with semantic names, a safe low arm and a risky high arm; one pull.",
         "    fixed:    name_split='train'",
         "    defaults: max_turns=1, max_actions_per_turn=1",
-        "    params:   low_arm_reward: float in [-10, 10]; high_arm_reward: float in [-10, 10]; "
-        "high_arm_prob: float in [0, 1]",
+        "    params:   name_set: one of agentgym, ragen; low_arm_reward: float in [-10, 10]; "
+        "high_arm_reward: float in [-10, 10]; high_arm_prob: float in [0, 1]; "
+        "payout_draws: one of seeded, per_episode",
     ]
     # Every id has a params line; choices are listed; the common parameters are printed once.
     for env_id in agentgym.registered_envs():

@@ -295,7 +295,9 @@ def test_several_attempts_with_feedback():
     assert obs.splitlines()[-1] == "Your expression equals 80, not 24."
     assert info["expression_value"] == "80" and info["numbers_ok"] and not info["correct"]
     obs, reward, terminated, _, info = env.step(_answer("(100 - 4) / 8 * 2"))
-    assert reward == 1.0 and terminated and info["success"] and info["turn"] == 2
+    # the improvement over the best attempt (0.1): the episode returns its best score, 1.0
+    assert reward == pytest.approx(0.9) and terminated and info["success"] and info["turn"] == 2
+    assert info["score"] == 1.0
 
 
 def test_oracle_scores_one_on_200_seeds():

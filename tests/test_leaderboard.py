@@ -830,7 +830,7 @@ def test_rebuild_drops_a_window_of_an_entry_accepted_before_issue_25(
         (3, "oracle"),
     ]
     with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("3",)
         assert conn.execute("SELECT COUNT(*) FROM episodes").fetchone() == (32,)
 
 

@@ -24,9 +24,19 @@ _FROZEN_LAKE = {
 }
 _BANDIT = {
     "name_split": TaskParam("choice", choices=("train", "heldout")),
+    # Whose arm names (agentgym.envs.bandit.NAME_SETS): other names, other episodes.
+    "name_set": TaskParam(
+        "choice", choices=("agentgym", "ragen"), hint="use name_set='ragen' for RAGEN's name pairs"
+    ),
     "low_arm_reward": TaskParam("float", -10.0, 10.0),
     "high_arm_reward": TaskParam("float", -10.0, 10.0),
     "high_arm_prob": TaskParam("float", 0.0, 1.0),
+    # How the risky payout is drawn; "per_episode" has no leaderboard (_check_bandit_bundle).
+    "payout_draws": TaskParam(
+        "choice",
+        choices=("seeded", "per_episode"),
+        hint="use payout_draws='per_episode' for RAGEN's independent draw per episode",
+    ),
 }
 _COUNTDOWN = {
     "num_numbers": TaskParam("int", 3, 6),
@@ -38,7 +48,8 @@ _COUNTDOWN = {
 }
 _MATH = {
     "task": TaskParam("str", high=64),
-    "task_config": TaskParam("mapping", high=32, nullable=True),
+    # None is reasoning-gym's defaults, as {} is: one board for both spellings.
+    "task_config": TaskParam("mapping", high=32, nullable=True, none_means=lambda kw: {}),
     "reward_decay": TaskParam("float", 1e-6, 1.0),
 }
 #: The reasoning-gym configuration fields a result bundle may set (``task_config``), per task,
@@ -135,9 +146,29 @@ def _sokoban_worst(kw: Mapping[str, Any]) -> float:
     return -0.1 * steps - int(kw.get("num_boxes", 1))
 
 
+def _check_bandit_bundle(kw: Mapping[str, Any]) -> None:
+    """A bundle's Bandit run draws its payouts ``"seeded"``: with ``"per_episode"`` an episode's
+    payout depends on how many resets with its seed the process made before
+    (:class:`agentgym.envs.bandit.BanditEnv`), which a replay in another process cannot know."""
+    if kw.get("payout_draws", "seeded") != "seeded":
+        raise EnvKwargsError(
+            "payout_draws: 'per_episode' draws each episode's risky payout from a count of the "
+            "resets the evaluating process made with its seed, which a replay cannot reproduce, "
+            "so it has no leaderboard: evaluate it locally, or submit a run made with "
+            "payout_draws='seeded' (the default)",
+            "payout_draws",
+        )
+
+
 def _bandit_worst(kw: Mapping[str, Any]) -> float:
     low = min(0.0, float(kw.get("low_arm_reward", 0.15)), float(kw.get("high_arm_reward", 1.0)))
     return int(kw.get("max_turns", 1)) * low
+
+
+def _miniwob_worst(kw: Mapping[str, Any]) -> float:
+    """``reward_mode="raw"`` pays MiniWoB++'s raw reward, down to -1, on the step that ends the
+    episode (once per episode: the page ends it); ``"strict"`` pays 1 or 0."""
+    return -1.0 if kw.get("reward_mode", "strict") == "raw" else 0.0
 
 
 # What the ids of one environment class share: its entry point, task parameters and checks, and
@@ -157,6 +188,7 @@ _bandit = partial(
     default_kwargs={"max_turns": 1, "max_actions_per_turn": 1},
     task_params=_BANDIT,
     step_worst=_bandit_worst,
+    check_bundle=_check_bandit_bundle,
 )
 _MATH_DEFAULTS = {"reward_decay": 0.5, "max_turns": 3, "max_actions_per_turn": 1}
 _math = partial(
@@ -232,6 +264,7 @@ _miniwob = partial(
     task_params=_MINIWOB,
     min_ranked_episodes=4,
     check_bundle=_check_miniwob_task,
+    step_worst=_miniwob_worst,
 )
 _CODE_EXEC_DEFAULTS = {"backend": "auto", "max_turns": 3, "max_actions_per_turn": 1}
 _code_exec = partial(
@@ -239,6 +272,7 @@ _code_exec = partial(
     entry_point="agentgym.envs.code_exec:CodeExecEnv",
     default_kwargs=_CODE_EXEC_DEFAULTS,
     task_params=_CODE_EXEC,
+    opaque_action_names=True,  # executed_actions: "code (N chars)", not the code
 )
 
 

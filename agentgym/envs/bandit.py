@@ -71,6 +71,13 @@ RAGEN's Bandit (``mll-lab-nu/RAGEN`` at commit ``20daedc``, the reference of doc
 
 :data:`RAGEN_KWARGS` holds RAGEN's settings: ``gymnasium.make("agentgym/Bandit-v0",
 **RAGEN_KWARGS)``.
+
+``name_set`` and ``payout_draws`` are task parameters (``agentgym/envs/__init__.py``; ``agentgym
+list`` prints them): a result bundle records them in ``env_kwargs``, they key a leaderboard of
+their own (``name_set="ragen"`` is another board than the default names), and the replay builds
+the env with them. A bundle with ``payout_draws="per_episode"`` is refused by the leaderboard,
+naming the fix (``"seeded"``): its payouts depend on the evaluating process's reset counts,
+which no replay can reproduce.
 """
 
 from __future__ import annotations

@@ -25,6 +25,14 @@ kept as the reference solution (the oracle's answer).
     16 deep). The shared policy of :class:`~agentgym.text_env.TextEnv` applies (default: reward
     -0.1); the observation says what was wrong.
 
+  With several attempts (``max_turns > 1``) the reward of an attempt is its score's improvement
+  over the best score of the episode so far, ``max(0, score - best)`` (as CodeExec's
+  ``"counts"``): an episode's return from valid answers is its best attempt's score, so a wrong
+  attempt pays the format score once, and solving at the third attempt after two wrong ones
+  returns 0.1 + 0 + 0.9 = 1.0, no more than solving at once (stalling never pays). With the
+  default single attempt this is the score itself. ``info["score"]`` holds the attempt's own
+  score (1 / ``format_score`` / 0).
+
   So an answer that *is* arithmetic is a valid action and is scored by the task (1 / 0.1 / 0);
   one that is not is a malformed turn, like any unparsable action in every environment. Breaking
   the number rule scores 0 rather than RAGEN's format score 0.1, so that writing any number at all
@@ -155,8 +163,9 @@ class CountdownEnv(TextEnv):
         max_number: numbers are drawn from ``1..max_number`` (default 100).
         max_target: bound on the target and every intermediate value of the reference (default
             1000).
-        format_score: reward of a well-formed answer over the given numbers with the wrong value
-            (default 0.1, RAGEN's and TinyZero's format score), in [0, 1).
+        format_score: score of a well-formed answer over the given numbers with the wrong value
+            (default 0.1, RAGEN's and TinyZero's format score), in [0, 1); paid once per
+            episode (an attempt pays its improvement over the best score so far).
         max_turns: attempts per episode (default 1).
         number_rule: ``"exact"`` (default; RAGEN/TinyZero: every given number exactly once) or
             ``"subset"`` (each given number at most once, a subset allowed).
@@ -207,6 +216,7 @@ class CountdownEnv(TextEnv):
         self.number_rule = number_rule
         self.problem = CountdownProblem((), 0, None)
         self._solved = False
+        self._best = 0.0  # the best score of the episode's attempts so far
         self._feedback: str | None = None
 
     # ------------------------------------------------------------------ TextEnv hooks
@@ -239,6 +249,7 @@ class CountdownEnv(TextEnv):
                 self.np_random, self.num_numbers, self.max_number, self.max_target
             )
         self._solved = False
+        self._best = 0.0
         self._feedback = None
         return {"numbers": list(self.problem.numbers), "target": self.problem.target}
 
@@ -256,18 +267,21 @@ class CountdownEnv(TextEnv):
         numbers_ok = self._numbers_ok(action.numbers)
         correct = numbers_ok and action.value == self.problem.target
         if correct:
-            reward, self._feedback = 1.0, "Your answer is correct."
+            score, self._feedback = 1.0, "Your answer is correct."
         elif numbers_ok:
-            reward = self.format_score
+            score = self.format_score
             self._feedback = f"Your expression equals {action.value}, not {self.problem.target}."
         else:
-            reward = 0.0
+            score = 0.0
             self._feedback = (
                 "Your expression must use every given number exactly once, and no other numbers."
                 if self.number_rule == "exact"
                 else "Your expression uses numbers that were not given (or too often)."
             )
         self._solved = self._solved or correct
+        # Pay the improvement over the best attempt so far: the return is the best score.
+        reward = max(0.0, score - self._best)
+        self._best = max(self._best, score)
         return ActionOutcome(
             reward=reward,
             effective=True,
@@ -276,6 +290,7 @@ class CountdownEnv(TextEnv):
                 "expression_value": str(action.value),
                 "numbers_ok": numbers_ok,
                 "correct": correct,
+                "score": score,
             },
         )
 
