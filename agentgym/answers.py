@@ -10,9 +10,13 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    :data:`MAX_ANSWER_CHARS` long (else the reply is not read). The region is every answer marker
    the reply has, so that a hedge stays a hedge: its boxed answers (every distinct run, below; a
    number that a hedge joins to them; a box never closed), the last ``final answer is`` with what
-   step 1 reads after it, and ``#### X``. A reply without any is read by its last
-   :data:`MAX_ANSWER_CHARS` characters, from the first line start in them that is outside math
-   and follows the end of a sentence, else from the first sentence start outside math; never
+   step 1 reads after it, and ``#### X``. Two markers anywhere in the reply that differ, or a
+   hedging sentence anywhere after its answer (step 1), are found over the whole reply in the
+   same pass: the region is then those two markers, or the answer and that sentence, read alone
+   (a hedge: ``\\boxed{3}``, 1,360 characters, ``Answer: 4``). A reply without any is read by
+   its last :data:`MAX_ANSWER_CHARS` characters, from the first line start in them that is
+   outside math and follows the end of a sentence, else from the first sentence start outside
+   math; never
    where a hedge crosses the break (``3 or\\n4``, ``3.\\nOr 4``), and never from within a sentence
    (a cut there could split a hedge): without such a start the reply is not read. Longer text is
    not read.
@@ -22,9 +26,10 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    ``\\colorbox{c}{...}`` or ``\\fcolorbox{c}{c}{...}`` alike, with its argument in braces, after
    white space or not (``\\boxed {4}``), or one token as TeX reads it (``\\boxed 4`` boxes 4,
    and so does ``\\boxed 42``). A TeX comment in a box goes as TeX removes it: an unescaped
-   ``%`` to the end of its line, with the line break and the next line's leading spaces
-   (``\\boxed{4 % \\n 3}`` boxes ``43``); a ``%`` with no line break after it in the box, and
-   ``\\%``, are percent signs (``\\boxed{25\\%}``). Boxes with only separators between them
+   ``%`` to the end of its line, with the spaces before it (math mode ignores them), the line
+   break and the next line's leading spaces (``\\boxed{4 % \\n 3}`` boxes ``43``); a ``%``
+   with no line break after it in the box, and ``\\%``, are percent signs (``\\boxed{25\\%}``).
+   Boxes with only separators between them
    (``,`` ``;`` ``and`` ``or``, spaces, math delimiters, ``\\quad``, ``\\text{and}``, a unit before a separator: ``\\boxed{1} papers
    and \\boxed{2} bins``) are one *run*; runs of different answers (``\\boxed{3} or maybe
    \\boxed{4}``, ``\\fbox{1} no no \\boxed{2}``) are a *hedge* (below). The same run restated
@@ -43,7 +48,8 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    ``\\text{}``, ``\\mathrm{}``, ``\\textbf{}`` and ``\\mathbf{}`` around their content, ``\\left``
    and ``\\right`` go (``\\left( 3, \\frac{\\pi}{2} \\right)`` is a pair), ``\\$`` is
    a currency sign, U+2212 is ``-``, a Unicode vulgar fraction is the fraction it writes and,
-   glued to digits, the mixed number (``1½`` is 3/2), invisible characters between digits go
+   glued to digits, the mixed number (``1½`` is 3/2), a full-width colon is a colon (``答案：3``),
+   invisible characters between digits go
    (``3\\u200b0`` is 30, as the reader sees it), and trailing punctuation (``42.``, ``7,``; a
    ``!`` after a space) is dropped; a leading ``.`` stays (``.4`` is 0.4) and so does a ``!``
    after a number (``6!`` is 720). Inline math that spans a line break (``$ \\n 9 \\n $``, as in LaTeX, where
@@ -54,45 +60,69 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    equal to nothing, never rewarded (a reference is trusted text: of these rules only that of
    runs applies to it, so that a MATH solution's ``$x=1/5$, or $\\boxed{20}$ percent`` is 20).
    The hedges: runs of boxes with different answers; a box never closed (``\\boxed{3} or
-   \\boxed{4``: it holds the rest of the text); a number that a *hedge join* ties to the boxes,
-   or to the emphasised answer, from outside them (``\\boxed{3} or 4``, ``3 or maybe
-   \\boxed{4}``, ``**3** or perhaps **4**``); two answer markers (the boxes, ``####``, ``final
-   answer is``) whose values differ (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.``
-   and ``\\boxed{3}``), each read by steps 2 and 3 (``\\frac{1}{2}`` and ``0.5`` agree; one that
-   is words is left out); more markers, each compared where it is one plain number: every
-   ``answer is``, ``Answer:`` (``**Answer:** 4``) or ``<answer>`` sentence without a box in it
-   (``\\boxed{3}`` then ``The answer is 4.``; the same marker twice, ``The final answer is 4.
-   The final answer is 3.``, ``Answer: 4`` then ``Answer: 3``), every ``####`` line (``#### 4``
-   then ``#### 3``), the boxes, and an emphasised value after the last box
-   (``\\boxed{3}`` then ``**4**``): two that differ are a hedge, whichever comes last; a number
+   \\boxed{4``: it holds the rest of the text); a number, or any value up to the next space,
+   that a *hedge join* ties to the boxes, or to the emphasised answer, from outside them and
+   that does not read equal to them (``\\boxed{3} or 4``, ``3 or maybe \\boxed{4}``, ``**3** or
+   perhaps **4**``, ``\\boxed{A} or maybe B``, ``\\boxed{2} or \\sqrt{2}``; not ``\\boxed{3} or,
+   equivalently, 3.0``; words are left out); two *answer markers* whose values differ, in any
+   order, with a box or without, each read by steps 2 and 3 (``Answer: x = 4`` is 4;
+   ``\\frac{1}{2}`` and ``0.5`` agree; one that is words is left out). The markers: the boxes,
+   every ``####`` line, the last ``final answer is``, every sentence without a box after an
+   answer word (``answer is``, ``Answer:``, ``Ans:``, ``**Answer:** 4``, ``<answer>``,
+   ``<final_answer>``, ``the answer should be``, ``Antwort:``, ``Antwoord:``, ``Réponse :``,
+   ``Respuesta:``, ``Odpowiedź:``, ``Cevap:``, ``Jawaban:``, ``Đáp án:``, ``答案：``, ``答え：``,
+   ``답:``, ...; a heading alone on its line, ``### Final Answer``; a marker whose line ends
+   there has its value on the next line: ``Answer:\\n4``), and
+   every emphasised value (``**4**``, ``__4__``, ``*4*``, ``\\textbf{}``, ``\\mathbf{}``,
+   ``\\emph{}``, ``\\textit{}``, ``\\underline{}``, ``<b>``, ``<strong>``, ``<em>``, ``<i>``,
+   ``<u>``) after the last box or alone on its line, and the emphasised answer of the final span
+   (``\\boxed{3}`` then ``The answer is 4.``; ``**3**`` then ``The answer is 4.``; ``\\boxed{3}``
+   then ``\\textbf{4}``; the same marker twice, ``Answer: 4`` then ``Answer: 3``); a number
    in parentheses right after the boxes or a ``####`` value (``\\boxed{3} (4)``, ``#### 3 (4)``);
-   a sentence after the answer (after the last box, else after the last ``answer is`` or
-   ``Answer:`` sentence) that names a number other than the answer and holds "or", a hedge word,
-   ``might``, ``could``, ``may``, ``possible``, ``also``, ``instead`` or ``either`` (``\\boxed{3}``
+   a sentence after the answer (after the last box, else after the last answer word's
+   sentence) that names a number other than the answer (with its sign: ``3`` then ``it might be
+   -3``) and holds "or", a hedge word, ``might``, ``could``, ``may``, ``possible`` (not in a
+   bound: ``the smallest possible``), ``also``, ``instead`` or ``either`` (``\\boxed{3}``
    then ``But it might be 4.``; ``The answer is 3. 4 is also possible.``; a number in arithmetic,
-   ``We could also check that 1+1=2.``, is none); two different numbers in
-   the cells of a markdown table (``| 4 | 3 |``); math outside a box that changes it: a sign,
-   operator, ``{`` or ``\\frac`` before it, a digit, power, fraction or fraction word after it
-   (``$-\\boxed{3}$``, ``\\frac{1}{\\boxed{3}}``, ``\\boxed{3}\\frac{1}{2}``, ``\\boxed{3} and a
-   half``: read, equal to nothing); and a span read as a sentence
+   ``We could also check that 1+1=2.``, is none, nor one that is a command's argument equal to
+   the answer: ``\\boxed{\\sqrt{2}} or \\sqrt{2}``); two different numbers in
+   the cells of a markdown table (``| 4 | 3 |``); math outside a box that changes it (read,
+   equal to nothing): before it a sign, operator, ``{`` or ``\\frac`` (``$-\\boxed{3}$``,
+   ``\\frac{1}{\\boxed{3}}``), a relation (``x > \\boxed{3}``, ``\\ge``, ``\\approx``, ``≠``; not
+   ``=``, an arrow, ``\\implies``, nor ``\\equiv \\boxed{9} \\pmod{11}``), a negation or bound in
+   words (``not``, ``isn't``, ``at least``), a digit or point glued to it (``1\\boxed{3}``,
+   ``0.\\boxed{3}``); after it, one test on what follows in its sentence and line: anything but
+   sentence punctuation, white space, a closing math delimiter, a ``\\pmod``, words (a unit,
+   ``\\boxed{3} apples``, ``\\boxed{5}\\text{ cm}``, ``is the answer``) or the next sentence or
+   line: an operator, digit or point (``$\\boxed{3} + 1$``, ``\\boxed{3}.5``), a command
+   (``\\boxed{3}\\pi``, ``\\boxed{3}\\frac{1}{2}``), a letter glued to it that is no unit
+   (``\\boxed{3}x``, ``\\boxed{3}e2``, ``\\boxed{3}M``), a change word (step 3: ``\\boxed{3}
+   squared``, ``\\boxed{3}\\text{ thousand}``, ``\\boxed{3}千``, ``B.C.E.``, ``‰``), ``and`` and a
+   number (``\\boxed{3} and 1/2``, ``and a half``), or a factorial or power after it or its
+   closing brackets (``\\boxed{3}!``, ``(\\boxed{3})^2``; ``$\\boxed{3}$!`` ends a sentence); and
+   a span read as a sentence
    (step 3) whose sentence with the last digit ties two different numbers by a hedge join (``3 or
    maybe 4``, ``It is 3, or possibly 4.``, ``The answer is 3.\\nOr 4.``: a sentence that opens
    with "or" continues the one before; a hedge word anywhere in that sentence with two different
-   numbers: ``Maybe 4, but the answer is 3.``, ``(4 or) 3``). A number is digits or a number word (``3 or four``,
-   ``\\boxed{3} or four``; ``zero`` to ``twenty`` and the tens).
+   numbers: ``Maybe 4, but the answer is 3.``, ``(4 or) 3``). A number is digits with its sign
+   (``3, but it might be -3``: two numbers) or a number word (``3 or four``, ``\\boxed{3} or
+   four``; ``zero`` to ``twenty`` and the tens).
    A hedge join is "or" in any spelling (``or``, ``ou``, ``oder``, ``o``, ``или``, ``或``,
-   ``atau``, ``أو``, ``∨``, ``\\lor``, ...; letters that look Latin read as Latin: a Cyrillic
-   ``оr`` is ``or``; invisible characters do not count), with up to four words such as ``maybe``
+   ``atau``, ``أو``, ``∨``, ``\\lor``, ``||``, ``else``, ``if not``, ...; letters that look Latin
+   read as Latin: a Cyrillic ``оr`` is ``or``; accents and invisible characters do not count:
+   ``ór`` is ``or``), with up to four words such as ``maybe``
    or ``it could be`` after it or up to four words between commas (``3 or, depending on
    interpretation, 4``), or a hedge word (``maybe``, ``perhaps``, ``possibly``, ``probably``,
-   ``alternatively``, ``otherwise``), with punctuation around it; a ``\\footnote{`` is no barrier
+   ``alternatively``, ``otherwise``), with any punctuation, brackets or symbols around it (``1/2
+   [or -1/2]``, ``\\boxed{3} or ... 4``, ``or = 4``, ``or -> 4``); a ``\\footnote{`` is no barrier
    (``\\boxed{3}\\footnote{or 4}``).
    No hedge: "or" inside a word (``for``, ``more``, ``therefore``), a number joined to one equal
    to it (``1/2, or equivalently 0.5``; ``x = 3 or x = 3`` is the list of two parts it writes,
    step 2), a hedge in the work before the sentence of the answer (``Is it 3 or 4? ... The answer
    is 4.``), and a list read whole by step 2 (``3 or 4``, ``x = 1 or x = 2``: two parts, which
    are no one value).
-2. **Its parts.** ``(a, b)`` and ``[a, b]`` (spaced or not: ``(0,1)``) are an ordered *tuple*;
+2. **Its parts.** ``(a, b)`` and ``[a, b]`` (spaced or not: ``(0,1)``; its parts parted by
+   ``;`` alike: ``(0;-2;6)``) are an ordered *tuple*;
    ``[a, b)`` and ``(a, b]`` (spaced or not: ``[-2,7)``) are a half-open *interval*;
    ``\\{a, b\\}`` and ``{a, b}`` are a *set*; otherwise the span splits at top-level ``,`` ``;``
    ``and`` ``or`` into a *list* (one part: a *scalar*); a tuple among the parts is one part
@@ -118,11 +148,21 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    exact decimal written), ``a/b``, ``\\frac{a}{b}``, mixed numbers (``3 1/2`` and
    ``3\\frac{1}{2}`` are 7/2), scientific forms (``3e-9``, ``3 \\times 10^{-9}``), with a currency
    sign before or a unit after (``$18.00``, ``12 apples``, ``5\\text{ cm}``, ``5 m/s``), or ``%``
-   (``25%`` matches 25 and 0.25), and repeating decimals (``0.\\overline{3}`` is 1/3). A scale
-   word after a number (``3 thousand``, ``3\\text{ million}``, ``3 \\text{ dozen}``, ``3 k``) is no
-   unit: the part equals nothing; so does a relation with no left side (``\\neq 3``, ``\\geq 3``,
-   ``\\to 3``, ``> 3``). Plain numbers side by side (``7 8``) are no value: never 15, 56
-   or 78. Anything else (``\\sqrt{50}``, ``2^10``, ``6!``, ``\\pi/2``, ``x+1``, matrices,
+   (``25%`` matches 25 and 0.25), repeating decimals (``0.\\overline{3}`` is 1/3), and numerals
+   with a base subscript, never the number of their digits (``1011_2`` and ``1011_{2}`` are
+   eleven in base 2; bases 2 to 36 with digits valid for the base, else equal to nothing; in an
+   answer, a numeral with another subscript, ``1011_{(2)}`` or ``(1011)_2``, or in an expression,
+   ``1011_2 + 1``, equals nothing: math-verify reads the digits, 1011 and 1012). A *change
+   word* after a number is no unit: the part equals nothing. The change words, one list for
+   every reader (a plain number, a sentence, a ``####`` value, what follows a box): scale words
+   in any language (``3 thousand``, ``3\\text{ million}``, ``3 dozen``, ``3 k``, ``3 K``, ``3 M``,
+   ``3 bn``, ``3 score``, ``3 gross``, ``3 lakh``, ``3 tausend``, ``3 Hundert``, ``3 Mio.``, ``3
+   Mrd.``, ``3 millones``, ``3 тысяч``, ``3 млн``, ``3万``, ``3千``, ``3億``), fraction words (``3
+   quarters``, ``3 hundredths``, ``3 and a half``), powers (``3 squared``, ``3 cubed``, ``3
+   factorial``) and words that change the sign (``3 negative``, ``3 below``, ``3 BC``, ``3
+   B.C.E.``, ``3 per mille``, ``3 ‰``, ``3 ppm``). So does a relation with no left side (``\\neq
+   3``, ``\\geq 3``, ``\\to 3``, ``> 3``). Plain numbers side by side (``7 8``) are no value:
+   never 15, 56 or 78. Anything else (``\\sqrt{50}``, ``2^10``, ``6!``, ``\\pi/2``, ``x+1``, matrices,
    inequalities ``x \\geq 5``, ``x \\neq 3``: the ``=`` of ``<=``, ``>=``, ``!=`` is no equation's)
    is parsed by Hugging Face's ``math-verify`` into SymPy; sums, products and factorials within the bounds
    below are evaluated. A part with other words (``I think 41, no wait, 42``) makes the span a
@@ -136,21 +176,28 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    ``− 3`` are -3), its scientific notation (``3e1`` is 30; ``3 \\times 10^2`` and ``3×10²`` are
    300), its ``%`` and an escaped dollar before it (``\\$42``); ``5, not 4`` is 5. It equals
    nothing where the rest of the sentence could change it: a different number after it (``3
-   hours and 20 minutes``, ``3:20``, ``3 (4)``, ``3 (mod 7)``), a number word in parentheses
-   after it (``3 (four)``), a scale word (``3 thousand``, ``3k``), arithmetic or a bound after it
-   (``3 squared``, ``3 or more``, ``3 is also possible``, ``alternatively``) or a relation or
-   negation just before it (``greater than 3``, ``at most 3``, ``half of 3``, ``cannot be 3``,
-   ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``); numbers earlier in the sentence do
-   not count (``I think 41, no wait, 42``; ``With 2 or more red balls, the count is 15``) unless
+   hours and 20 minutes``, ``3:20``, ``3 (4)``, ``3 (mod 7)``; with its sign: ``3, but it might
+   be -3``), a number word in parentheses after it (``3 (four)``), a scale word or one that
+   changes its sign or scale (``3 thousand``, ``3k``, ``3 below zero``, ``3 BC``, ``3 per
+   mille``, ``3 ‰``, ``3 ppm``; no unit after a number alone either), arithmetic or a bound
+   after it (``3 squared``, ``3 or more``, ``3 is also possible``, ``alternatively``) or a
+   relation or negation just before it (``greater than 3``, ``at most 3``, ``half of 3``,
+   ``cannot be 3``, ``different from 3``, ``не 3``, ``x \\geq 3``, ``→ 3``); numbers earlier in
+   the sentence do not count (``I think 41, no wait, 42``; ``With 2 or more red balls, the count is 15``) unless
    they make one quantity with it (``3:20``, ``3 hours and 20``). It equals nothing too with a
    letter glued to it (``3x``, ``3M``; a unit such as ``12cm`` is read), ``-ish``, a second decimal point (``3.000.000``), an
    operator or relation after it (``3 + x``, ``3 < x``), a scale, fraction or bound word after it
    (``3 bn``, ``3 score``, ``3 quarters``, ``3 and a half``, ``3 and above``, ``3 less than x``),
    an approximation or an operation in words before it (``\\approx 3``, ``≈ 3``, ``almost 3``,
    ``just under 3``, ``upwards of 3``, ``tends to 3``, ``twice 2``, ``the reciprocal of 3``, ``a
-   multiple of 3``), or an ``=`` before it whose left side is an expression with a variable
-   (``x + 1 = 3``, ``2x = 3``, ``x^2 = 3``: a relation, as in a box; ``x = 3`` and ``2 + 3 = 5``
-   are read); so does a box holding ``\\approx 3``.
+   multiple of 3``), a LaTeX command, a radical sign or a function word just before it, whose
+   argument it is, with its arguments, limits, powers and spacing between (``\\sqrt 3``, ``\\frac
+   12``, ``\\frac{1} 3``, ``\\sqrt[3] 8``, ``\\log_2 8``, ``\\sin^{2} 3``, ``\\log~ 3``,
+   ``\\operatorname{sqrt} 3``, ``√ 9``, ``∛ 8``, ``sqrt 3``, ``ln 3``; not a command that formats
+   or spaces: ``\\text``, ``\\quad``), a bare ``^`` or ``_`` just before it, whose exponent it
+   is (``e^ 3``), or an ``=`` before it whose left side is an
+   expression with a variable (``x + 1 = 3``, ``2x = 3``, ``x^2 = 3``: a relation, as in a box;
+   ``x = 3`` and ``2 + 3 = 5`` are read); so does a box holding ``\\approx 3``.
 
    **Plain-text notation** is judged as Math-Verify judges it, never more leniently. Functions
    and constants written as words (``exp(2)``, ``pi``, ``pi/2``, ``sqrt(2)``, ``ln(2)``, and
@@ -162,16 +209,72 @@ text of more than :data:`MAX_ANSWER_CHARS` (1000) code points goes through step 
    graders that evaluate the models trained on it, and words are ambiguous (``e`` is often a
    variable, ``log`` has no fixed base, and ``pi`` in LaTeX is p times i).
 
+   **LaTeX commands and symbols in an answer.** ``math-verify`` drops a command it does not know
+   and reads what is left (``3 \\equiv 4``, ``3 \\lor 4``, ``3\\hphantom{ or 4}`` and
+   ``\\begin{cases} 3 \\\\ 4 \\end{cases}`` all read 4). So in an answer (a reference is trusted
+   text) every command of a part read by steps 2 and 3, and of what ``math-verify`` reads in a
+   sentence, must be on a closed list of those the reading models, else that part is read but
+   equal to nothing: ``\\frac``, ``\\dfrac``, ``\\tfrac``, ``\\cfrac`` and ``\\binom`` with their
+   two arguments, ``\\sqrt`` and ``\\overline`` with theirs, none empty, nor an index (``3
+   \\frac 4``, ``3 \\sqrt{} 4``, ``\\sqrt{{}} 9`` and ``\\sqrt[] 9`` read 4 or 9); an argument
+   without braces only where math-verify reads it as TeX does, one token of ``\\frac`` or of
+   ``\\sqrt`` without index (``\\frac12``, ``\\sqrt 9``; ``\\binom 5 3`` reads 3, ``\\binom 53``
+   53, ``\\sqrt[3] 8`` 8); ``\\cdot``, ``\\times``, ``\\div``, ``\\pi``, ``\\infty``, Greek
+   letters; ``\\sin`` to ``\\tanh``, ``\\log``, ``\\ln``, ``\\exp``, and ``\\max``, ``\\min``,
+   ``\\gcd``, ``\\lcm``, ``\\det`` before their argument; ``\\sum`` and ``\\prod`` with their
+   limits; ``\\lfloor``/``\\rfloor``, ``\\lceil``/``\\rceil``, ``\\lvert``/``\\rvert`` in pairs,
+   around something; ``\\circ`` as a degree sign after ``^`` (``90^\\circ``, not ``3 \\circ 4``)
+   and ``\\degree`` ending its part (``\\boxed{90\\degree}`` is 90); ``\\left``, ``\\right`` and
+   sizing (``\\bigl(3\\bigr)`` is 3); spacing (``\\,``
+   ``\\;`` ``\\quad`` ...); ``\\text``, ``\\mathrm``, ``\\mathbf``, ``\\textbf``, ``\\textnormal``,
+   ``\\textrm``, ``\\mbox`` around one group of words without braces (read as words; ``3
+   \\text{{ or }} 4`` reads 4); ``\\%``, ``\\$``, ``\\{``, ``\\}``;
+   ``\\displaystyle``; ``\\approx`` (below); and the matrix environments ``pmatrix``,
+   ``bmatrix``, ``vmatrix``, ``matrix``, ``array``, ``smallmatrix`` (``\\\\`` only in them).
+   Relation and set commands (``\\le``, ``\\ge``, ``\\lt``, ``\\ne``, ``\\in``, ``\\notin``,
+   ``\\subset``, ``\\cup``, ``\\cap``, ``\\setminus``, ``\\pm``, ``\\mp``, ``\\emptyset``,
+   ``\\mathbb``) count only where the value read keeps them (``x \\le 3``, ``(-\\infty, 1) \\cup
+   (2, \\infty)``, ``\\pm 2``, ``\\mathbb{R}``): in a plain number they are a second value
+   dropped (``3 \\cap 4``, ``3 \\mathbb{R}``). Any other command or environment (``\\equiv``,
+   ``\\to``, ``\\Rightarrow``, ``\\mid``, ``\\dots``, ``\\lor``, ``\\textsf``, ``\\substack``,
+   ``cases``, and hidden or coloured text: ``\\phantom``, ``\\hphantom``, ``\\textcolor``,
+   ``\\color``) makes the part equal nothing,
+   and so do unbalanced brackets (``3 ) 4``, what ``\\left(3 \\right. 4`` leaves). Symbols
+   likewise: besides ASCII letters, digits, ``+-*/^_=<>()[]{},.;:!'%$``, currency signs, white
+   space and Greek letters (``2π``), a part may hold only ``≤ ≥ ≠ ± ∓`` (in the roles of their
+   commands), ``|`` in pairs around something (``|-3|``), ``&`` in a matrix, ``×`` in a
+   scientific form (``3 × 10^5``), and ``°`` or ``~`` before no digit (``90°``); never ``==``,
+   ``->``, ``=>`` or a ``_`` set apart (``3 × 4``, ``3 ∨ 4``, ``3 ∩ 4``, ``3 | 4``, ``3 -> 4``
+   and ``(-∞, 4)`` read 4: equal to nothing), nor two such symbols that math-verify drops one
+   of, spaced or not (``3 = = 4``, ``3 - > 4``, ``3 < > 4``, ``3 :: 4``, ``3 ^ ^ 4``; ``<=``,
+   ``>=``, ``= -`` are kept). Nor may a part hold two numbers that no operator it evaluates
+   joins: an empty group between them (``3 {} 4``, ``3 () 4``, ``3 [] 4``, ``3^{} 4``), a
+   power's exponent then a number (``10^0 4``), or a number then brackets of numbers (``3
+   (4)``, ``3 ( 4 )``, ``3 \\left( 4 \\right)``, ``3 (-4)``, ``2(3+4)``: all equal nothing;
+   math-verify reads some as products, some as the first or last number; ``2(x+1)`` is read).
+   In a box, as every side of an ``=`` must agree, ``A \\approx B`` is ``A`` only where the number
+   ``B`` is ``A`` rounded to the digits written (``\\frac{1}{3} \\approx 0.33``), else nothing
+   (``\\boxed{3 \\approx 4}``); outside a box it is read as Math-Verify reads it, by its left side
+   (its table's ``$x = 5+5+1 = 1/3 \\approx 11$`` is 1/3). An answer so refused is still paid
+   where it is written as the reference is, spaces aside (``x \\equiv 3 \\pmod{7}`` for itself: a
+   copy of trusted text).
+
 Comparison:
 
 * A scalar equals a scalar; a tuple equals a tuple (or a list) of the same length part by part,
-  in order, never a set (``\\{2, 7\\}`` is not ``(2, 7)``, ``\\pm 1`` not ``[-1, 1]``, ``x \\in
-  (1, 2)`` not ``\\{1, 2\\}``; bare braces, ``{1, 3}``, are a TeX group that prints ``1, 3``, and
-  still equal a tuple); an interval equals an interval with the same brackets and ends; a list or set equals
-  a list or set of the same parts. Parts joined by ``or`` and sets are order-free (solutions:
+  in order; a pair's brackets count, as either may be a range with open or closed ends (``(0,
+  1)`` is not ``[0, 1]``, nor ``x \\in (0, 1)`` ``x \\in [0, 1]``, as Math-Verify reads them; nor
+  does a bare ``0, 1`` answer either), a longer tuple's do not (``[1, 2, 3]`` is ``(1, 2, 3)``,
+  as there); never a set (``\\{2, 7\\}`` is not ``(2, 7)``, ``\\pm 1`` not ``[-1, 1]``, ``x
+  \\in (1, 2)`` not ``\\{1, 2\\}``; bare braces, ``{1, 3}``, are a TeX group that prints ``1,
+  3``, and still equal a tuple); an interval equals an interval with the same brackets and
+  ends; a list or set equals a list or set of the same parts. Parts joined by ``or`` and sets are order-free (solutions:
   ``x = 1 or x = 2`` = ``x = 2 or x = 1``); other lists are ordered unless the task says the
   order is free (``unordered=True``). Every part is required: ``20`` is not ``12 and 20``, and
-  ``(0, 1)`` is not ``1``.
+  ``(0, 1)`` is not ``1``. A numeral with a base subscript equals one of the same base and
+  value (a bare number is in base 10: ``12_{10}`` is 12), and a bare whole number whose digits,
+  read in the reference's base, make its value (``204`` answers ``204_5``, as Math-Verify reads
+  both); ``1011_3`` is not ``1011_2``, nor ``12_3`` 12, nor ``11`` ``1011_2``.
 * Exact numbers compare exactly (``3e-9`` is not ``4e-9``; ``18.00`` is ``18``; ``0.333`` is
   not ``1/3``). A decimal inside an expression is the exact number it writes, and an expression
   whose value is a rational number is that number, compared exactly (``12345679.0 + 0`` is not
@@ -402,6 +505,8 @@ class Value:
             ``None``; ``number`` or ``expr`` then hold the last side.
         relation: the part is an equation that is compared only as an equation (``y = 2x + 1``,
             ``x^2 - 1 = 0``; not ``x = 5`` or ``8 - 5 = 3``, which are their last sides).
+        numeral: ``(base, value)`` of a numeral written with a base subscript (``1011_2``:
+            ``(2, 11)``; ``number`` is then ``None``), else ``None``.
     """
 
     number: Fraction | None = None
@@ -411,6 +516,7 @@ class Value:
     too_large: bool = False
     equation: tuple[Any, Any] | None = None
     relation: bool = False
+    numeral: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -424,7 +530,8 @@ class ParsedAnswer:
             ``[-2, 7)``, ``(0, 1]``; its parts are the two ends).
         parts: the values, in the order written.
         ordered: whether the order of the parts counts (tuples; lists not joined by ``or``).
-        brackets: an interval's two brackets (``"[)"`` or ``"(]"``), else ``""``.
+        brackets: an interval's two brackets (``"[)"`` or ``"(]"``), a pair's (``"()"`` or
+            ``"[]"``), else ``""``.
         timed_out: reading it ran past :data:`CHECK_TIMEOUT_S` (its one part is too large).
         decimal_comma: the value of ``1000,99`` or ``0,111`` read with a decimal comma (the
             reading used against a reference of one number), else ``None``.
@@ -618,8 +725,9 @@ def _tidy(text: str) -> str:
     """A final span without its markup (step 1 of the module docstring): math delimiters,
     ``\\text{}`` and like wrappers, ``\\left``/``\\right``, LaTeX spaces, surrounding punctuation."""
     text = text.replace("\\$", " ").replace("\\%", "%").replace("{,}", ",")
+    text = text.replace("‰", " per mille").replace("‱", " per mille")  # no percent: a scale
     text = re.sub(r"(?<=\d),\\[!,]\s*(?=\d{3}(?!\d))", ",", text)  # 11,\! 111,\! 100
-    text = re.sub(r"\\{1,2}(?:left|right|[bB]igg?)(?![A-Za-z])\s*", "", text)  # \left( is (
+    text = re.sub(r"\\{1,2}(?:left|right|[bB]igg?[lrm]?)(?![A-Za-z])\s*", "", text)  # \left( is (
     for mark in ("$", "\\(", "\\)", "\\[", "\\]", "`"):
         text = text.replace(mark, " ")
     text = re.sub(r"\\[,;:! ]|\\quad|\\qquad", " ", text)
@@ -664,9 +772,16 @@ def _final_region(text: str) -> str | None:
     that a hedge stays a hedge: its boxes, rebuilt (every distinct run, a number that a hedge joins
     to one of them, and the opening of a box never closed); the last ``final answer is`` with the
     math that opens what follows it where the sentence ends there (else what follows, up to a later
-    ``####`` or box); and ``#### X``; else the reply's last lines (:func:`_tail`)."""
+    ``####`` or box); and ``#### X``; else the reply's last lines (:func:`_tail`). Where two
+    markers of the whole reply differ (:func:`_markers_disagree`) or a sentence after its answer
+    hedges (:func:`_late_hedge`), the region is those two, or the answer and that sentence."""
     pieces: list[str] = []
     boxes, unclosed = _scan_boxes(text)
+    if unclosed < 0:  # every marker, and the sentences after the answer, of the whole reply
+        disagree = _markers_disagree(text, boxes)
+        hedge = "\n".join(disagree) if disagree else _late_hedge(text, boxes)
+        if hedge is not None:  # the two markers, or the answer and that sentence: a hedge
+            return hedge if 0 < len(hedge) <= MAX_ANSWER_CHARS else None
     if boxes or unclosed >= 0:
         region = _boxes_region(text, boxes, unclosed)
         if region is None or unclosed >= 0:  # a box never closed holds all that follows it
@@ -870,8 +985,9 @@ def _split(span: str) -> tuple[str, list[str], bool]:
         if span.startswith(open_) and span.endswith(close):
             inner = span[len(open_) : len(span) - len(close)]
             parts, seps = _top_level_split(inner)
-            if len(parts) > 1 and all(s == "," for s in seps) and _balanced(inner):
-                kind = "set" if open_ in ("\\{", "{") else "tuple"
+            kind = "set" if open_ in ("\\{", "{") else "tuple"
+            uniform = set(seps) == {","} or (kind == "tuple" and set(seps) == {";"})
+            if len(parts) > 1 and uniform and _balanced(inner):  # (0, 1); (0;-2;6)
                 return kind, [p.strip() for p in parts], kind == "tuple"
     parts, seps = _top_level_split(span)
     parts = [p.strip() for p in parts]
@@ -939,7 +1055,7 @@ def _plain_value(part: str) -> Value | None:
     match = _PLAIN.match(part)
     if not match or _math_word(match["unit"]):
         return None
-    if _SCALE_WORD.match(match["unit"] or ""):
+    if _SCALE_WORD.match(match["unit"] or "") or _SIGN_UNIT.search(match["unit"] or ""):
         return Value()  # 3 thousand, 3 dozen: no unit but a factor (equal to nothing)
     text = match["num"]
     exponent = int(match["e1"] or match["e2"] or 0)
@@ -956,17 +1072,213 @@ def _plain_value(part: str) -> Value | None:
     return Value(number=value, decimal=decimal, percent=bool(match["pct"]))
 
 
-#: Words that scale the number before them (``3 thousand``, ``3k``): a factor, not a unit.
-_SCALE_WORD = re.compile(
-    r"\s*(?:k|(?i:thousands?|millions?|billions?|trillions?|dozens?|hundreds?|lakhs?|crores?"
-    r"|grand))(?![A-Za-z])"
+#: The one list of words that change the number before them, used by every reader (a plain
+#: number's unit, a sentence's number, what follows a box or a ``####`` value): a scale word in
+#: any language (``3 thousand``, ``3k``, ``3 K``, ``3 M``, ``3 bn``, ``3 score``, ``3万``, ``3
+#: Mio.``, ``3 тысяч``, ``3 tausend``), a fraction word (``3 quarters``, ``3 hundredths``), a
+#: power (``3 squared``, ``3 factorial``) or a word that changes its sign (``3 below zero``, ``3
+#: BC``, ``3 negative``, ``3 per mille``, ``3 ppm``).
+_CHANGE_WORDS = (
+    r"(?:[kKMB]|(?i:thousands?|millions?|billions?|trillions?|quadrillions?|dozens?|hundreds?"
+    r"|lakhs?|crores?|grand|bn|mn|mln|bln|tn|score|gross|tausend|hundert|mio\.?|mrd\.?"
+    r"|mill?i?on(?:es|en|i)?|milh[õo]es|mill?iard(?:s|i|en)?|mila|mille|тыс\.?|тысяч\w*|млн\.?|млрд\.?|миллион\w*"
+    r"|миллиард\w*|halves|halfs?|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?"
+    r"|ninths?|tenths?|hundredths?|thousandths?|millionths?|and a (?:half|third|quarter)"
+    r"|squared|cubed|factorial|to the power|negative|below|beneath|bce?|b\.c\.(?:e\.)?"
+    r"|per[ -]?mill?e|per (?:thousand|ten thousand|million|billion)|pp[mbt]|basis points?)"
+    r"|[万萬千百億亿兆‰‱])(?![A-Za-z])"
 )
+#: A unit that is a change word (:data:`_CHANGE_WORDS`, ``under``): no unit.
+_SCALE_WORD = re.compile(rf"\s*(?:{_CHANGE_WORDS}|(?i:under)(?![A-Za-z]))")
+
+
+#: A word in a unit that changes the sign of the number (``3 degrees below zero``, ``3 BC``).
+_SIGN_UNIT = re.compile(r"(?<![A-Za-z])(?i:below|beneath|bce?|b\.c\.|per[ -]?mill?e)(?![A-Za-z])")
 
 
 def _math_word(unit: str | None) -> bool:
     """A "unit" that is a function's or a constant's name (``2pi``, ``3 sqrt``): no unit, so the
     text is no plain number (Math-Verify reads ``2pi`` as 2; we do not, see step 3)."""
     return bool(unit) and unit.split()[0].lower() in _FUNCTIONS  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------------------- modelled commands
+
+#: LaTeX commands whose meaning the reading keeps wherever they stand (module docstring, step 3):
+#: values, operators, functions, Greek letters, spacing, sizing and text wrappers.
+_MODELLED = frozenset(
+    (
+        "cdot times div pi infty sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh"
+        " coth log ln exp approx left right big Big bigg Bigg bigl bigr Bigl Bigr biggl biggr Biggl"
+        " Biggr bigm Bigm quad qquad displaystyle textstyle"
+        " boxed fbox"
+        " alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu"
+        " xi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta"
+        " Lambda Xi Pi Sigma Upsilon Phi Psi Omega"
+    ).split()
+)
+#: Commands that need their arguments, not empty (``\\frac{1}{2}``, ``\\frac12``; ``3 \\frac 4``
+#: and ``3 \\sqrt{} 4`` read 4).
+_WITH_ARGUMENTS = dict.fromkeys("frac dfrac tfrac cfrac binom dbinom tbinom".split(), 2) | {
+    "sqrt": 1,
+    "overline": 1,
+}
+#: Relation and set commands: kept only where the value read is no plain number (a relation,
+#: a set, an interval union, ``\\pm``'s set); ``3 \\cap 4`` reads 4.
+_RELATIONAL = frozenset(
+    "le leq leqslant ge geq geqslant lt gt ne neq in notin subset subseteq supset supseteq cup"
+    " cap setminus pm mp emptyset varnothing mathbb".split()
+)
+#: Environments the reading models (matrices); ``cases``, ``aligned`` and the rest are not.
+_ENVIRONMENTS = frozenset(
+    "pmatrix bmatrix Bmatrix vmatrix Vmatrix matrix array smallmatrix".split()
+)
+#: A command (a doubled backslash before letters, as escaped text has it, is one backslash).
+_ANY_COMMAND = re.compile(r"\\{1,2}[A-Za-z]+|\\.", re.S)
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\s*\{([^{}]*)\}")
+#: An argument as TeX reads it without braces: one token.
+_TOKEN_ARGUMENT = re.compile(r"\s*(?:\\[A-Za-z]+|[^\s{}\\])")
+_PAIRS = (("lfloor", "rfloor"), ("lceil", "rceil"), ("lvert", "rvert"))
+#: Characters a part may hold outside commands; others as :func:`_unmodelled` says.
+_PLAIN_CHARACTERS = frozenset(
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+-*/^_=<>()[]{},.;:!'%$€£¥"
+)
+#: Text wrappers: their contents are words, in one group without braces (``\\text{ cm}``);
+#: ``3 \\text{{ or }} 4`` reads 4.
+_TEXT_WRAPPERS = frozenset("text mathrm mathbf textbf textnormal textrm mbox".split())
+
+
+#: Two numbers that no operator math-verify evaluates joins: a number, then brackets of numbers
+#: (``3 (4)``, ``3 ( 4 )``, ``3 \\left( 4 \\right)``, ``3 (-4)``, ``2(3+4)``: math-verify reads
+#: some as a product, some as the first or the last number; ``2(x+1)`` is read), a power's exponent then a number (``10^0 4``, ``3^{} 4``),
+#: or an empty group between them (``3 {} 4``, ``3 () 4``, ``3 [] 4``).
+_NO_ONE_VALUE = re.compile(
+    r"\d\s*(?:\\left\s*|\\[bB]igg?l?\s*)?\((?=[^()A-Za-z\\]*(?:\\right\s*|\\[bB]igg?r?\s*)?\))"
+    r"|\^\s*(?:\{[^{}]*\}|[\w.]+)\s+\.?\d"
+    r"|(?<!\\)\{\s*\}|\(\s*\)|\[\s*\]"
+)
+
+
+def _unmodelled(text: str, number: bool) -> bool:
+    """A LaTeX command in ``text`` (an answer's part, or what ``math-verify`` read in its
+    sentence) that the reading does not model, or a listed one in a role its value drops
+    (``number``: the value read is a plain number): module docstring, step 3. ``math-verify``
+    drops what it does not know and reads the rest (``3 \\equiv 4``, ``3 \\lor 4`` and
+    ``3\\hphantom{ or 4}`` read 4), so such a part equals nothing."""
+    environments = _ENVIRONMENT.findall(text)
+    if any(e.strip() not in _ENVIRONMENTS for e in environments):
+        return True  # cases, substack-like stacks, align: two values stacked
+    if _BASE_NUMERAL_IN.search(text) and not _BASE_NUMERAL.fullmatch(text.strip()):
+        return True  # 1011_2 + 1: math-verify reads the digits as a decimal number
+    if not _balanced(text):
+        return True  # 3 ) 4, \left(3 \right. 4: math-verify reads 4
+    if _NO_ONE_VALUE.search(text):
+        return True  # 3 (4), 3 ( 4 ), 10^0 4, 3 {} 4: two numbers no operator joins
+    names = []
+    for command in _ANY_COMMAND.finditer(text):
+        name, rest = command.group().lstrip("\\") or "\\", text[command.end() :]
+        names.append(name)
+        if name in _MODELLED or name in ("begin", "end") or name in ",!;: %${}()[]":
+            continue
+        if name == "\\" and environments:
+            continue  # a matrix's row break
+        if name in _RELATIONAL:
+            if number:
+                return True
+        elif name in _TEXT_WRAPPERS:
+            if not re.match(r"\s*\{[^{}]*\}", rest):
+                return True
+        elif name in _WITH_ARGUMENTS:
+            at = command.end()
+            index = name == "sqrt" and re.match(r"\s*\[([^\[\]]*)\]", rest)
+            if index:
+                if not re.sub(r"[\s{}]", "", index[1]):
+                    return True  # \sqrt[] 9 reads 9
+                at += index.end()  # \sqrt[3]{8}
+            for _ in range(_WITH_ARGUMENTS[name]):
+                start, at = at, _argument_end(text, at)
+                if at < 0:
+                    return True
+                if (index or "binom" in name) and not text[start:at].lstrip().startswith("{"):
+                    return True  # \binom 5 3 reads 3, \binom 53 53, \sqrt[3] 8 8
+        elif name in ("det", "gcd", "lcm", "max", "min"):
+            if not re.match(r"\s*(?:\(|\{|\\left|\\begin)", rest):
+                return True  # 3 \max 4 reads 4
+        elif name in ("sum", "prod"):
+            if not re.match(r"\s*(?:_|\\limits)", rest):
+                return True
+        elif name == "circ":  # a degree sign: 90^\circ, 90^{\circ}; 3 \circ 4 reads 4
+            before = text[: command.start()].rstrip()
+            if not before.endswith(("^", "^{")) or re.match(r"(?:\s|\}|\\[,;:! ])*[\w{]", rest):
+                return True
+        elif name == "degree":  # 90\degree ends its part: 3 \degree + 4 reads 4
+            if not re.fullmatch(r"[\s}]*", rest):
+                return True
+        elif not any(name in pair for pair in _PAIRS):
+            return True
+    for left, right in _PAIRS:
+        brackets = [n for n in names if n in (left, right)]
+        if brackets != [left, right] * (len(brackets) // 2) or len(brackets) % 2:
+            return True  # \lfloor x \rfloor, in pairs
+        if re.search(rf"\\{left}\s*\\{right}", text):
+            return True  # around nothing: 3 \lceil\rceil 4 reads 4
+    return _unmodelled_characters(_ANY_COMMAND.sub("c", text), number, bool(environments))
+
+
+def _unmodelled_characters(text: str, number: bool, matrix: bool) -> bool:
+    """A character of ``text`` (its commands replaced by a letter) that ``math-verify`` drops
+    (``3 × 4``, ``3 ∨ 4``, ``3 | 4``, ``3 ~ 4``, ``3 _ 4``, ``3 ° 4``, ``3 == 4`` and ``3 -> 4``
+    read 4 or 3): outside
+    :data:`_PLAIN_CHARACTERS` only white space, Greek letters (``2π``), ``≤ ≥ ≠ ± ∓`` where the
+    value is no plain number, ``|`` in pairs around something, ``&`` in a matrix, ``×`` in a
+    scientific form (``3 × 10^5``), and ``°`` or ``~`` before no digit (``90°``, ``5~cm``)."""
+    for ch in set(text) - _PLAIN_CHARACTERS:
+        if ch.isspace() or unicodedata.name(ch, "").startswith("GREEK"):
+            continue
+        if ch in "≤≥≠±∓":
+            if number:
+                return True
+        elif ch == "|":
+            if text.count("|") % 2 or re.search(r"\|\s*\|", text):
+                return True
+        elif ch in "°~":
+            if re.search(rf"{ch}\s*\d", text):
+                return True
+        elif ch == "&":
+            if not matrix:
+                return True
+        elif ch != "×" or re.search(r"×(?!\s*10\s*\^)", text):
+            return True
+    # 3 _ 4 reads 3; 3 == 4, 3 -> 4, 3 => 4 read 4 (<= and >= are relations), spaced or not
+    # (3 = = 4, 3 - > 4, 3 < > 4, 3 :: 4, 3 ^ ^ 4)
+    return bool(re.search(r"(?:^|\s)_|_(?:\s|$)", text)) or bool(
+        re.search(
+            r"=[=<>:^]|[-=]>|<-|<[<>:^]|>[<>:^]|:[:<>^]|\^[\^=<>:_]|_[\^_]", re.sub(r"\s", "", text)
+        )
+    )
+
+
+def _argument_end(text: str, at: int) -> int:
+    """Where the argument that starts at ``text[at:]`` ends (a group in balanced braces, or one
+    token), or ``-1`` where there is none (``3 \\frac 4`` has one argument, not two)."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    if not text.startswith("{", at):
+        token = _TOKEN_ARGUMENT.match(text, at)
+        return token.end() if token else -1
+    depth = 0
+    for i in range(at, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return i + 1 if re.sub(r"[\s{}]", "", text[at + 1 : i]) else -1  # {} or {{}}: none
+    return -1
+
+
+def _is_number(expr: Any) -> bool:
+    """A SymPy value that is a plain number (no variable, no set, no relation)."""
+    import sympy
+
+    return isinstance(expr, sympy.Expr) and not expr.free_symbols and expr.is_number is True
 
 
 # ----------------------------------------------------------------------------- structural bounds
@@ -1188,12 +1500,14 @@ def _parse(text: str) -> list[Any]:
         return []
 
 
-def _sympy_value(text: str, *, whole: bool) -> Value | None:
+def _sympy_value(text: str, *, whole: bool, answer: bool = False) -> Value | None:
     """A value read by ``math-verify`` (bounded), or ``None``.
 
     With ``whole``, ``text`` is one clean part: it is read as a plain expression when
     ``math-verify`` matches all of it (``2^10``), else as LaTeX (``2x``, ``9^{9^{9}}``). Without,
-    ``text`` is a sentence and the last value ``math-verify`` finds in it counts.
+    ``text`` is a sentence and the last value ``math-verify`` finds in it counts: a numeral with
+    a base subscript as such (``1011_2``), and in an ``answer`` equal to nothing where what it read
+    holds a command it does not model (:func:`_unmodelled`).
     """
     import sympy
 
@@ -1214,6 +1528,12 @@ def _sympy_value(text: str, *, whole: bool) -> Value | None:
         return None
     expr = exprs[0]
     matched = [v for v in values if isinstance(v, str)]
+    if not whole and matched:
+        numeral = _BASE_NUMERAL.fullmatch(_strip_ends(matched[-1]))
+        if numeral:  # "The answer is $1011_2$.": eleven
+            return _numeral_value(numeral)
+        if answer and _unmodelled(matched[-1], _is_number(expr)):
+            return Value()  # "The answer is $3 \equiv 4$.": math-verify dropped a command
     if matched and isinstance(expr, sympy.Number):  # as written, exactly ("18.00" in a sentence)
         plain = _plain_value(_strip_ends(matched[-1]))
         if plain is not None:
@@ -1297,7 +1617,15 @@ _NAME = re.compile(
 
 
 def _read_part(part: str, boxed: bool = False) -> Value | None:
-    """One part's value (step 3); a part written as an equation, see :func:`_equation_value`."""
+    """One part's value (step 3); a part written as an equation, see :func:`_equation_value`;
+    in a box, ``A \\approx B`` is ``A`` only where the number ``B`` is ``A`` rounded to its digits
+    (``\\frac{1}{3} \\approx 0.33``), else nothing (``\\boxed{3 \\approx 4}``)."""
+    approximate = _APPROX.split(part)
+    if boxed and len(approximate) > 1 and approximate[0].strip():
+        value = _read_part(approximate[0], boxed)
+        if value is None or all(_rounds(value, side) for side in approximate[1:]):
+            return value
+        return Value()
     *others, last = _sides(part)
     value = _read_side(last)
     if value is None or not others or value.too_large:
@@ -1317,6 +1645,22 @@ def _read_part(part: str, boxed: bool = False) -> Value | None:
             return Value(equation=(_as_expr(firsts[0]), _as_expr(value)), relation=True)
         return _equation_value(firsts[names:], value, False, boxed)  # type: ignore[arg-type]
     return _equation_value(firsts, value, names == len(others), boxed)  # type: ignore[arg-type]
+
+
+_APPROX = re.compile(r"\\approx(?![A-Za-z])")
+
+
+def _rounds(value: Value, text: str) -> bool:
+    """``text`` is a number that ``value`` rounds to at the digits written (``0.33`` for 1/3)."""
+    written = _plain_value(_strip_ends(text))
+    exact = value.number if value.number is not None else None
+    if exact is None and _is_number(value.expr):
+        exact = _as_fraction(value.expr)
+    if written is None or written.number is None or exact is None or written.percent:
+        return False
+    point = _strip_ends(text).partition(".")[2]
+    places = len(point) if point.isdigit() else 0
+    return abs(exact - written.number) <= Fraction(1, 2 * 10**places)
 
 
 def _equation_value(firsts: list[Value], last: Value, named: bool, boxed: bool = False) -> Value:
@@ -1379,10 +1723,54 @@ _REPEATING = re.compile(
 )
 
 
+#: A numeral with a base subscript: ``1011_2``, ``204_{5}``, ``1F_{16}`` (digits and capitals).
+_BASE_NUMERAL = re.compile(
+    r"(?P<sign>-)?\s*(?P<digits>\d[0-9A-Z]*(?:\.[0-9A-Z]*)?)_\s*(?:\{\s*(?P<b1>\d+)\s*\}|(?P<b2>\d))"
+)
+#: A subscript on a numeral anywhere in a text (``1011_2 + 1``, ``1011_{(2)}``, ``(1011)_2``).
+_BASE_NUMERAL_IN = re.compile(r"(?:(?<![\w\\])\d[0-9A-Z.]*|\))\s*_")
+
+
+def _numeral_value(match: re.Match[str]) -> Value:
+    """A numeral with a base subscript as the number it writes in that base (bases 2 to 36,
+    digits valid for the base, a whole number), else a value equal to nothing."""
+    base = int(match["b1"] or match["b2"])
+    if not 2 <= base <= 36 or "." in match["digits"]:
+        return Value()
+    try:
+        value = int(match["digits"], base)
+    except ValueError:  # a digit the base does not have (129_2)
+        return Value()
+    return Value(numeral=(base, -value if match["sign"] else value))
+
+
+def _numerals_equal(gold: Value, pred: Value) -> bool:
+    """A numeral with a base subscript equals a numeral of the same base and value (a bare
+    number is one of base 10), and a bare whole number whose digits, read in the base of the
+    reference, are its value (``204`` answers ``204_5``, as Math-Verify reads both)."""
+    bases = [v.numeral[0] if v.numeral else 10 for v in (gold, pred)]
+    values = [v.numeral[1] if v.numeral else v.number for v in (gold, pred)]
+    if bases[0] == bases[1]:
+        return values[0] is not None and values[0] == values[1]
+    number = pred.number
+    if gold.numeral is None or pred.numeral is not None or number is None:
+        return False
+    if pred.decimal or pred.percent or number.denominator != 1:
+        return False
+    try:
+        digits = int(str(abs(number.numerator)), bases[0])
+    except ValueError:
+        return False
+    return (-digits if number < 0 else digits) == values[0]
+
+
 def _read_side(part: str) -> Value | None:
     part = _strip_ends(part)
     if _LEADING_RELATION.match(part):
         return Value()  # read, equal to nothing
+    numeral = _BASE_NUMERAL.fullmatch(part)
+    if numeral:  # 1011_2 is eleven: never the number of its digits
+        return _numeral_value(numeral)
     tuple_value = _tuple_value(part)
     if tuple_value is not None:
         return tuple_value
@@ -1404,9 +1792,10 @@ def _read_side(part: str) -> Value | None:
     return _sympy_value(part, whole=True)
 
 
-#: A TeX comment: an unescaped ``%`` to the end of its line, with that line break and the
-#: spaces that open the next line (TeX reads ``4 % note\n 3`` as ``43``).
-_TEX_COMMENT = re.compile(r"(?<!\\)%[^\n]*\n[ \t]*")
+#: A TeX comment: an unescaped ``%`` to the end of its line, with the spaces before it (math
+#: mode ignores them), that line break and the spaces that open the next line (TeX reads ``4 %
+#: note\n 3`` as ``43``).
+_TEX_COMMENT = re.compile(r"[ \t]*(?<!\\)%[^\n]*\n[ \t]*")
 
 
 def _uncomment_boxes(text: str) -> str:
@@ -1456,7 +1845,7 @@ def _unglued(text: str) -> str:
     """``text`` with a vulgar fraction written as the fraction it is, a mixed number where it is
     glued to digits (``1½`` is ``1 1/2``, 3/2), and digits that an invisible character splits
     joined (``3\\u200b0`` is 30, as the reader sees it)."""
-    text = _INVISIBLE_IN_DIGITS.sub("", text)
+    text = _INVISIBLE_IN_DIGITS.sub("", text).replace("\uff1a", ": ")  # a full-width colon
 
     def fraction(match: re.Match[str]) -> str:
         value = Fraction(unicodedata.numeric(match[2])).limit_denominator(10)
@@ -1486,7 +1875,7 @@ def _parse_answer(text: str, hedges: bool = True) -> ParsedAnswer | None:
     if _hedged(text, answer=hedges) or (not boxed and _inline_math_over_lines(text)):
         return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))  # read, equals nothing
     span = final_span(text)
-    parsed = _read_span(text, span, boxed=boxed is not None)
+    parsed = _read_span(text, span, boxed=boxed is not None, answer=hedges)
     if parsed is not None:
         return parsed
     # A sentence: a pair of numbers it ends with counts ("The point is (2, 3)."), else its last
@@ -1503,7 +1892,8 @@ def _parse_answer(text: str, hedges: bool = True) -> ParsedAnswer | None:
         _FINAL_JUXTAPOSED.search(span)
     ):
         return ParsedAnswer(text=text, kind="scalar", parts=(Value(),))
-    value = _sympy_value(text.strip().replace("\u2212", "-").replace("\\$", " "), whole=False)
+    prepared = text.strip().replace("\u2212", "-").replace("\\$", " ")
+    value = _sympy_value(prepared, whole=False, answer=hedges)
     if hedges:  # an answer's sentence: its number as the rest of the sentence lets it stand
         value = _sentence_number(span, value)
     if value is not None and value.equation is None and _is_tuple(value.expr):
@@ -1530,11 +1920,12 @@ _SENTENCE_NUMBER = re.compile(
 #: (``3 thousand``, ``3k``), arithmetic (``3 squared``), a bound (``3 or more``), a second
 #: value (``3:20``, ``3 (4)``, ``but 4 is also possible``).
 _AFTER_NUMBER = re.compile(
-    r"^[ \t]*(?:k(?![A-Za-z])|(?i:thousands?|millions?|billions?|trillions?|dozens?|hundreds?"
-    r"|lakhs?|crores?|grand)(?![A-Za-z])|[:^!²³¹⁰-₟]|\\times|\\cdot|×|\\pm|±)"
+    rf"^[ \t]*(?:{_CHANGE_WORDS}|[:^!²³¹⁰-₟‰‱]|\\times|\\cdot|×|\\pm|±)"
     r"|(?i:\bsquared\b|\bcubed\b|\bto the power\b|\bfactorial\b|\bor (?:more|less|fewer|above"
     r"|below|greater|higher|lower|larger|smaller|so)\b|\bat (?:most|least)\b|\bpossible\b"
-    r"|\balternatively\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bpercent of\b)"
+    r"|\balternatively\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bpercent of\b"
+    r"|\bbelow (?:zero|freezing|sea level)\b|\bper[ -]?mill?e\b)"
+    r"|(?<![A-Za-z])B\.?C\.?(?:E\.?)?(?![A-Za-z])"
     # a letter glued to it (3x, 3M, 3bn), -ish, [.,]digit (3.000.000), an operator (3 + x),
     # a scale word (3 bn, 3 score), a fraction word (3 and a half, 3 quarters), a bound or
     # relation in words (3 and above, 3 less than x)
@@ -1542,7 +1933,10 @@ _AFTER_NUMBER = re.compile(
     r"(?![A-Za-z]))[A-Za-z]|-[ \t]*ish\b|[.,]\d|[ \t]*(?:[-+*/=>≈∼]|<(?!/)"
     r"|\\(?:times|cdot|div|pm|mp|frac|dfrac|sqrt|leq?|geq?|neq?|approx|sim|over|cdots|ldots"
     r"|dots|ast|star|circ|wedge|vee|cup|cap|setminus|mod|bmod|pmod)(?![A-Za-z]))"
-    r"|[ \t]+(?:[MB](?![A-Za-z])|(?i:bn|mn|mln|bln|tn|score|gross|halves|halfs?|thirds?|quarters?|fourths?"
+    # a word that changes its sign or scale (3 below zero, 3 BC, 3 per mille, 3 ppm)
+    r"|[ \t]+(?:[MB](?![A-Za-z])|(?i:below|beneath|under (?:zero|par|sea level)|bce?|b\.c\.(?:e\.)?"
+    r"|per[ -]?mill?e|per (?:thousand|ten thousand|million|billion)|pp[mbt]|basis points?"
+    r"|bn|mn|mln|bln|tn|score|gross|halves|halfs?|thirds?|quarters?|fourths?"
     r"|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?|and a (?:half|third|quarter)"
     r"|and (?:above|below|up|upwards?|over|under|beyond|higher|lower|more|less)"
     r"|(?:less|more|fewer|greater|smaller|larger) than|or (?:so|thereabouts))(?![A-Za-z])))"
@@ -1569,6 +1963,21 @@ _BEFORE_NUMBER = re.compile(
     r"(?:\s+(?:be|is|or|equal|equals|to|exactly|just|the|a|number|value|answer|of))*\s*$",
     re.IGNORECASE,
 )
+#: A LaTeX command (TeX reads a one-token argument: ``\\sqrt 3``, ``\\frac 12``, ``\\sqrt[3] 8``)
+#: or a function word (``sqrt 3``, ``ln 3``, ``sin(3``) just before a sentence's number: the
+#: number is its argument. Commands that only format or space (``\\text``, ``\\quad``) are none.
+_ARGUMENT_OF = re.compile(
+    r"(?:\\(?!(?:text|textbf|textit|textrm|textnormal|mathbf|mathrm|mathit|mathnormal|emph|bm"
+    r"|boldsymbol|displaystyle|textstyle|quad|qquad|left|right|[bB]igg?[lr]?|enspace|thinspace"
+    r"|medspace|thickspace|space|hfill|noindent|par|newline|item|hline)(?![A-Za-z]))[A-Za-z]+"
+    r"(?:[ \t]*\[[^\]\n]{0,20}\])?(?:[ \t]*\{[^{}\n]{0,20}\})*"
+    r"|(?<![A-Za-z])(?i:sqrt|cbrt|root|ln|lg|log\d*|exp|sinh?|cosh?"
+    r"|tanh?|cot|sec|csc|arc(?:sin|cos|tan)|arg|abs|floor|ceil|det|gcd|lcm|max|min)|[√∛∜])"
+    # its limits, powers and spacing (\log_2 8, \sin^{2} 3, \log~ 3), or a power's bare
+    # exponent (e^ 3)
+    r"(?:[ \t]*[_^][ \t]*(?:\{[^{}\n]{0,20}\}|\w))*(?:[ \t~]|\\[,;: !])*\(?[ \t]*$"
+    r"|[_^][ \t{]*$"
+)
 #: A sign in words just before a sentence's number (``minus 3``, ``negative 3``).
 _SIGN_WORD = re.compile(r"\b(?:minus|negative)\s*$", re.IGNORECASE)
 #: A number, then a negated other number, ending the sentence (``5, not 4``): the first.
@@ -1587,6 +1996,15 @@ def _token_value(token: re.Match[str]) -> Fraction:
     if exponent and abs(int(exponent)) <= MAX_EXPONENT:
         value *= Fraction(10) ** int(exponent)
     return value
+
+
+def _signed(sentence: str, token: re.Match[str], value: Fraction) -> Fraction:
+    """A sentence's number with its sign (``- 3``, ``minus 3``; not the ``-`` of ``5 - 3``)."""
+    before = sentence[max(0, token.start() - 40) : token.start()]
+    negative = _SIGN_WORD.search(before) is not None
+    if token["sign"] and not re.search(r"(?:^|[^A-Za-z\\])[A-Za-z]$|[\d)\]}]$", before.rstrip()):
+        negative = not negative
+    return -value if negative else value
 
 
 def _variable_left_side(text: str) -> bool:
@@ -1621,6 +2039,7 @@ def _sentence_number(span: str, value: Value | None) -> Value | None:
     if negated:
         tokens.pop()  # "5, not 4": the negated number is no value
     values = [_token_value(t) for t in tokens]
+    signed = [_signed(sentence, t, v) for t, v in zip(tokens, values, strict=True)]
     k = len(tokens) - 1
     if value is not None:
         wanted = abs(value.number)  # type: ignore[arg-type]
@@ -1630,10 +2049,11 @@ def _sentence_number(span: str, value: Value | None) -> Value | None:
         ]
         if not matches and not negated:
             return value
-        k = matches[-1] if matches else k
+        exact = [i for i in matches if value.number in (signed[i], signed[i] / 100)]
+        k = (exact or matches)[-1] if matches else k
     token = tokens[k]
-    if any(v != values[k] for v in values[k + 1 :]):
-        return Value()  # a different number after it
+    if any(v != signed[k] for v in signed[k + 1 :]):
+        return Value()  # a different number after it (-3 is not 3)
     after = sentence[token.end() :]
     if _AFTER_NUMBER.search(after):
         return Value()
@@ -1648,6 +2068,8 @@ def _sentence_number(span: str, value: Value | None) -> Value | None:
         return Value()
     if _variable_left_side(sentence[: token.start()]):
         return Value()  # x + 1 = 3, 2x = 3: a relation, no plain number
+    if _ARGUMENT_OF.search(sentence[max(0, token.start() - 40) : token.start()]):
+        return Value()  # \\sqrt 3, \\frac 12, sqrt 3, ln 3: a function's argument
     negative = _SIGN_WORD.search(before[-40:]) is not None
     if token["sign"]:
         ahead = sentence[: token.start()].rstrip()
@@ -1703,8 +2125,8 @@ def _runs(
 #: mapped to the Latin ones (:data:`_LOOKALIKES`: a Cyrillic "оr" is "or").
 _OR_WORDS = (
     "or ou oder o ó oppure eller lub albo veya или либо або 或者 或是 还是 或 または 또는 atau أو"
-    " یا או ∨ \\lor \\vee".split()
-)
+    " یا או ∨ \\lor \\vee || else".split()
+) + ["if not"]
 #: Letters that look like ``o``, ``r`` and ``u`` (Cyrillic, Greek, Armenian, small capitals).
 _LOOKALIKES = str.maketrans(dict(zip("оОοΟօᴏⲟгʀɾᴦυսᴜ", "oOoOooorrrruuu", strict=True)))
 #: Characters that do not show (zero-width spaces and joiners, a soft hyphen, direction marks).
@@ -1717,9 +2139,22 @@ def _words(alternatives: str) -> str:
     return rf"(?<![^\W\d])(?:{alternatives})(?![^\W\d])"
 
 
+def _unaccented(text: str) -> str:
+    """``text`` in NFKC (fullwidth and mathematical letters are plain ones) without the accents
+    of its letters (``ór`` is ``or``; ``≠`` stays)."""
+    text = unicodedata.normalize("NFKD", text)
+    kept = [
+        c
+        for k, c in enumerate(text)
+        if not (unicodedata.combining(c) and k and text[k - 1].isalpha())
+    ]
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
 _OR = _words(
     "|".join(
-        re.escape(w) for w in sorted({w.translate(_LOOKALIKES) for w in _OR_WORDS}, key=len)[::-1]
+        re.escape(w)
+        for w in sorted({_unaccented(w).translate(_LOOKALIKES) for w in _OR_WORDS}, key=len)[::-1]
     )
 )
 _HEDGE_WORD = _words("maybe|perhaps|possibly|probably|alternatively|alternately|otherwise")
@@ -1748,11 +2183,16 @@ _HEDGE_NUMBER = (
 #: punctuation, "or" in any spelling with up to four fillers, or a hedge word, then an optional
 #: name and ``=`` (``x = 3 or x = 4``). ``3, or possibly 4``; ``3.\nOr 4``; ``3 (maybe 4)``.
 _JOIN = (
-    rf" ?[,;.:!?]* ?\(? ?(?:{_OR}(?: {_FILLER}){{0,4}}|{_OR} ?,(?: [^\W\d]+){{1,4}} ?,"
+    rf"[^\w\\]{{0,12}}?(?:{_OR}(?: {_FILLER}){{0,4}}|{_OR} ?,(?: [^\W\d]+){{1,4}} ?,"
     rf"|{_HEDGE_WORD}(?: {_FILLER}){{0,3}})"
-    r" ?[,:)]? ?(?:[A-Za-z]\w{0,20} ?= ?)?"
+    r"[^\w\\]{0,12}?(?:[A-Za-z]\w{0,20} ?= ?)?"
 )
 _NUMBER = re.compile(_HEDGE_NUMBER)
+#: Any value that a hedge joins to an answer (``\\boxed{A} or maybe B``, ``or \\sqrt{2}``): a
+#: compact expression, up to the next space (:func:`_hedge_beside`).
+_VALUE = r"(?:\\[A-Za-z]+|[\w.^+\-*/'!|]|\{[^{}]{0,60}\}|\([^()]{0,60}\))+"
+_JOINED_VALUE = re.compile(rf"{_JOIN}(?P<v>{_VALUE})", re.IGNORECASE)
+_VALUE_JOINED = re.compile(rf"(?<![^ (\[])(?P<v>{_VALUE}){_JOIN}$", re.IGNORECASE)
 _JOINED_NUMBER = re.compile(rf"{_JOIN}(?P<n>{_HEDGE_NUMBER})", re.IGNORECASE)
 #: A second value in parentheses right after an answer: ``\\boxed{3} (4)``.
 _PAREN_NUMBER_BESIDE = re.compile(rf" ?\( ?(?P<n>{_HEDGE_NUMBER}) ?\)", re.IGNORECASE)
@@ -1771,7 +2211,7 @@ def _plain_words(text: str) -> str:
     """``text`` as the hedge rules read it: NFKC (fullwidth and mathematical letters are plain
     ones), invisible characters dropped, lookalike letters mapped (:data:`_LOOKALIKES`), math
     delimiters, emphasis marks, ``\\text{}`` wrappers and LaTeX spaces gone, white space single."""
-    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
+    text = _unaccented(text).replace("\u2212", "-")
     text = _INVISIBLE.sub("", text).translate(_LOOKALIKES)
     text = _MARKUP.sub(" ", _WRAPPERS.sub(r" \1 ", text))
     return " ".join(text.split())
@@ -1820,35 +2260,66 @@ _LATE_HEDGE = re.compile(
     + _words("might|could|may|possible|possibly|also|alternatively|instead|or else|either"),
     re.IGNORECASE,
 )
+#: "possible" in a bound, which hedges nothing (``the smallest possible value``, ``as small as
+#: possible``, ``if possible``).
+_NO_HEDGE = re.compile(
+    r"\b(?:smallest|largest|greatest|least|biggest|highest|lowest|maximum|minimum|max|min|all"
+    r"|every|each|any|only|as|if|where|when|whenever)\s+possible\b",
+    re.IGNORECASE,
+)
 #: A markdown table row (``| 4 | 3 |``), not its rule line (``|---|---|``).
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 
 
-def _late_hedge(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
+def _late_hedge(text: str, boxes: list[tuple[int, int, int, int]]) -> str | None:
     """A sentence after the answer (the last box, else the last answer marker's sentence) that
     names another number and hedges: ``\\boxed{3}`` then ``But it might be 4.``; ``The final
-    answer is $3$. Or maybe $4$.``; ``The answer is 3. 4 is also possible.`` Linear."""
+    answer is $3$. Or maybe $4$.``; ``The answer is 3. 4 is also possible.`` Linear. The answer
+    and that sentence as written (a hedge, read again alone: step 0), else ``None``."""
     if boxes:
         answer, end = ", ".join(text[a:b] for _, a, b, _ in boxes[-8:]), boxes[-1][3]
+        source = ", ".join(f"\\boxed{{{text[a:b]}}}" for _, a, b, _ in boxes[-8:])
     else:
         markers = list(_ANSWER_IS.finditer(text))
         if not markers:
-            return False
+            return None
         found = _PIECE_END.search(text, markers[-1].end())
         end = found.start() if found else len(text)
-        answer = text[markers[-1].end() : end]
-    answer = final_span(answer)
+        answer, source = text[markers[-1].end() : end], text[markers[-1].start() : end]
+    answer, seen = final_span(answer), set[str]()
     for sentence in _SENTENCE_BREAK.split(text[end:]):
         words = _plain_words(sentence)
-        if not _LATE_HEDGE.search(words):
+        if not _LATE_HEDGE.search(_NO_HEDGE.sub(" ", words)):
             continue
         for number in _NUMBER.finditer(words):
             before, after = words[: number.start()].rstrip(), words[number.end() :].lstrip()
             if before[-1:] in _OPERATORS or after[:1] in _OPERATORS:
                 continue  # a check's arithmetic ("We could also check that 1+1=2."), no value
+            if before[-1:] == "{":  # a command's argument: the value is its expression
+                first = words.rfind(" ", 0, number.start()) + 1
+                stop = words.find(" ", number.end())
+                expression = words[first : stop if stop >= 0 else len(words)]
+                if _same_value(answer, expression.rstrip(".,;:!?")):
+                    continue  # "or \\sqrt{2}" after \\boxed{\\sqrt{2}}
             if _different(number.group(), answer):
-                return True
-    return False
+                return source + "\n" + sentence.strip()
+        for command in _VALUE_COMMAND.finditer(words):  # "But it might be \\pi."
+            first = words.rfind(" ", 0, command.start()) + 1
+            stop = words.find(" ", command.end())
+            expression = words[first : stop if stop >= 0 else len(words)].rstrip(".,;:!?")
+            if expression in seen or len(seen) >= _MAX_MARKERS:
+                continue  # each expression read once, at most _MAX_MARKERS of them
+            seen.add(expression)
+            if not _same_value(answer, expression):
+                return source + "\n" + sentence.strip()
+    return None
+
+
+#: A command that writes a value (``\\pi``, ``\\sqrt{2}``, ``\\frac{1}{2}``): in a sentence after
+#: the answer that hedges, the expression it is in is a value offered (:func:`_late_hedge`).
+_VALUE_COMMAND = re.compile(
+    r"\\(?:pi|sqrt|[dt]?frac|infty|ln|log|exp|sin|cos|tan|binom)(?![A-Za-z])"
+)
 
 
 #: Characters of arithmetic beside a number (which then is no value offered in a hedge).
@@ -1856,13 +2327,46 @@ _OPERATORS = frozenset("+-*/=^<>×·÷")
 
 
 #: Math touching a box from outside that changes it: a sign or operator before it
-#: (``$-\\boxed{3}$``, ``\\frac{1}{\\boxed{3}}``), a fraction, power, digit or fraction word after
-#: it (``\\boxed{3}\\frac{1}{2}``, ``\\boxed{3}^2``, ``\\boxed{3} and a half``).
-_BEFORE_BOX = re.compile(r"(?:[-+*/^_{]|\\(?:[dt]?frac|cdot|times|sqrt|div)\{?)[ \t$]*$")
+#: (``$-\\boxed{3}$``, ``\\frac{1}{\\boxed{3}}``); after it, up to the end of its sentence or
+#: line, anything but sentence punctuation, white space, a closing math delimiter, words (a unit,
+#: ``is the answer``) or another box: an operator, digit or point (``$\\boxed{3} + 1$``,
+#: ``\\boxed{3}.5``), a command (``\\boxed{3}\\pi``, ``\\frac``), a letter glued to it
+#: (``\\boxed{3}x``; a unit, ``\\boxed{12}cm``, is read), a change word (``\\boxed{3} squared``,
+#: ``\\boxed{3}\\text{ thousand}``, ``\\boxed{3}千``: :data:`_CHANGE_WORDS`), ``and`` and a
+#: number (``\\boxed{3} and 1/2``), a power or factorial after its closing brackets
+#: (``(\\boxed{3})^2``, ``\\boxed{3}!``; ``$\\boxed{3}$!`` ends a sentence).
+_BEFORE_BOX = re.compile(r"(?:[-+/^_{]|(?<!\*)\*|\\(?:[dt]?frac|cdot|times|sqrt|div)\{?)[ \t$]*\Z")
 _AFTER_BOX = re.compile(
-    r"[ \t$]*(?:[\^_/*\d]|\\(?:[dt]?frac|cdot|times|div|sqrt)(?![A-Za-z])"
-    r"|(?i:and a (?:half|third|quarter)|halves|thirds|quarters)(?![A-Za-z]))"
+    r"(?:[ \t]*(?:\\right|\\[bB]igg?r?)?[)\]])*[ \t]*[\^!]"
+    r"|(?:[ \t$]|\\[)\]]|\\[,;: ]|\\q?quad(?![A-Za-z]))*(?:"
+    r"[\d^_*/=>+≈×·÷⋅]|<(?!/)|\.\d|-(?![ \t]*(?:-|—|[A-Za-z]{2,}))"
+    r"|\\(?!(?:text|mathrm|mbox|textbf|mathbf|textnormal|textrm|boxed|fbox|framebox|colorbox"
+    r"|fcolorbox|quad|qquad|hfill|hspace|vspace|newline|linebreak|footnote|emph|textit|label|tag"
+    r"|nonumber|notag|end|par|right|pmod|bmod|mod)"
+    r"(?![A-Za-z]))"
+    r"[A-Za-z]+"
+    r"|(?:\\(?:text|mathrm|mbox)\{[ \t]*)?"
+    rf"{_CHANGE_WORDS}"
+    r"|(?i:and|plus|times|over|divided by)[ \t]+(?:[$\\]*[\d.]|\\[dt]?frac|a (?:half|third|quarter))"
+    r")"
+    r"|(?<=[}\w])(?!(?:cm|mm|km|m|kg|mg|g|s|ms|h|hr|hrs|min|ml|mL|L|ft|lb|lbs|oz|cents?|mph|kph"
+    r"|st|nd|rd|th)(?![A-Za-z]))[A-Za-z]"
 )
+#: A relation or a negation just before a box (``x > \\boxed{3}``, ``x \\ge``, ``≠``, ``\\approx``,
+#: ``not \\boxed{3}``, ``at least``; an arrow, ``\\implies \\boxed{3}``, a congruence, ``\\equiv
+#: \\boxed{9} \\pmod{11}``, and a tag, ``<answer>\\boxed{3}``, are none); a digit or point glued to
+#: it (``1\\boxed{3}``, ``0.\\boxed{3}``).
+_RELATION_BEFORE_BOX = re.compile(
+    r"(?:[<>≤≥≠≈∼≃∝¬]|!=|\\(?:neq?|[lg]eq?q?(?:slant)?|[lg]t|approx|sim|simeq|propto|ll|gg|pm|mp"
+    r"|neg|lnot|not)(?![A-Za-z]))[ \t]*$"
+)
+_NEGATION_BEFORE_BOX = re.compile(
+    r"(?:\b(?:not|never|except|other than|no longer|different from|(?:greater|less|more|fewer"
+    r"|larger|smaller) than|at (?:most|least))|n't|не|nicht|pas|不是|不)"
+    r"(?:\s+(?:be|is|equal|equals|to|exactly|just|the|a|number|value|answer))*\s*$",
+    re.IGNORECASE,
+)
+_GLUED_BEFORE_BOX = re.compile(r"\d\.?\Z|(?:^|[\s(])\.\Z")
 
 
 def _box_touched(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
@@ -1873,6 +2377,11 @@ def _box_touched(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
         if _BEFORE_BOX.search(before) and not re.search(
             r"\\(?:text|mathrm|textbf|mathbf)\{[ \t$]*$", before
         ):
+            return True
+        if _GLUED_BEFORE_BOX.search(text[max(0, start - 2) : start]):
+            return True
+        words = re.sub(r"<[^<>]{0,40}>", " ", _plain_words(text[max(0, start - 60) : start]))
+        if _RELATION_BEFORE_BOX.search(words) or _NEGATION_BEFORE_BOX.search(words):
             return True
         if _AFTER_BOX.match(text, end):
             return True
@@ -1939,7 +2448,19 @@ def _hedge_beside(
     for match in (after, before):
         if match and all(_different(match["n"], v) for v in values):
             return match["n"]
+    preceding = _plain_words(text[max(lo, start - _BESIDE) : start])
+    for joined in (_JOINED_VALUE.match(following), _VALUE_JOINED.search(preceding)):
+        if joined and not any(_same_value(v, joined["v"]) for v in values):
+            return joined["v"]  # any value: \boxed{A} or maybe B, \pi or maybe \boxed{4}
     return None
+
+
+def _same_value(a: str, b: str) -> bool:
+    """``b`` reads equal to ``a`` (steps 2 and 3), or cannot be read alone (words: left out)."""
+    if not _different(a, b):
+        return True
+    read_a, read_b = _read_span(a, _tidy(a)), _read_span(b, _tidy(b))
+    return read_b is None or (read_a is not None and _check_now(read_a, read_b, True))
 
 
 def _hedge_beside_runs(text: str, runs: list[tuple[tuple[str, ...], int, int]]) -> str | None:
@@ -1954,78 +2475,137 @@ def _hedge_beside_runs(text: str, runs: list[tuple[tuple[str, ...], int, int]]) 
     return None
 
 
-def _marker_values(text: str, boxes: list[tuple[int, int, int, int]]) -> list[str]:
-    """The final spans of each answer marker that ``text`` has: its boxes, the text after its last
-    ``####`` and what follows its last ``final answer is`` (:func:`_final_answer_is`)."""
-    pieces = [", ".join(dict.fromkeys(text[a:b].strip() for _, a, b, _ in boxes))] if boxes else []
-    if "####" in text:
-        pieces.append(text.rpartition("####")[2])
-    final = _final_answer_is(text)
-    if final is not None:
-        pieces.append(final)
-    return [span for span in map(final_span, pieces) if span]
-
-
-def _markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
-    """Two answer markers of ``text`` (:func:`_marker_values`) that say different things
-    (``\\boxed{3}`` and ``#### 4``; ``The final answer is $4$.`` and ``\\boxed{3}``): each is read
-    (steps 2 and 3) and compared; one that cannot be read alone (words) is left out, one over the
-    structural bounds counts as different."""
-    spans = {re.sub(r"\s+", "", s): s for s in _marker_values(text, boxes)}
-    if len(spans) < 2:
-        return False
-    if any(_structure_too_large(s) for s in spans.values()):
-        return True
-    readings = [r for r in (_read_span(s, s) for s in spans.values()) if r is not None]
-    return any(not _check_now(a, b, True) for a, b in combinations(readings, 2))
-
-
-#: Every ``answer is`` (``The final answer is 4.``), and what it says up to its sentence's end.
+#: Every answer word (``The answer is 4.``, ``Answer: 4``, ``**Answer:** 4``, ``<answer>4``,
+#: ``<final_answer>4``, ``the answer should be 4``, ``Antwort: 4``, ``Réponse : 4``, ``答案：4``),
+#: and what it says up to its sentence's end; not a closing tag (``</answer>``).
 _ANSWER_IS = re.compile(
-    r"(?<!/)answer(?: is:?|[ \t]*:|>)[ \t*]*", re.IGNORECASE
-)  # "answer is", "Answer:", "**Answer:** 4", "<answer>4"
-_PIECE_END = re.compile(r"[.!?;](?=\s|$)|\n")
-#: Most answer markers compared by :func:`_more_markers_disagree` (more: the last ones).
+    r"(?:(?<![/A-Za-z])(?<!/final_)(?:answer|ans|antwort|antwoord|r[ée]ponse|respuesta|resposta"
+    r"|risposta|odpowied[źz]|cevap|jawaban|đáp án|ответ)"
+    r"(?:[ \t]+(?:final|finale|finał|finale?s?)(?![A-Za-z]))?"
+    r"(?:[ \t]+(?:is|should be|would be|will be|must be|ist|lautet|est|es|é|è)(?![A-Za-z])"
+    r"[ \t]*[:：]?|[ \t]*[:：=]|>)|答案[ \t]*(?:是|为|為)?[ \t]*[:：]?|(?:答え?|解答|정답|답)[ \t]*[:：]"
+    # a heading alone on its line (### Final Answer), its value on the next
+    r"|(?:(?<=\n)|(?<![\s\S]))[ \t#*]*(?:final[ \t]+)?answer[ \t*:]*(?=[ \t]*\n))[ \t*]*",
+    re.IGNORECASE,
+)
+_PIECE_END = re.compile(r"[.!?;。](?=\s|$)|\n")
+#: Most answer markers compared by :func:`_markers_disagree` (more: the last ones).
 _MAX_MARKERS = 100
+#: An emphasised span of one line in any spelling: ``**4**``, ``__4__``, ``*4*``, ``\\textbf{4}``,
+#: ``\\mathbf{4}``, ``\\emph{4}``, ``\\textit{4}``, ``\\underline{4}``, ``<b>4</b>``,
+#: ``<strong>``, ``<em>``, ``<i>``, ``<u>`` (its content: one of the groups ``md``, ``tex``, ``html``).
+_EMPHASIS_ANY = re.compile(
+    r"(?<![\w*])(\*{1,3}|_{1,3})(?![\s*_])(?P<md>[^*_\n]{1,120}?)(?<![\s*_])\1(?![\w*])"
+    r"|\\(?:textbf|mathbf|boldsymbol|bm|emph|textit|mathit|underline|uline)\{(?P<tex>[^{}\n]{1,120})\}"
+    r"|<(?P<tag>b|strong|em|i|u|mark)>(?P<html>[^<\n]{1,120})</(?P=tag)>",
+    re.IGNORECASE,
+)
 
 
-def _more_markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> bool:
-    """Answer markers beyond :func:`_markers_disagree`'s, compared where each is one plain number
-    (:func:`_number_forms`; anything else is left out): each ``answer is`` sentence without a box
-    (``\\boxed{3}`` then ``The answer is 4.``; ``The final answer is 4. The final answer is
-    3.``), each ``####`` line (``#### 4\n#### 3``), the boxes, and an emphasised value after the
-    last box (``\\boxed{3}`` then ``**4**``). Two that differ are a hedge. Linear: each piece is
-    at most a line's first 120 characters."""
-    said: list[frozenset[Fraction]] = []
-
-    def piece(start: int, stop: int) -> str:
-        end = _PIECE_END.search(text, start, min(stop, start + 120))
-        piece = text[start : end.start() if end else min(stop, start + 120)]
-        piece = re.sub(r"</answer>|\\text\{\s*$", "", piece).strip(" \t*}")
-        return _WRAPPERS.sub(r"\1", piece)
-
+def _marker_spans(text: str, boxes: list[tuple[int, int, int, int]]) -> list[tuple[str, str]]:
+    """``(span, source)`` of every answer marker of ``text``, in one pass each: its boxes (their
+    contents, as one answer), each ``####`` line, what follows its last ``final answer is``
+    (:func:`_final_answer_is`), each answer word's sentence without a box in it
+    (:data:`_ANSWER_IS`), the emphasised answer where it is the final span (step 1) and every
+    emphasised value (:data:`_EMPHASIS_ANY`) after the last box or alone on its line. ``source``
+    is the marker as written, to be read again alone (step 0)."""
+    found: list[tuple[str, str]] = []
+    if boxes:
+        contents = list(dict.fromkeys(text[a:b].strip() for _, a, b, _ in boxes[-_MAX_MARKERS:]))
+        found.append((", ".join(contents), ", ".join(f"\\boxed{{{c}}}" for c in contents)))
+    at = text.find("####")
+    while at >= 0 and len(found) < _MAX_MARKERS:
+        line_end = text.find("\n", at)
+        line = text[at + 4 : line_end if line_end >= 0 else None][:120]
+        found.append((line, "#### " + line))
+        at = text.find("####", at + 4)
+    final = _last_final_answer_is(text)
+    if final is not None:
+        start, end, math = final
+        stop = math.end() if math else _after_final_answer_is(text, end)
+        if stop - start <= MAX_ANSWER_CHARS:
+            found.append((_final_answer_is(text[start:stop]) or "", text[start:stop]))
     markers = list(_ANSWER_IS.finditer(text))[-_MAX_MARKERS:]
     for k, marker in enumerate(markers):
         stop = markers[k + 1].start() if k + 1 < len(markers) else len(text)
-        words = piece(marker.end(), stop)
-        if not _BOX_COMMAND.search(words):
-            said.append(_number_forms(words))
-    at = text.find("####")
-    while at >= 0 and len(said) < 2 * _MAX_MARKERS:
+        begin = marker.end()
+        if (
+            below := re.match(r"[ \t]*\n\s*", text[begin : begin + 40])
+        ) and stop > begin + below.end():
+            begin += below.end()  # Answer:\n4: its value on the next line
+        stop = min(stop, begin + 120)
+        end = _PIECE_END.search(text, begin, stop)
+        piece = text[begin : end.start() if end else stop]
+        piece = re.sub(r"</[A-Za-z_]{1,20}>|\\text\{\s*$", "", piece).strip(" \t*")
+        while piece.endswith("}") and piece.count("}") > piece.count("{"):
+            piece = piece[:-1].rstrip(" \t*")  # \\textbf{Answer: 4}
+        if not _BOX_COMMAND.search(piece):
+            found.append((piece, text[marker.start() : marker.end()] + piece))
+    last_box = boxes[-1][3] if boxes else len(text)
+    emphases = [m for m in _EMPHASIS_ANY.finditer(text, last_box) if m.start() >= last_box]
+    # before the last box (or without one): only an emphasised value alone on its line
+    for m in _EMPHASIS_ANY.finditer(text, 0, boxes[-1][0] if boxes else len(text)):
+        start = text.rfind("\n", max(0, m.start() - 20), m.start())  # its line, 20 around
+        start = start + 1 if start >= 0 else max(0, m.start() - 21)
+        end = text.find("\n", m.end(), m.end() + 20)
+        line = text[start : end if end >= 0 else m.end() + 20]
+        if not re.sub(r"[\s$.,;:!]|\\[()\[\]]", "", line.replace(m.group(), "", 1)):
+            emphases.append(m)
+    for m in emphases[-_MAX_MARKERS:]:
+        found.append((m["md"] or m["tex"] or m["html"], "\n" + m.group() + "\n"))
+    if not boxes and "####" not in text and final is None and len(text) <= MAX_ANSWER_CHARS:
+        run = _emphasis_run(text)  # the emphasised answer of step 1
+        if run is not None:
+            found.append((", ".join(run[0]), text[run[1] : run[2]]))
+    return found
+
+
+def _marker_readings(text: str, boxes: list[tuple[int, int, int, int]]) -> list[Any]:
+    """Each distinct answer marker of ``text`` (:func:`_marker_spans`) read by steps 2 and 3:
+    ``(reading, source)``, a reading ``None`` where the marker is over the structural bounds;
+    markers that cannot be read alone (words) are left out."""
+    spans: dict[str, tuple[str, str]] = {}
+    for span, source in _marker_spans(text, boxes):
+        span = final_span(span) if span.strip() and len(span) <= MAX_ANSWER_CHARS else span
+        if span:
+            spans.setdefault(re.sub(r"\s+", "", span), (span, source))
+    readings = []
+    kept = list(spans.values())
+    for span, source in kept[:1] + kept[1:][1 - _MAX_MARKERS :]:  # the boxes, the last others
+        if _structure_too_large(span):
+            readings.append((None, source))
+        elif (reading := _read_span(span, span)) is not None:
+            readings.append((reading, source))
+        elif span.strip().lower() in _NUMBER_WORDS:  # Final answer: four
+            number = Fraction(_NUMBER_WORDS[span.strip().lower()])
+            word = ParsedAnswer(text=span, kind="scalar", parts=(Value(number=number),))
+            readings.append((word, source))
+    return readings
+
+
+def _markers_disagree(text: str, boxes: list[tuple[int, int, int, int]]) -> tuple[str, str] | None:
+    """Two answer markers of ``text`` that say different things (:func:`_marker_readings`:
+    ``\\boxed{3}`` and ``#### 4``; ``**3**`` and ``The answer is 4.``; ``\\boxed{3}`` and
+    ``Answer: x = 4``), whatever their order, or a second value in parentheses after a ``####``
+    value (``#### 3 (4)``): the sources of the two (a hedge), else ``None``. One over the
+    structural bounds counts as different."""
+    at, count = text.find("####"), 0
+    while at >= 0 and count < _MAX_MARKERS:
+        count += 1
         line_end = text.find("\n", at)
         line = text[at + 4 : line_end if line_end >= 0 else None][:120]
         paren = _PAREN_NUMBER_BESIDE.search(line)
         if paren and _different(paren["n"], line[: paren.start()]):
-            return True  # "#### 3 (4)": a second value
-        said.append(_number_forms(line))
+            return "#### " + line, ""  # "#### 3 (4)": a second value
         at = text.find("####", at + 4)
-    if boxes:
-        said.append(_number_forms(final_span(", ".join(text[a:b] for _, a, b, _ in boxes))))
-        run = _emphasis_run(text)
-        if run is not None and run[1] >= boxes[-1][3] and len(run[0]) == 1:
-            said.append(_number_forms(run[0][0]))
-    said = [forms for forms in said if forms]
-    return any(not a & b for a, b in combinations(dict.fromkeys(said), 2))
+    readings = _marker_readings(text, boxes)
+    if len(readings) < 2:
+        return None
+    first, source = readings[0]
+    for other, other_source in readings[1:]:
+        if first is None or other is None or not _check_now(first, other, True):
+            return source, other_source
+    return None
 
 
 def _hedged(text: str, answer: bool = True) -> bool:
@@ -2034,7 +2614,7 @@ def _hedged(text: str, answer: bool = True) -> bool:
     restated after other text, ``\\boxed{-2} and \\boxed{1}`` in a draft and again at the end, is
     no hedge); a box never closed (``\\boxed{4``); a number joined by a hedge to the boxes or to
     the emphasised answer (:func:`_hedge_beside`); two answer markers that differ
-    (:func:`_markers_disagree`, :func:`_more_markers_disagree`); a hedge in a sentence after the
+    (:func:`_markers_disagree`); a hedge in a sentence after the
     answer (:func:`_late_hedge`), two values in a table (:func:`_table_hedged`), a box that math
     outside it changes (:func:`_box_touched`). A final span read as a sentence is checked where
     it is read (:func:`_sentence_hedged`). A reference (not ``answer``) is trusted text: only the first rule,
@@ -2051,9 +2631,9 @@ def _hedged(text: str, answer: bool = True) -> bool:
         return True
     if _hedge_beside_runs(text, runs) is not None:
         return True
-    if _markers_disagree(text, boxes) or _more_markers_disagree(text, boxes):
+    if _markers_disagree(text, boxes) is not None:
         return True
-    if _late_hedge(text, boxes) or _table_hedged(text) or _box_touched(text, boxes):
+    if _late_hedge(text, boxes) is not None or _table_hedged(text) or _box_touched(text, boxes):
         return True
     if boxes or "####" in text or _last_final_answer_is(text) is not None:
         return False
@@ -2084,9 +2664,13 @@ _NUMBER_NOT_LAST = re.compile(r"\d[ \t]*,[ \t]*(?:and |but )?not[ \t]+\d+[ \t.!]
 _FINAL_JUXTAPOSED = re.compile(rf"(?<![\w.]){_NUM}(?:\s+{_NUM})+$")
 
 
-def _read_span(text: str, span: str, boxed: bool = False) -> ParsedAnswer | None:
+def _read_span(
+    text: str, span: str, boxed: bool = False, answer: bool = False
+) -> ParsedAnswer | None:
     """Steps 2 and 3 on ``span``, or ``None`` where some part cannot be read alone; ``boxed``:
-    the span is the content of boxes, where a false equation of numbers equals nothing."""
+    the span is the content of boxes, where a false equation of numbers equals nothing;
+    ``answer``: a part with a command the reading does not model equals nothing
+    (:func:`_unmodelled`)."""
     span = re.sub(r"^\s*[A-Za-z]\s*\\in(?![A-Za-z])\s*", "", span)  # x \\in [-2, 7]
     kind, parts, ordered = _split(span) if span else ("scalar", [""], True)
     if len(parts) > MAX_PARTS:
@@ -2094,7 +2678,15 @@ def _read_span(text: str, span: str, boxed: bool = False) -> ParsedAnswer | None
     values = [_read_part(p, boxed) for p in parts]
     if any(v is None for v in values):
         return None
+    if answer:  # 3 \equiv 4, 3 \cap 4, \begin{cases} 3 \\ 4 \end{cases}: equal to nothing
+        values = [
+            Value() if _unmodelled(p, v.number is not None or _is_number(v.expr)) else v
+            for p, v in zip(parts, values, strict=True)
+            if v is not None
+        ]
     brackets = span[0] + span[-1] if kind == "interval" else ""
+    if kind == "tuple" and len(parts) == 2:  # a pair's brackets count: (0, 1) is no [0, 1]
+        brackets = "()" if span.rstrip().endswith(")") else "[]"
     parts: tuple[Value, ...] = tuple(v for v in values if v is not None)
     if kind == "scalar" and isinstance(parts[0].expr, _finite_set()) and not parts[0].equation:
         # "\pm 2021": the set of its values
@@ -2128,6 +2720,10 @@ _FINAL_TUPLE = re.compile(
 )
 
 
+#: A degree sign ending a boxed number (``90\\degree``, ``90^\\circ``).
+_DEGREE_END = re.compile(r"\s*(?:\\degree|\^\s*\{?\s*\\circ\s*\}?)\s*$")
+
+
 def _readable(text: str) -> bool:
     """Whether ``text`` holds an answer: the rule that tells a valid answer from an invalid turn.
 
@@ -2144,7 +2740,7 @@ def _readable(text: str) -> bool:
         return True
     span = final_span(prepared)
     if _BOX_COMMAND.search(prepared) and (
-        _plain_value(span) is not None or _REPEATING.fullmatch(span)
+        _plain_value(_DEGREE_END.sub("", span)) is not None or _REPEATING.fullmatch(span)
     ):
         return True  # \boxed{3.}: a boxed plain number
     prepared = prepared.replace("\\$", " ")  # an escaped dollar is a currency sign, not math
@@ -2220,6 +2816,8 @@ def _values_equal(a: Value, b: Value) -> bool:
 
     if a.too_large or b.too_large:
         return False
+    if a.numeral or b.numeral:  # 1011_2 (a: the reference's side)
+        return _numerals_equal(a, b)
     if isinstance(a.expr, sympy.Tuple) or isinstance(b.expr, sympy.Tuple):  # tuples in a list
         return (
             isinstance(a.expr, sympy.Tuple)
@@ -2273,6 +2871,18 @@ def _same_writing(gold: ParsedAnswer, pred: ParsedAnswer) -> bool:
         return False
     spans = [re.sub(r"\s+", "", final_span(x.text)) for x in (gold, pred)]
     return bool(spans[0]) and spans[0] == spans[1]
+
+
+def _copied(gold: ParsedAnswer, pred: ParsedAnswer) -> bool:
+    """An answer equal to nothing for a command the reading does not model (:func:`_unmodelled`)
+    but written as the reference is, spaces aside (``x \\equiv 3 \\pmod{7}``): a copy of
+    trusted text, paid."""
+    span = final_span(pred.text)
+    if pred.kind != "scalar" or pred.parts[0] != Value() or not _unmodelled(span, False):
+        return False
+    if _hedged(pred.text):
+        return False
+    return re.sub(r"\s+", "", span) == re.sub(r"\s+", "", final_span(gold.text))
 
 
 def _percent_forms(v: Value) -> list[Value]:
@@ -2517,7 +3127,7 @@ def _check(
     pred = answer if isinstance(answer, ParsedAnswer) else _parse_answer_now(answer)
     if gold is None or pred is None or gold.too_large or pred.too_large:
         return False
-    if _same_writing(gold, pred):  # "12:00" and "12:00": no number, the same answer
+    if _same_writing(gold, pred) or _copied(gold, pred):  # "12:00" and "12:00": the same
         return True
     if pred.kind in ("tuple", "interval"):  # a reference 0 < x < 1 takes the answer (0, 1)
         span = final_span(gold.text)
@@ -2532,6 +3142,9 @@ def _check(
         gold = replace(gold, kind="scalar", parts=(Value(number=gold.decimal_comma, decimal=True),))
     if len(gold.parts) != len(pred.parts):
         return False
+    if gold.kind == "tuple" and gold.brackets:  # (0, 1) is no [0, 1], nor 0, 1
+        if pred.kind == "list" or pred.brackets not in ("", gold.brackets):
+            return False
     braces = [p.kind == "set" and final_span(p.text).lstrip().startswith("{") for p in (gold, pred)]
     if {gold.kind, pred.kind} == {"set", "tuple"} and not any(braces):
         # \{2, 7\} is no pair (2, 7), \pm 1 no [-1, 1], x \in (1, 2) no \{1, 2\}; TeX's bare

@@ -157,12 +157,12 @@ STRUCTURE: list[tuple[str, str, bool]] = [
     ("(0, 1)", "0", False),
     ("(0, 1)", "(0, 1)", True),
     ("(0, 1)", "(1, 0)", False),  # a tuple is ordered
-    ("(0, 1)", "[0, 1]", True),
+    ("(0, 1)", "[0, 1]", False),  # a pair's brackets count: an open interval is no closed one
     ("(0, 1)", "(0, 1, 2)", False),
     ("(-1, \\frac{1}{2})", "(-1, 0.5)", True),
     # a pair written without spaces is the same pair (math-verify alone reads nothing in it)
     ("(0, 1)", "(0,1)", True),
-    ("(0, 1)", "[0,1]", True),
+    ("(0, 1)", "[0,1]", False),
     ("(3, 4)", "(3,4)", True),
     ("(3, 4)", "(4,3)", False),
     ("(3, 4)", "(3,4,5)", False),
@@ -467,7 +467,9 @@ WHOLE_REPLIES: list[tuple[str, str, bool]] = [
     ("42", _WORK + "#### 42", True),
     # Minerva's line: the last one, and only the math that opens it
     ("42", _WORK + "The final answer is $42$. I hope it is correct. Note: 41 was a slip.", True),
-    ("42", "The final answer is $41$.\n" + _WORK + "The final answer is $42$.", True),
+    # the same marker twice with different values is a hedge, however far apart (as in a short
+    # answer): a policy could otherwise offer 41 and 42 across a long reply
+    ("42", "The final answer is $41$.\n" + _WORK + "The final answer is $42$.", False),
     # else the last lines: a sentence's last value, a tuple it ends with
     ("42", _WORK + "Adding these, the total is 42 apples.", True),
     ("42", _WORK + "Adding these, the total is not 42.", False),
