@@ -13,6 +13,15 @@
   on each of issue 25's hangs (``tests.test_math_answers.HANGS``) and on ``--fuzz`` seeded fuzz
   answers (the test's generators); prints the slowest, and how many reached the deadline.
 
+* Math, Math-Verify's table (``--table``): the in-process seconds per row of
+  ``tests/data/math_verify_cases.jsonl`` (reading the reference and grading the prediction,
+  :func:`agentgym.answers._grade_now`, caches cleared each round), beside the peer, Math-Verify's
+  own ``verify(parse(gold), parse(prediction))`` on the same row, and with ``--compare-math
+  OLD.py`` an older ``agentgym/answers.py`` (``git show REV:agentgym/answers.py > /tmp/old.py``),
+  the three alternating row by row, each first in turn, so that they see the same load and
+  math-verify's own caches favour none; prints p50, p95 and the total,
+  and the verdicts on which the two checkers differ.
+
 * ``--compare-with OLD.py``: also time another grader module (e.g. the in-sandbox grader of
   commit 315f5e0: ``git show 315f5e0:agentgym/envs/code_exec.py > /tmp/old_code_exec.py``),
   alternating old and new on each problem, so that both see the same machine load.
@@ -21,7 +30,7 @@ Usage::
 
     DOCKER_HOST=unix:///run/agentgym-docker/docker.sock python benchmarks/bench_grading.py \
         [--stride 4] [--math-rounds 20] [--backends process,docker] [--compare-with OLD.py] \
-        [--adversarial] [--fuzz 200]
+        [--adversarial] [--fuzz 200] [--table [--compare-math OLD.py] [--table-rounds 3]]
 
 Prints figures; asserts nothing. On a shared 2-core machine, expect noise between runs.
 """
@@ -166,6 +175,55 @@ def bench_adversarial(fuzz: int) -> None:
     )
 
 
+def bench_table(rounds: int, compare_math: str | None) -> None:
+    import json
+    from pathlib import Path
+
+    import math_verify
+
+    from agentgym import answers
+
+    table = Path(__file__).resolve().parent.parent / "tests" / "data" / "math_verify_cases.jsonl"
+    rows = [json.loads(line) for line in table.read_text(encoding="utf-8").splitlines() if line]
+    old = _load_module(compare_math) if compare_math else None
+
+    def peer(gold: str, prediction: str) -> bool:
+        return bool(math_verify.verify(math_verify.parse(gold), math_verify.parse(prediction)))
+
+    graders: list[tuple[str, Any]] = [
+        ("agentgym", lambda g, p: answers._grade_now(g, p, True)[1]),
+        ("Math-Verify", peer),
+    ]
+    if old is not None:
+        graders.insert(1, (f"agentgym {compare_math}", lambda g, p: old._grade_now(g, p, True)[1]))
+    times: dict[str, list[float]] = {name: [] for name, _ in graders}
+    verdicts: dict[str, list[bool]] = {name: [] for name, _ in graders}
+    for round_ in range(rounds):
+        for module in (answers, old):
+            if module is not None:
+                module._parse_text.cache_clear()
+        for i, row in enumerate(rows):  # each goes first as often: math-verify caches parses
+            for name, grade in graders[i % len(graders) :] + graders[: i % len(graders)]:
+                start = time.perf_counter()
+                verdict = grade(row["gold"], row["prediction"])
+                times[name].append(time.perf_counter() - start)
+                if round_ == 0:
+                    verdicts[name].append(verdict)
+    for name, samples in times.items():
+        p50, p95 = _percentiles(samples)
+        print(
+            f"math table {name:24s}: {len(rows)} rows x {rounds}, p50 {p50 * 1e3:7.2f} ms, "
+            f"p95 {p95 * 1e3:7.2f} ms, total {sum(samples) / rounds:6.2f} s per pass"
+        )
+    if old is not None:
+        differ = [
+            row["source"]
+            for row, a, b in zip(rows, verdicts["agentgym"], verdicts[graders[1][0]], strict=True)
+            if a != b
+        ]
+        print(f"math table verdicts that differ from {compare_math}: {differ or 'none'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stride", type=int, default=4)
@@ -174,12 +232,17 @@ def main() -> None:
     parser.add_argument("--compare-with", default=None, help="another grader module's file")
     parser.add_argument("--adversarial", action="store_true", help="time issue 25's answers")
     parser.add_argument("--fuzz", type=int, default=200, help="fuzz answers with --adversarial")
+    parser.add_argument("--table", action="store_true", help="time Math-Verify's table")
+    parser.add_argument("--table-rounds", type=int, default=3)
+    parser.add_argument("--compare-math", default=None, help="an older answers.py, with --table")
     args = parser.parse_args()
     from sandboxes.code import docker_available
 
     bench_math(args.math_rounds)
     if args.adversarial:
         bench_adversarial(args.fuzz)
+    if args.table:
+        bench_table(args.table_rounds, args.compare_math)
     for backend in filter(None, args.backends.split(",")):  # --backends '' : math only
         if backend == "docker" and not docker_available():
             print("code/docker: no daemon with the image at $DOCKER_HOST; skipped")
