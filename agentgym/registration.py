@@ -70,6 +70,7 @@ __all__ = [
     "check_env_kwargs",
     "split_env_kwargs",
     "normalise_task_kwargs",
+    "canonical_value",
     "board_kwargs",
     "task_defaults",
     "worst_return",
@@ -154,6 +155,11 @@ class TaskParam:
             ``max_steps=15`` on FrozenLake-v0 (5 turns of 3 actions) is its default.
         hint: appended to a refusal, in parentheses: the value the user most likely meant
             (``"use name_set='ragen' for RAGEN's name pairs"``).
+        canonical: the canonical form of a (checked, non-``None``) value given the resolved task
+            parameters, where one value has several spellings beyond its kind's (for a Math
+            ``task_config``: its entries at reasoning-gym's defaults dropped, the others in
+            their declared kinds). :func:`normalise_task_kwargs` compares and keeps values in
+            it, after converting ``int`` and ``float`` values to their kind (:func:`canonical_value`).
     """
 
     kind: str
@@ -164,6 +170,7 @@ class TaskParam:
     changes_episodes: bool = True
     none_means: Callable[[Mapping[str, Any]], Any] | None = field(default=None, compare=False)
     hint: str = ""
+    canonical: Callable[[Any, Mapping[str, Any]], Any] | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         """A short human-readable type and bounds, as ``agentgym list`` prints them.
@@ -355,8 +362,14 @@ class EnvEntry:
             parameter (a reasoning-gym ``task_config``'s, on the ``task``).
         opaque_action_names: whether ``info["executed_actions"]`` names an action without
             telling it from others (CodeExec's ``"code (412 chars)"``): the leaderboard's
-            duplicate check, which keys an episode on what its steps executed, then also keys it
-            on the action pieces parsed from each answer (``info["actions"]``).
+            duplicate check, which keys an episode on what its steps executed, then keys a step
+            on how many actions ran and the action pieces parsed from its answer
+            (``info["actions"]``, through ``action_key``) instead of the names.
+        action_key: the canonical key of one executed action for that duplicate check (of its
+            name in ``info["executed_actions"]``, or with ``opaque_action_names`` of the action
+            piece that ran), where the env's names keep the agent's spelling: two spellings the
+            env executes as one action have one key (:mod:`agentgym.action_keys`: Countdown's
+            expression, Math's answer text, CodeExec's code). ``None``: the name itself.
     """
 
     id: str
@@ -370,6 +383,7 @@ class EnvEntry:
     min_ranked_episodes: int = 8
     check_bundle: Callable[[Mapping[str, Any]], None] | None = None
     opaque_action_names: bool = False
+    action_key: Callable[[str], str] | None = None
 
 
 #: Top-level package -> the agentgym extra that installs it (named when an import fails).
@@ -717,7 +731,10 @@ def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, A
     parameters decide (:attr:`TaskParam.none_means`) is compared, and kept, as that value:
     ``max_steps=15`` on FrozenLake-v0, whose default ``None`` means ``max_turns *
     max_actions_per_turn`` = 15, is dropped; ``max_steps=None`` on Sokoban-v0 (default 10) is
-    kept as ``max_steps=25``.
+    kept as ``max_steps=25``. Every value is compared, and kept, in its declared kind
+    (:func:`canonical_value`): ``p=1`` on FrozenLake-v0 is ``p=1.0``, ``-0.0`` is ``0.0``, and a
+    Math ``task_config`` keeps only its entries that differ from reasoning-gym's defaults
+    (``{"min_terms": 2}`` on MathArithmetic-v0 is its default, and dropped).
 
     Raises:
         EnvKwargsError: as :func:`check_env_kwargs` with ``source="bundle"``.
@@ -727,6 +744,8 @@ def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, A
         {'num_boxes': 2}
         >>> normalise_task_kwargs("agentgym/FrozenLake-v0", {"max_steps": 15})
         {}
+        >>> normalise_task_kwargs("agentgym/FrozenLake-v0", {"p": 1})
+        {'p': 1.0}
     """
     check_env_kwargs(env_id, kwargs, source="bundle")
     entry = _entry(env_id)
@@ -735,14 +754,40 @@ def normalise_task_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, A
     resolved = {**defaults, **kwargs, **entry.task_kwargs}
     out = {}
     for key in sorted(kwargs):
-        value = kwargs[key]
         if key in entry.task_kwargs:
             continue
-        value = _meant(params.get(key), value, resolved)
-        if key in defaults and _same(value, _meant(params.get(key), defaults[key], resolved)):
+        param = params.get(key)
+        value = canonical_value(param, _meant(param, kwargs[key], resolved), resolved)
+        if key in defaults and _same(
+            value, canonical_value(param, _meant(param, defaults[key], resolved), resolved)
+        ):
             continue
         out[key] = value
     return out
+
+
+def canonical_value(param: TaskParam | None, value: Any, resolved: Mapping[str, Any]) -> Any:
+    """A (checked) task parameter value in one spelling: a ``float`` parameter's number as a
+    ``float`` (``1`` is ``1.0``; ``-0.0`` is ``0.0``), then :attr:`TaskParam.canonical` if the
+    parameter has one (given the other ``resolved`` task parameters); ``None`` and every other
+    value as they are (an ``int`` stays an ``int``; a ``bool`` is never a number here).
+
+    Example:
+        >>> canonical_value(TaskParam("float", -1.0, 1.0), -0, {})
+        0.0
+        >>> canonical_value(TaskParam("int", 0, 9), 3, {})
+        3
+    """
+    if param is None or value is None:
+        return value
+    if param.kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = float(value) + 0.0  # + 0.0: -0.0 is 0.0
+        except OverflowError:  # pragma: no cover - the bounds refuse such an int first
+            return value
+    if param.canonical is not None:
+        value = param.canonical(value, resolved)
+    return value
 
 
 def _meant(param: TaskParam | None, value: Any, resolved: Mapping[str, Any]) -> Any:

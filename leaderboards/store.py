@@ -13,7 +13,7 @@ Two tables (created on first write; ``schema_version`` in ``meta``):
   valid-action rate.
 * ``episodes``: one row per (submission, board, seed) with the SHA-256 of what the episode's
   steps executed in the replay (:func:`leaderboards.verify.actions_digest`: each step's validity
-  and the canonical names of the actions it ran, not the action text).
+  and the canonical key of each action it ran, not the action text).
 
 A board ranks entries by the lower bound of their success rate's 95% Wilson interval, then the
 success rate, then the mean return, then submission order: every run covers the first ``n`` of
@@ -76,9 +76,12 @@ __all__ = [
 ]
 
 #: 2: the ``episodes`` table (issue 25). 3: its digests are of what the replay executed, not of
-#: the action text. A database of an earlier version is read as it is; a submission to it is
-#: refused until ``python -m leaderboards rebuild`` rewrites it.
-SCHEMA_VERSION = 3
+#: the action text. 4: those digests key each action by its canonical form (CodeExec's code by
+#: its syntax tree, Countdown's expression, Math's answer white space), and boards by task
+#: parameters in their declared kinds, with a Math ``task_config``'s reasoning-gym defaults
+#: dropped. A database of an earlier version is read as it is; a submission to it is refused
+#: until ``python -m leaderboards rebuild`` rewrites it.
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -527,17 +530,24 @@ def _check_version(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def same_episodes(new: Mapping[int, str], old: Mapping[int, str]) -> bool:
-    """Whether two runs on one board are one run: they share a seed, and on every seed both
-    cover they played the same actions (``{seed: actions digest}`` each).
+    """Whether two runs on one board are one run: on every seed both cover they played the same
+    actions (``{seed: actions digest}`` each), and on at least one of them some action ran. An
+    episode in which no action ran has the digest ``""``
+    (:func:`leaderboards.verify.actions_digest`): two runs that ran nothing on the seeds they
+    share (a random agent and a model whose every answer is invalid) tell nothing of each other
+    and are both entries.
 
     Example:
         >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "b", 2: "c"})  # a prefix of the other
         True
         >>> same_episodes({0: "a", 1: "b"}, {0: "a", 1: "x"})
         False
+        >>> same_episodes({0: "", 1: ""}, {0: "", 1: ""}), same_episodes({0: "", 1: "b"}, {0: "", 1: "b"})
+        (False, True)
     """
     common = new.keys() & old.keys()
-    return bool(common) and all(new[s] == old[s] for s in common)
+    ran = any(new[s] or old[s] for s in common)
+    return ran and all(new[s] == old[s] for s in common)
 
 
 def overlap_message(sid: int, name: str, env_id: str, seeds: Iterable[int]) -> str:

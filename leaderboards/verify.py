@@ -97,6 +97,7 @@ __all__ = [
     "verify_file",
     "bundle_digest",
     "actions_digest",
+    "ran_nothing",
     "executed_record",
     "board_key",
     "MAX_FREE_FORM_BYTES",
@@ -442,15 +443,23 @@ def board_key(
     return env_id, json.dumps(key, sort_keys=True, separators=(",", ":"))
 
 
-def executed_record(action: str, info: Mapping[str, Any], opaque_names: bool = False) -> Any:
-    """What one replayed step executed: ``[action_is_valid, executed_actions]`` (the canonical
-    names of the actions the env ran, :data:`agentgym.text_env.STEP_INFO_KEYS`), plus the action
-    pieces parsed from the answer (``info["actions"]``) where the names do not tell actions
-    apart (``opaque_names``: :attr:`agentgym.registration.EnvEntry.opaque_action_names`,
-    CodeExec's ``"code (N chars)"``). The ``<think>`` text, white space around the pieces and
-    the spelling of a name the env reads as the same action are not part of it: two steps with
-    the same record make the same step. An env whose info has no ``executed_actions`` gives the
-    action text itself.
+def executed_record(
+    action: str,
+    info: Mapping[str, Any],
+    opaque_names: bool = False,
+    action_key: Callable[[str], str] | None = None,
+) -> Any:
+    """What one replayed step executed: ``[action_is_valid, keys]``, the key of each action the
+    env ran (``action_key`` of its canonical name in ``info["executed_actions"]``,
+    :data:`agentgym.text_env.STEP_INFO_KEYS`; without ``action_key`` the name itself). Where the
+    names do not tell actions apart (``opaque_names``:
+    :attr:`agentgym.registration.EnvEntry.opaque_action_names`, CodeExec's ``"code (N chars)"``)
+    it is ``[action_is_valid, how many ran, keys]``, the keys those of the action pieces parsed
+    from the answer (``info["actions"]``) when any ran (:attr:`EnvEntry.action_key
+    <agentgym.registration.EnvEntry.action_key>`: CodeExec's is the code's syntax tree). The
+    ``<think>`` text, white space around the pieces and the spelling of a name the env reads as
+    the same action are not part of it: two steps with the same record make the same step. An
+    env whose info has no ``executed_actions`` gives the action text itself.
 
     Example:
         >>> info = {"action_is_valid": True, "executed_actions": ("Right", "Down")}
@@ -460,17 +469,31 @@ def executed_record(action: str, info: Mapping[str, Any], opaque_names: bool = F
     executed = info.get("executed_actions")
     if not isinstance(executed, (list, tuple)):
         return ["text", action]
-    record: list[Any] = [bool(info.get("action_is_valid", True)), [str(a) for a in executed]]
+    key = action_key or str
+    valid = bool(info.get("action_is_valid", True))
     if opaque_names:
-        record.append([str(a) for a in info.get("actions") or ()])
-    return record
+        pieces = [key(str(a)) for a in info.get("actions") or ()] if executed else []
+        return [valid, len(executed), pieces]
+    return [valid, [key(str(a)) for a in executed]]
+
+
+def ran_nothing(record: Any) -> bool:
+    """Whether a step's :func:`executed_record` says no action ran (an invalid answer)."""
+    if not isinstance(record, list) or not record or record[0] == "text":
+        return False
+    return not record[-1]
 
 
 def actions_digest(executed: Sequence[Any]) -> str:
     """SHA-256 (hex) of what an episode's steps executed, in order (their
     :func:`executed_record` s): with the board and the seed, what makes the episode (its rewards
     follow from them). Two episodes whose actions differ only in their ``<think>`` text, or in
-    how the same actions are spelt (``Right||Down``, ``Right || Down``), have one digest."""
+    how the same actions are spelt (``Right||Down``, ``Right || Down``), have one digest. An
+    episode in which no action ran (every step invalid) has the empty digest ``""``: it shows
+    nothing of who played it, so two agents that both ran nothing are no copy of each other
+    (:func:`leaderboards.store.same_episodes`)."""
+    if all(ran_nothing(record) for record in executed):
+        return ""
     text = json.dumps(list(executed), ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -601,7 +624,8 @@ def replay_run(
     )
     kwargs = normalise_task_kwargs(env_id, run["env_kwargs"])
     named = [k for k in FILE_KWARGS if k in kwargs]
-    opaque = registered_envs()[env_id].opaque_action_names
+    entry = registered_envs()[env_id]
+    opaque, action_key = entry.opaque_action_names, entry.action_key
 
     def detail(err: BaseException) -> str:
         if named:
@@ -652,7 +676,7 @@ def replay_run(
                 got = step_record(Step(action, reward, terminated, truncated, info))
                 _compare_step(want, got, f"{where}, step {t}", cause)
                 replayed.append(got)
-                executed.append(executed_record(action, info, opaque))
+                executed.append(executed_record(action, info, opaque, action_key))
                 if (terminated or truncated) and t + 1 < len(recorded):
                     raise SubmissionError(
                         f"replay mismatch in {where}: the environment ended the episode after "

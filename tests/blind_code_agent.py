@@ -5,11 +5,15 @@ sees. This agent is the attack made explicit. On a problem whose every test is o
 a bool, its answer numbers its calls (the harness calls them in the check's order, so a call's
 number names its test) and returns a chosen bool, or raises, on each. It keeps every output vector
 of the *deciding* calls (those that decide the reward: every call on v0 and v1, the hidden ones on
-v2) consistent with what it was told, and picks each attempt's plan by minimax (Mastermind's
+v2 and v3) consistent with what it was told, and picks each attempt's plan by minimax (Mastermind's
 rule): full guesses, and probes that answer one call and raise on the others (on v1 a probe's
 "some test returned a wrong value" line is one bit of that call's expected value). It reads, where
 shown: the pass count (v0), the wrong-value line and success (v1), whether every hidden test
-passed (v2).
+passed (v2: it answers the public calls True). On v3 it raises on every public call, so no
+attempt passes the public tests (which would end the episode) and it keeps all its attempts; v3
+tells nothing of the hidden tests before the episode's end (its hidden runs are made then, for
+every attempt), so there it is a guesser told nothing, its attempts' distinct guesses judged at
+the end.
 
 :func:`simulate` plays the same agent against known expected outputs, with the feedback *model* of
 each version instead of the env: the tests check that the real env tells the agent exactly what
@@ -32,7 +36,7 @@ Plan = tuple[bool | None, ...]
 #: What each version's feedback says of an attempt (:meth:`BlindProber.told`).
 MODELS = ("counts", "wrong_value", "hidden_solved", "told_nothing")
 #: The model of each registered version.
-MODEL_OF = {"v0": "counts", "v1": "wrong_value", "v2": "hidden_solved"}
+MODEL_OF = {"v0": "counts", "v1": "wrong_value", "v2": "hidden_solved", "v3": "told_nothing"}
 MAX_GUESSES = 64  # full guesses weighed per attempt (the hypotheses' first ones, in order)
 
 
@@ -46,19 +50,22 @@ def answer_code(entry_point: str, plan: Plan) -> str:
 
 
 class BlindProber:
-    """The agent (module docstring) on ``n`` calls whose first ``public`` are not deciding."""
+    """The agent (module docstring) on ``n`` calls whose first ``public`` are not deciding (it
+    answers those True; with ``told_nothing`` it raises on them: a public test failed keeps v3's
+    episode going)."""
 
     def __init__(self, n: int, public: int, model: str):
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}")
         self.n, self.public, self.model = n, public, model
+        self.fill: bool | None = None if model == "told_nothing" else True  # public calls
         m = n - public
         # every output vector of the deciding calls, as rows (row r: True where r has a 0 bit,
         # first call high; row 0 is all True), in the order of itertools.product((True, False))
         self.left = ((np.arange(2**m)[:, None] >> np.arange(m - 1, -1, -1)) & 1) == 0
 
     def _full(self, h: np.ndarray) -> Plan:
-        return (True,) * self.public + tuple(bool(x) for x in h)
+        return (self.fill,) * self.public + tuple(bool(x) for x in h)
 
     def told(self, plan: Plan, truths: np.ndarray) -> np.ndarray:
         """What the model says of ``plan`` when the deciding calls expect each row of ``truths``
@@ -73,7 +80,7 @@ class BlindProber:
         if self.model == "wrong_value":
             wrong = (answered & (truths != value)).any(axis=1)
             return solved * 2 + wrong
-        return solved.astype(int)  # hidden_solved, told_nothing: only whether it is solved
+        return solved.astype(int)  # hidden_solved; told_nothing: whether solved, at the end
 
     def plan(self, last: bool) -> Plan:
         """The next attempt's plan: the full guess or probe whose worst answer leaves fewest
@@ -83,7 +90,7 @@ class BlindProber:
             return guesses[0]
         m = self.n - self.public
         probes = [
-            (True,) * self.public + tuple(True if j == i else None for j in range(m))
+            (self.fill,) * self.public + tuple(True if j == i else None for j in range(m))
             for i in range(m)
         ]
 
@@ -111,14 +118,15 @@ def read_feedback(model: str, observation: str, solved: bool) -> int:
 
 def simulate(model: str, truth: Sequence[bool], public: int, attempts: int = 3) -> list[Plan]:
     """The agent's plans against ``truth`` (every call's expected output) under ``model``, up to
-    and including the solving one."""
+    and including the solving one (``told_nothing``: every attempt, as v3 ends an episode on
+    the public tests or the last turn, never on the hidden ones)."""
     agent = BlindProber(len(truth), public, model)
     deciding = tuple(truth[public:])
     plans = []
     for a in range(attempts):
         plan = agent.plan(last=a == attempts - 1)
         plans.append(plan)
-        if plan[public:] == deciding:
+        if plan[public:] == deciding and model != "told_nothing":
             break
         said = 0 if model == "told_nothing" else int(agent.told(plan, np.array([deciding]))[0])
         agent.learn(plan, said)
@@ -126,7 +134,8 @@ def simulate(model: str, truth: Sequence[bool], public: int, attempts: int = 3) 
 
 
 def play(env: Any, task_id: str, model: str, public: int) -> tuple[list[Plan], bool]:
-    """The agent on the real env (reset to ``task_id``): its plans, and whether it solved."""
+    """The agent on the real env (reset to ``task_id``): its plans, and whether it solved (the
+    episode's ``success``: on v3, judged on its last step)."""
     _, info = env.reset(options={"task_id": task_id})
     agent, entry_point = BlindProber(info["num_tests"], public, model), info["entry_point"]
     plans: list[Plan] = []
@@ -189,11 +198,12 @@ def main() -> None:  # pragma: no cover - the measurement, printed
         solved, chance = 0, 0.0
         try:
             for task_id, truth in problems.items():
-                public = len(split_tests(len(truth))[0]) if version == "v2" else 0
+                public = len(split_tests(len(truth))[0]) if version in ("v2", "v3") else 0
                 _, ok = play(env, task_id, model, public)
                 solved += ok
                 problem = humaneval_problems()[int(task_id.split("/")[1])]
-                hidden = split_plan(plan_checks(problem))[1] if version == "v2" else truth
+                split = version in ("v2", "v3")
+                hidden = split_plan(plan_checks(problem))[1] if split else truth
                 chance += min(1.0, 3 / 2 ** len(hidden))
         finally:
             env.close()

@@ -1,18 +1,22 @@
-"""CodeExec-v2's public and hidden tests: feedback that cannot be farmed (issue 45, item 2).
+"""CodeExec-v2's and v3's public and hidden tests: feedback that cannot be farmed (issue 45,
+item 2).
 
 The attack: an agent that never computes the function chooses what each numbered call returns and
 reads the expected outputs out of the feedback (:mod:`tests.blind_code_agent`). v0's pass counts
-and v1's "a test returned a wrong value" line carry bits of the tests that pay. v2 shows a
-problem's first quarter of tests (public) with their results, and tells of the rest (hidden, which
-alone pay) only whether all passed. What is checked here, on the real env and sandbox:
+and v1's "a test returned a wrong value" line carry bits of the tests that pay. v2 and v3 show a
+problem's first quarter of tests (public) with their results; of the rest (hidden, which alone
+pay) v2 tells each attempt only whether all passed, v3 tells nothing: their runs are made on the
+episode's last step, after its last public run. What is checked here, on the real env and
+sandbox:
 
 * a twin of HumanEval/0 whose last hidden assert expects the opposite value gives every answer
   (full guesses, probes that raise on all calls but one, an answer that exits halfway) the same
-  observations and rewards until the episode's end on v2; on v1 the probe tells the twins apart,
-  so the comparison can see a channel when there is one;
+  observations and rewards until the episode's end on v2 and v3; on v1 the probe tells the twins
+  apart, so the comparison can see a channel when there is one;
 * on all 28 HumanEval yes/no problems the blind prober plays on v2 exactly as a guesser told
-  nothing but "not solved" (its plans equal the simulation of that guesser, worked out offline
-  from the canonical outputs), and solves none, where guessing expects 1.07 in 3 attempts;
+  nothing but "not solved", and on v3 as a guesser told nothing (its plans equal the simulation
+  of that guesser, worked out offline from the canonical outputs), and solves none, where
+  guessing expects 1.07 in 3 attempts;
 * on v0 the same prober plays as the pass-count model predicts and solves HumanEval/48, 54, 56
   and 61 (the attack the split removes is real).
 """
@@ -31,7 +35,7 @@ from agentgym.envs import code_exec
 from agentgym.envs.code_exec import split_plan, split_tests
 from agentgym.envs.code_exec_grading import plan_checks
 from agentgym.envs.code_exec_tasks import humaneval_problems
-from tests.blind_code_agent import answer_code, play, simulate, yes_no_problems
+from tests.blind_code_agent import MODEL_OF, answer_code, play, simulate, yes_no_problems
 
 ORIGINAL = humaneval_problems()[0]  # has_close_elements: 7 tests, one call each, bools
 LAST = "assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) == False"
@@ -73,12 +77,23 @@ def twin_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         env.close()
 
 
-def test_v2_shows_its_public_test_and_pays_on_the_hidden_ones(twin_env: Any) -> None:
-    """HumanEval/0 on v2: 1 public test (7 // 4), 6 hidden. An answer that always says False
-    fails the public test (shown with what it returned) and agrees with 3 of the 6 hidden
+#: What an attempt's feedback opens with on v2 (the hidden bit) and v3 (the public tests only):
+#: (failed, passed).
+HEADLINES = {
+    "v2": ("not every hidden test passed.", "every hidden test passed."),
+    "v3": ("not every public test passed.", "every public test passed."),
+}
+
+
+@pytest.mark.parametrize("version", sorted(HEADLINES))
+def test_shows_its_public_test_and_pays_on_the_hidden_ones(twin_env: Any, version: str) -> None:
+    """HumanEval/0 on v2 and v3: 1 public test (7 // 4), 6 hidden. An answer that always says
+    False fails the public test (shown with what it returned) and agrees with 3 of the 6 hidden
     expected values (False, True, False, True, True, False): its return is 0.5, paid at the end;
-    the canonical answer earns 1.0 at once."""
-    env = twin_env("agentgym/CodeExec-v2")
+    the canonical answer earns 1.0 at once (v2: every hidden test passed; v3: it passes the
+    public test, which ends the episode, and its hidden run is made then)."""
+    failed_line, passed_line = HEADLINES[version]
+    env = twin_env(f"agentgym/CodeExec-{version}")
     obs, info = env.reset(options={"task_id": "HumanEval/0"})
     assert (info["num_tests"], info["num_public_tests"], info["num_hidden_tests"]) == (7, 1, 6)
     assert obs.endswith(
@@ -92,7 +107,9 @@ def test_v2_shows_its_public_test_and_pays_on_the_hidden_ones(twin_env: Any) -> 
             f"<think>t</think><answer>{code}</answer>"
         )
         rewards.append(reward)
-        assert "Attempt" in obs and "not every hidden test passed." in obs
+        assert "Attempt" in obs and failed_line in obs
+        if version == "v3":
+            assert "hidden" not in obs.split("Public tests:\n", 1)[1].split("\nAttempt", 1)[1]
         assert "Public tests: 0/1 passed." in obs
         assert obs.endswith(
             "Failed public test: assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True"
@@ -105,8 +122,13 @@ def test_v2_shows_its_public_test_and_pays_on_the_hidden_ones(twin_env: Any) -> 
     obs, reward, terminated, _, info = env.step(
         f"<think>t</think><answer>{env.unwrapped.oracle_actions()[0]}</answer>"
     )
-    assert (reward, terminated, info["success"]) == (1.0, True, True)
-    assert "every hidden test passed." in obs and "Public tests: 1/1 passed." in obs
+    assert (reward, terminated, info["success"], info["all_tests_passed"]) == (
+        1.0,
+        True,
+        True,
+        True,
+    )
+    assert passed_line in obs and "Public tests: 1/1 passed." in obs
 
 
 #: Answers that solve neither twin: per call True/False, or None (the call raises).
@@ -121,22 +143,29 @@ NON_SOLVING: dict[str, tuple[bool | None, ...]] = {
 
 
 def _episode(env: Any, task_id: str, answers: list[str]) -> list[tuple[str, float, bool]]:
+    """The answers in turn, up to the episode's end (on v3 an attempt that passes the public
+    test ends it)."""
     env.reset(options={"task_id": task_id})
     seen = []
     for code in answers:
         obs, reward, terminated, truncated, _ = env.step(f"<think>t</think><answer>{code}</answer>")
         seen.append((obs, reward, terminated or truncated))
+        if terminated or truncated:
+            break
     return seen
 
 
+@pytest.mark.parametrize("version", ["v2", "v3"])
 @pytest.mark.parametrize("name", sorted(NON_SOLVING))
 def test_nothing_before_the_end_depends_on_a_hidden_expected_value(
-    twin_env: Any, name: str
+    twin_env: Any, name: str, version: str
 ) -> None:
     """The twins differ only in the last hidden test's expected value. Three attempts of the same
-    answer (the third with an ``os._exit`` halfway through the calls): on v2 every observation
-    and every reward before the last step are equal. On v1 the probes answering the flipped call
-    are told apart by the "returned a wrong value" line, so this comparison sees a channel."""
+    answer (the third with an ``os._exit`` halfway through the calls), up to the episode's end
+    (on v3 the first attempt, for the answers that pass the public test: ``all_true`` and
+    ``truth_but_last_raises``): on v2 and v3 every observation and every reward before the last
+    step are equal. On v1 the probes answering the flipped call are told apart by the "returned a
+    wrong value" line, so this comparison sees a channel."""
     entry = ORIGINAL.entry_point
     plan = NON_SOLVING[name]
     exits = (  # the same answer, wrapped: the 4th call (a hidden test's) ends the process
@@ -145,11 +174,13 @@ def test_nothing_before_the_end_depends_on_a_hidden_expected_value(
         "    return _planned(*args, **kwargs)\n"
     )
     answers = [answer_code(entry, plan), answer_code(entry, plan), answer_code(entry, plan) + exits]
-    v2 = twin_env("agentgym/CodeExec-v2")
-    original, twin = _episode(v2, "HumanEval/0", answers), _episode(v2, "twin", answers)
+    env = twin_env(f"agentgym/CodeExec-{version}")
+    original, twin = _episode(env, "HumanEval/0", answers), _episode(env, "twin", answers)
+    # on v3 passing the public test (it expects True) ends the episode
+    steps = 1 if version == "v3" and plan[0] is True else 3
     assert [o for o, _, _ in original] == [o for o, _, _ in twin]
-    assert [r for _, r, _ in original[:-1]] == [r for _, r, _ in twin[:-1]] == [0.0, 0.0]
-    assert [d for _, _, d in original] == [d for _, _, d in twin] == [False, False, True]
+    assert [r for _, r, _ in original[:-1]] == [r for _, r, _ in twin[:-1]] == [0.0] * (steps - 1)
+    assert [d for _, _, d in original] == [d for _, _, d in twin] == [False] * (steps - 1) + [True]
     v1 = twin_env("agentgym/CodeExec-v1")
     original, twin = _episode(v1, "HumanEval/0", answers[:1]), _episode(v1, "twin", answers[:1])
     told_apart = original[0][0] != twin[0][0]
@@ -163,20 +194,28 @@ def yes_no() -> dict[str, tuple[bool, ...]]:
     return problems
 
 
-def test_the_blind_prober_only_guesses_on_v2(yes_no: dict[str, tuple[bool, ...]]) -> None:
-    """Every yes/no problem on v2: the prober's plans are those of a guesser told nothing but
-    "not solved" (simulated from the canonical outputs), and it solves none; guessing's
-    expectation, the sum of 3 / 2**hidden, is 273/256 = 1.07 (worked out from the 28 problems'
-    hidden-test counts; HumanEval/31 and /144 repeat a public call in a later test, which is
-    then public too, :func:`split_plan`). The prober numbers the first quarter as public; the
-    repeated test it guesses like a hidden one, which changes none of its plans here."""
-    env = gymnasium.make("agentgym/CodeExec-v2", backend="process", per_test_timeout_s=2)
+@pytest.mark.parametrize("version", ["v2", "v3"])
+def test_the_blind_prober_only_guesses(yes_no: dict[str, tuple[bool, ...]], version: str) -> None:
+    """Every yes/no problem on v2 and v3: the prober's plans are those of a guesser told nothing
+    but "not solved" on v2 (the ``hidden_solved`` model simulated from the canonical outputs:
+    never solving, it is told only that), told nothing on v3 (``told_nothing``: v3 says nothing
+    of the hidden tests before the end, and the prober keeps its 3 attempts by raising on the
+    public calls: an attempt that passed them would end the episode), and it solves none;
+    guessing's expectation, the sum of 3 / 2**hidden, is 273/256 = 1.07 (worked out from the 28
+    problems' hidden-test counts; HumanEval/31 and /144 repeat a public call in a later test,
+    which is then public too, :func:`split_plan`). The prober numbers the first quarter as
+    public; the repeated test it guesses like a hidden one, which changes none of its plans
+    here."""
+    model = MODEL_OF[version]
+    env = gymnasium.make(f"agentgym/CodeExec-{version}", backend="process", per_test_timeout_s=2)
     solved, chance = [], 0.0
     try:
         for task_id, truth in yes_no.items():
             public = len(split_tests(len(truth))[0])
-            plans, ok = play(env, task_id, "hidden_solved", public)
-            assert plans == simulate("told_nothing", truth, public), task_id
+            plans, ok = play(env, task_id, model, public)
+            assert plans == simulate(model, truth, public), task_id
+            if version == "v3":
+                assert len(plans) == 3, task_id
             solved += [task_id] * ok
             hidden = split_plan(plan_checks(humaneval_problems()[int(task_id.split("/")[1])]))[1]
             chance += min(1.0, 3 / 2 ** len(hidden))

@@ -1,6 +1,8 @@
-"""CodeExec-v2 (``feedback="public"``): attacks on the promise that nothing of a HIDDEN test (its
-expected value, how many hidden tests passed, which, how their calls went) reaches the agent before
-the episode ends, other than whether every hidden test passed.
+"""CodeExec-v2 (``feedback="public"``) and v3 (``"public_final"``): attacks on the promise that
+nothing of a HIDDEN test (its expected value, how many passed, which, how their calls went)
+reaches the agent before the episode ends, other than whether every hidden test passed on v2
+(on v3, nothing at all: the hidden runs are made on the episode's last step, after its last
+public run).
 
 A fresh attacker's findings (issue 45, item 5), each a test that failed on the code it was written
 against and passes now:
@@ -32,7 +34,11 @@ public call precedes every hidden call in the harness's order; reset's info is t
 Since round 7 (tests/test_attacks_round7.py) an attempt is two sandbox runs, a public one (whose
 texts are shown) and a hidden one (of which only pass or fail per test is kept), so the twins'
 answers tell a hidden call by its input (not one of the public tests' inputs, which the
-observation shows), no longer by a call counter, which now restarts at the hidden run.
+observation shows), no longer by a call counter, which now restarts at the hidden run. Since
+round 8 (tests/test_attacks_round8.py) v3 makes every hidden run on the episode's last step, so
+on v3 the twins are played up to 3 attempts or the episode's end (an answer that passes the
+public tests ends it at once), and the last step may differ only in what its hidden runs
+decide; v2 is checked as before (2 attempts, neither the last).
 """
 
 from __future__ import annotations
@@ -259,8 +265,8 @@ def make_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     )
     made: list[Any] = []
 
-    def make(**kwargs: Any) -> Any:
-        env = gymnasium.make("agentgym/CodeExec-v2", backend="process", **kwargs)
+    def make(version: str = "v2", **kwargs: Any) -> Any:
+        env = gymnasium.make(f"agentgym/CodeExec-{version}", backend="process", **kwargs)
         made.append(env)
         return env
 
@@ -270,30 +276,79 @@ def make_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def _play(env: Any, task_id: str, code: str, steps: int) -> list[Any]:
+    """Reset's ``(observation, info)``, then up to ``steps`` steps of ``code``, up to the
+    episode's end (on v3 an attempt that passes every public test ends it)."""
     obs, info = env.reset(options={"task_id": task_id})
     info = {k: v for k, v in info.items() if k != "task_id"}
     seen: list[Any] = [(obs, info)]
     for _ in range(steps):
         seen.append(env.step(f"<think>t</think><answer>{code}</answer>"))
+        if seen[-1][2] or seen[-1][3]:
+            break
     return seen
 
 
-@pytest.mark.parametrize("name", sorted(ANSWERS))
-def test_hidden_expected_values_change_nothing_before_the_end(make_env: Any, name: str) -> None:
-    """HELD. Same answer, two problems that differ only in three hidden expected values: the
-    observation, the reward, terminated/truncated and every info key of the first two (non-final)
-    steps are equal. (The last step pays the best hidden fraction, which is allowed.)"""
-    env = make_env(per_test_timeout_s=TWIN_PER_TEST_S, timeout_s=TWIN_RUN_S, feedback_chars=600)
-    code = ANSWERS[name]
-    base = _play(env, "base", code, 2)
-    twin = _play(env, "twin", code, 2)
+#: The info keys of the episode's last step that its hidden runs decide (with its reward).
+JUDGED = frozenset({"success", "all_tests_passed", "tests_passed", "pass_fraction"})
+
+
+def _same_until_judged(base: list[Any], twin: list[Any], name: str) -> None:
+    """The twins' episodes: as many steps, ending together; every observation equal (the last
+    one too: it is rendered before the hidden runs), with nothing of the hidden tests in its
+    feedback; every reward and info equal, the last step's but for what its hidden runs decide
+    (:data:`JUDGED`); every earlier step paying 0, telling no count and no success."""
+    assert base[0] == twin[0]
+    assert len(base) == len(twin), name
+    for k, (first, second) in enumerate(zip(base[1:], twin[1:], strict=True)):
+        (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) = first, second
+        last = k == len(base) - 2
+        assert bool(te1 or tr1) == bool(te2 or tr2) == last, name
+        assert i1["action_is_valid"], (name, i1)
+        assert o1 == o2, name
+        assert "hidden test" not in o1[o1.rindex("\nAttempt ") :], name
+        unjudged = [{key: v for key, v in i.items() if key not in JUDGED} for i in (i1, i2)]
+        assert unjudged[0] == unjudged[1], name
+        if not (te1 or tr1):
+            assert (r1, i1) == (r2, i2) and r1 == 0.0, name
+            assert set(i1) & JUDGED == {"success"} and not i1["success"], name
+
+
+def _twins(env: Any, version: str, twin_id: str, code: str, name: str) -> list[Any]:
+    """``code`` played on the base problem and on ``twin_id``, checked to give the same episode
+    up to its end; the steps of both. v2: 2 attempts, neither the last, each told only that not
+    every hidden test passed, equal in observation, reward (0) and info. v3: up to 3 attempts or
+    the episode's end, :func:`_same_until_judged`."""
+    if version == "v3":
+        base, twin = _play(env, "base", code, 3), _play(env, twin_id, code, 3)
+        _same_until_judged(base, twin, name)
+        return base + twin
+    base, twin = _play(env, "base", code, 2), _play(env, twin_id, code, 2)
     assert base[0] == twin[0]
     for (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) in zip(base[1:], twin[1:], strict=True):
-        assert not (te1 or tr1 or te2 or tr2)
+        assert i1["action_is_valid"] and not (te1 or tr1 or te2 or tr2), (name, i1)
         assert (o1, r1, i1) == (o2, r2, i2), name
         assert "not every hidden test passed" in o1
         assert r1 == 0.0
         assert set(i1) & {"tests_passed", "pass_fraction"} == set()
+    return base + twin
+
+
+@pytest.mark.parametrize("version", ["v2", "v3"])
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_hidden_expected_values_change_nothing_before_the_end(
+    make_env: Any, name: str, version: str
+) -> None:
+    """HELD. Same answer, two problems that differ only in three hidden expected values. v2:
+    the observation, the reward, terminated/truncated and every info key of the first two
+    (non-final) steps are equal. v3: up to 3 attempts (an answer that passes the public tests
+    ends the episode at the first), the observation, terminated/truncated and every info key of
+    every step are equal, and the reward of every non-final step (0). (The last step pays the
+    best hidden fraction, with ``success``, ``all_tests_passed``, ``tests_passed`` and
+    ``pass_fraction``, which is allowed: on v3 the hidden runs are made then.)"""
+    env = make_env(
+        version, per_test_timeout_s=TWIN_PER_TEST_S, timeout_s=TWIN_RUN_S, feedback_chars=600
+    )
+    _twins(env, version, "twin", ANSWERS[name], name)
 
 
 #: BASE with one hidden test's INPUT changed (5 * 17 -> 5 * 19, neither prime; neither in the
@@ -340,23 +395,22 @@ SPEC_READERS: dict[str, str] = {
 }
 
 
+@pytest.mark.parametrize("version", ["v2", "v3"])
 @pytest.mark.parametrize("name", sorted(SPEC_READERS))
-def test_no_text_of_the_hidden_run_reaches_the_agent(make_env: Any, name: str) -> None:
+def test_no_text_of_the_hidden_run_reaches_the_agent(
+    make_env: Any, name: str, version: str
+) -> None:
     """HELD (round 7's fix): two problems that differ in one hidden test's INPUT, an answer that
     reads spec.json and puts it (or a bit of it) in its exception messages, stderr, exit status,
     timing, memory, report lines or values: the observation, reward and info of every
     non-final step are the same on both, and hold no hidden call's input. The public run's
     spec holds no hidden call, and of the hidden run the host keeps only pass or fail."""
-    env = make_env(per_test_timeout_s=2.0, timeout_s=4.0, feedback_chars=4000)
-    code = SPEC_READERS[name]
-    base = _play(env, "base", code, 2)
-    twin = _play(env, "input_twin", code, 2)
-    for (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) in zip(base[1:], twin[1:], strict=True):
-        assert i1["action_is_valid"] and not (te1 or tr1 or te2 or tr2), (name, i1)
-        assert (o1, r1, i1) == (o2, r2, i2), name
+    env = make_env(version, per_test_timeout_s=2.0, timeout_s=4.0, feedback_chars=4000)
+    steps = _twins(env, version, "input_twin", SPEC_READERS[name], name)
+    half = len(steps) // 2
+    for (o1, _, _, _, i1), (o2, _, _, _, i2) in zip(steps[1:half], steps[half + 1 :], strict=True):
         assert "[[85]," not in o1 + str(i1) and "[[95]," not in o2 + str(i2), name
         assert "85" not in o1 and "95" not in o2, name
-        assert "not every hidden test passed" in o1
 
 
 def test_the_sandbox_gets_the_same_files_for_both_twins() -> None:

@@ -68,7 +68,7 @@ CODE_BODIES = [
 
 def test_every_registered_id_is_fuzzed() -> None:
     assert FUZZ_IDS == sorted(agentgym.registered_envs())
-    assert len(FUZZ_IDS) == 24  # CodeExec and CodeExecGenerated in v0, v1 and v2, 5 MiniWoB ids
+    assert len(FUZZ_IDS) == 26  # CodeExec and CodeExecGenerated in v0 to v3, 5 MiniWoB ids
 
 
 def step_limit_s(env: gymnasium.Env) -> float:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
-from agentgym.registration import EnvEntry, EnvKwargsError, TaskParam, register_env
+from agentgym.action_keys import answer_key, code_key, expression_key
+from agentgym.registration import (
+    EnvEntry,
+    EnvKwargsError,
+    TaskParam,
+    canonical_value,
+    register_env,
+)
 
 # Task parameters per family (the common ones of every text env are in COMMON_TASK_PARAMS). The
 # bounds keep a replay's cost small: the leaderboard replays whatever a bundle names within them.
@@ -46,10 +54,70 @@ _COUNTDOWN = {
     # RAGEN/TinyZero's rule (every number exactly once) or the earlier subset rule: task-defining.
     "number_rule": TaskParam("choice", choices=("exact", "subset")),
 }
+
+
+def _math_task_config(config: Mapping[str, Any], kw: Mapping[str, Any]) -> dict[str, Any]:
+    """A (checked) ``task_config`` in canonical form (:attr:`TaskParam.canonical`): each entry in
+    its kind of :data:`MATH_TASK_CONFIG_BOUNDS` (``difficulty=1`` is ``1.0``), those equal to
+    the task's reasoning-gym default (:func:`reasoning_gym_defaults`) dropped, keys sorted: every
+    spelling of reasoning-gym's defaults is ``{}``, its ``None``."""
+    bounds = MATH_TASK_CONFIG_BOUNDS.get(kw.get("task"), {})  # type: ignore[arg-type]
+    defaults = reasoning_gym_defaults(kw.get("task")) if config else {}
+    out = {}
+    for name in sorted(config):
+        value = canonical_value(bounds.get(name), config[name], kw)
+        if name in defaults and _same_scalar(value, defaults[name]):
+            continue
+        out[name] = value
+    return out
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    """``a == b``, a bool equal only to the same bool (``True`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return type(a) is type(b) and a == b
+
+
+@lru_cache(maxsize=64)
+def reasoning_gym_defaults(task: Any) -> Mapping[str, Any]:
+    """The default of each field of reasoning-gym's configuration dataclass for ``task`` (those
+    with a plain default; not ``seed`` or ``size``, which the env sets), read from the installed
+    reasoning-gym (importing it registers its tasks: a few seconds, once per process). Empty for
+    a task reasoning-gym does not register, or without reasoning-gym (whose replay fails anyway,
+    naming the extra to install).
+
+    Example:
+        >>> reasoning_gym_defaults("chain_sum")["min_terms"]
+        2
+    """
+    if not isinstance(task, str):
+        return {}
+    try:
+        import reasoning_gym  # noqa: F401 - registers the tasks
+        from reasoning_gym.factory import DATASETS
+    except ImportError:
+        return {}
+    pair = DATASETS.get(task)
+    if pair is None or not dataclasses.is_dataclass(pair[1]):
+        return {}
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(pair[1])
+        if f.default is not dataclasses.MISSING and f.name not in ("seed", "size")
+    }
+
+
 _MATH = {
     "task": TaskParam("str", high=64),
-    # None is reasoning-gym's defaults, as {} is: one board for both spellings.
-    "task_config": TaskParam("mapping", high=32, nullable=True, none_means=lambda kw: {}),
+    # None is reasoning-gym's defaults, as {} and every spelling of them are: one board for all.
+    "task_config": TaskParam(
+        "mapping",
+        high=32,
+        nullable=True,
+        none_means=lambda kw: {},
+        canonical=_math_task_config,
+    ),
     "reward_decay": TaskParam("float", 1e-6, 1.0),
 }
 #: The reasoning-gym configuration fields a result bundle may set (``task_config``), per task,
@@ -133,7 +201,7 @@ _MINIWOB = {
 _CODE_EXEC = {
     "source": TaskParam("choice", choices=("humaneval", "generated")),
     "feedback_chars": TaskParam("int", 0, 100_000),
-    "feedback": TaskParam("choice", choices=("public", "pass_fail", "counts")),
+    "feedback": TaskParam("choice", choices=("public_final", "public", "pass_fail", "counts")),
 }
 
 
@@ -197,6 +265,7 @@ _math = partial(
     default_kwargs=_MATH_DEFAULTS,
     task_params=_MATH,
     check_bundle=_check_math_task_config,
+    action_key=answer_key,  # the answer text: white space does not count
 )
 _webshop = partial(
     EnvEntry,
@@ -273,19 +342,26 @@ _code_exec = partial(
     default_kwargs=_CODE_EXEC_DEFAULTS,
     task_params=_CODE_EXEC,
     opaque_action_names=True,  # executed_actions: "code (N chars)", not the code
+    action_key=code_key,  # the code's syntax tree: a fence, layout and comments do not count
 )
 
 
 def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry, ...]:
-    """v0, v1 and v2 of one CodeExec task. v0: each attempt's feedback and reward count the
+    """v0 to v3 of one CodeExec task. v0: each attempt's feedback and reward count the
     passed tests (``feedback="counts"``), which lets a blind agent solve a problem with few yes/no
     tests from the counts (issue 25). v1 says only pass or fail per attempt and pays the best
     attempt at the end (``feedback="pass_fail"``); every test still both gives feedback and
-    decides the reward. v2 (the env's default, ``feedback="public"``) splits each problem's tests:
-    the public third is shown and reported on, the hidden rest alone decides the reward, so no
-    feedback channel carries anything of the tests that pay (issue 45). v0 and v1 stay as they
-    were, so their episodes and the bundles made on them replay unchanged (DESIGN.md: a change
-    that alters episodes bumps the version)."""
+    decides the reward. v2 (``feedback="public"``) splits each problem's tests: the public
+    quarter is shown and reported on, the hidden rest alone decides the reward, and each attempt
+    makes a public run then a hidden run and is told whether every hidden test passed (issue
+    45); superseded by v3, because a hidden run can signal the next attempt's feedback through
+    counters of the kernel or container it shares with the next public run
+    (tests/test_attacks_round8.py). v3 (the env's default, ``feedback="public_final"``) keeps
+    the split but tells an attempt nothing of the hidden tests: it makes the public run only,
+    passing every public test ends the episode, and every hidden run is made on the episode's
+    last step, after its last public run. v0, v1 and v2 stay as they were, so their episodes and
+    the bundles made on them replay unchanged (DESIGN.md: a change that alters episodes bumps
+    the version)."""
     return (
         _code_exec(
             id=f"agentgym/{name}-v0",
@@ -301,7 +377,16 @@ def _code_exec_versions(name: str, summary: str, source: str) -> tuple[EnvEntry,
         ),
         _code_exec(
             id=f"agentgym/{name}-v2",
-            summary=f"{summary}; public tests shown and reported on, hidden tests pay; 3 attempts.",
+            summary=f"{summary}; public tests shown and reported on, hidden tests pay; 3 attempts "
+            "(superseded by v3).",
+            default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "public"},
+            task_kwargs={"source": source},
+        ),
+        _code_exec(
+            id=f"agentgym/{name}-v3",
+            summary=f"{summary}; public tests shown and reported on, hidden tests judged and paid "
+            "at the end; 3 attempts.",
+            default_kwargs={**_CODE_EXEC_DEFAULTS, "feedback": "public_final"},
             task_kwargs={"source": source},
         ),
     )
@@ -358,6 +443,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Reach a target using every given number exactly once with + - * / (RAGEN's rule).",
         default_kwargs={"num_numbers": 4, "max_turns": 1, "max_actions_per_turn": 1},
         task_params=_COUNTDOWN,
+        action_key=expression_key,  # the parsed expression: spacing and redundancy do not count
     ),
     _math(
         id="agentgym/Math-v0",
@@ -380,6 +466,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         summary="Math problems from your JSONL file (dataset_file=; question/answer); 3 attempts.",
         default_kwargs=_MATH_DEFAULTS,
         task_params=_MATH_FILE,
+        action_key=answer_key,
     ),
     _webshop(
         id="agentgym/WebShop-v0",

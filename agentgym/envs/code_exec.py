@@ -1,47 +1,66 @@
-"""CodeExec (HumanEval) and CodeExecGenerated (v0, v1, v2): write a Python function; tests grade it.
+"""CodeExec (HumanEval) and CodeExecGenerated (v0 to v3): write a Python function; tests grade it.
 
 * Problems (:mod:`agentgym.envs.code_exec_tasks`): ``source="humaneval"`` draws one of the 164
   HumanEval problems (Chen et al. 2021); ``source="generated"`` builds a small parametrised
   function-writing task from ``self.np_random`` (seven families, each with drawn constants and
   inputs).
 * Tests and feedback (``feedback``, fixed by the id): what an attempt that fails reveals is a
-  channel from the tests to the policy, and a policy trained with RL learns to farm any channel
-  from the tests that pay. On a yes/no problem, an agent that never computes the function (its
-  answer numbers its calls, the harness calls the tests in order, and it chooses a bool per call)
-  can read the expected outputs out of per-attempt feedback: with pass counts (``"counts"``,
-  CodeExec-v0) it solves 4 of HumanEval's 28 yes/no problems in 3 attempts where guessing
-  expects 0.45; with pass or fail only (``"pass_fail"``, v1) it still learns one bit per attempt
-  (answer one call, raise on the others: is "a test returned a wrong value"?). The defence,
-  ``"public"`` (the default; v2), is CodeContests' split (Li et al. 2022, section 3.2): a
-  problem's first quarter of tests is *public* (:func:`split_tests`; with any later test that only
-  repeats their calls, :func:`split_plan`), shown in the observation
-  with its expected values and reported on test by test after each attempt (``Failed public
-  test: assert candidate(x) == 2 -> f(x) returned 3``); the rest are *hidden*, decide the reward
-  and success alone, and an attempt is told only whether all of them passed (which ends the
-  episode). Nothing else of a hidden test reaches the observation: not how many passed, not
-  which, not how their calls went (raised, timed out), not their inputs. The answer's code can
-  read whatever its sandbox holds (the harness's spec of the calls to make) and put it in any
-  text a run produces (an exception's message, stderr, a returned value, its exit status, its
-  timing, the report's lines), so each attempt is TWO sandbox runs
-  (:func:`~agentgym.envs.code_exec_grading.grade_split`): a *public run* whose spec holds the
-  public tests' calls only, whose texts the feedback quotes as below, and then a *hidden run*
-  whose spec holds the hidden tests' calls, of which the host keeps one bit per hidden test,
-  passed or not: no message, no stderr, no value, no exit status, no report error, whether it
-  raised, timed out, ran out of memory, exited or wrote on the report. So no feedback carries
-  more than the public tests reveal, and a blind agent's success on the hidden tests is a guess's:
-  ``attempts / 2**k`` on a yes/no problem with ``k`` hidden tests (measured: the agent above
-  solves none of the 28 where guessing expects 1.07; ``tests/blind_code_agent.py``). The prompt
-  itself is the task's statement: HumanEval's docstring examples show the expected values of
-  some hidden tests (8 of the 28 yes/no problems, 1 to 3 tests each), so a guesser that reads
-  them expects 1.87, and the prober, which does not, still solves none. Every test counts
-  as hidden for ``"pass_fail"`` and ``"counts"``.
-* Observation: the function's signature and docstring to complete; with ``"public"`` its public
-  tests (or that it has none: problems with fewer than 4 tests); after an attempt that did not
-  pass, that it did not, and: with ``"public"``, the public tests' results as above; with
-  ``"pass_fail"``/``"counts"``, whether some test got a wrong value (not which) and, for the first
-  five tests whose call failed, the call and what happened (``Failed: flip_case('Hello!') raised
-  ValueError: x``), with ``"counts"`` the count per attempt (``Attempt 2: 4/7 tests passed.``).
-  Never a hidden test's assert or expected value. Truncated to ``feedback_chars``.
+  channel from the tests to the policy, and a policy trained with RL learns to farm any channel from
+  the tests that pay. On a yes/no problem, an agent that never computes the function (its answer
+  numbers its calls, the harness calls the tests in order, and it chooses a bool per call) can read
+  the expected outputs out of per-attempt feedback: with pass counts (``"counts"``, CodeExec-v0) it
+  solves 4 of HumanEval's 28 yes/no problems in 3 attempts where guessing expects 0.45; with pass or
+  fail only (``"pass_fail"``, v1) it still learns one bit per attempt (answer one call, raise on the
+  others: is "a test returned a wrong value"?). The defence, ``"public_final"`` (the default; v3),
+  is CodeContests' split (Li et al. 2022, section 3.2): a problem's first quarter of tests is
+  *public* (:func:`split_tests`; with any later test that only repeats their calls,
+  :func:`split_plan`), shown in the observation with its expected values and reported on test by
+  test after each attempt (``Failed public test: assert candidate(x) == 2 -> f(x) returned 3``); the
+  rest are *hidden* and decide the reward and success alone. Nothing of a hidden test reaches any
+  observation: not whether they passed, not how many, not which, not how their calls went (raised,
+  timed out), not their inputs. An attempt that passes every public test (with no error; on a
+  problem without public tests, one whose code loads) ends the episode, else the next turn is
+  another attempt. The answer's code can read whatever its sandbox holds (the harness's spec of the
+  calls to make) and put it in any text a run produces (an exception's message, stderr, a returned
+  value, its exit status, its timing, the report's lines), so an attempt's grading is split in two
+  kinds of sandbox run: its *public run* (:func:`~agentgym.envs.code_exec_grading.grade_public`), at
+  the attempt, whose spec holds the public tests' calls only and whose texts the feedback quotes as
+  below; and its *hidden run* (:func:`~agentgym.envs.code_exec_grading.grade_hidden`), whose spec
+  holds the hidden tests' calls and of which the host keeps one bit per hidden test, passed or not:
+  no message, no stderr, no value, no exit status, no report error, whether it raised, timed out,
+  ran out of memory, exited or wrote on the report. And ORDER: the hidden runs are made only on the
+  episode's last step, after its last public run, for the distinct answers graded in the episode in
+  turn (at most ``max_turns`` runs; none after one that passes them all), and all they produce is
+  that step's reward and its ``success``, ``all_tests_passed``, ``tests_passed``, ``tests_total``,
+  ``pass_fraction``, after which the episode is over. A hidden run shares the kernel with later runs
+  (and, under Docker, the episode's container): it can leave a mark that a later run reads (a
+  cgroup's memory high-water mark or CPU time, a kernel-wide inode counter such as the pipe file
+  system's, its own duration for an agent with a clock), and closing each such counter is endless on
+  a shared kernel. So no run whose texts are shown ever follows a hidden run within an episode, and
+  nothing a hidden run leaves in the sandbox, kernel or clock can reach feedback
+  (``tests/test_attacks_round8.py``: a memory high-water mark and the pipe inode counter, each set
+  by the hidden run after a hidden input, read by the next public run). What still holds ACROSS
+  episodes: an agent that plays several episodes with a clock or the sandbox's kernel in reach (a
+  ``cmd:`` program; its answers in a later episode) could observe what a previous episode's hidden
+  runs left (their duration, kernel counters): the inputs of a problem that is already over (met
+  again, the same problem has the same hidden inputs), never an expected value, and never the hidden
+  tests of the episode it plays. So no feedback carries more than the public tests reveal, and a
+  blind agent's success on the hidden tests is a guess's: ``attempts / 2**k`` on a yes/no problem
+  with ``k`` hidden tests, its attempts' distinct guesses judged at the end (it keeps its attempts
+  by failing a public test on purpose; measured: the agent above, which does, solves none of the 28
+  where guessing expects 1.07; ``tests/blind_code_agent.py``). The prompt itself is the task's
+  statement: HumanEval's docstring examples show the expected values of some hidden tests (8 of the
+  28 yes/no problems, 1 to 3 tests each), so a guesser that reads them expects 1.87, and the prober,
+  which does not, still solves none. Every test counts as hidden for ``"pass_fail"`` and
+  ``"counts"``.
+* Observation: the function's signature and docstring to complete; with ``"public_final"`` its
+  public tests (or that it has none: problems with fewer than 4 tests); after an attempt: with
+  ``"public_final"``, whether it passed every public test and each public test's result as above,
+  nothing of the hidden ones; after one that did not pass, with ``"pass_fail"``/``"counts"``,
+  whether some test got a wrong value (not which) and, for the first five tests whose call failed,
+  the call and what happened (``Failed: flip_case('Hello!') raised ValueError: x``), with
+  ``"counts"`` the count per attempt (``Attempt 2: 4/7 tests passed.``). Never a hidden test's
+  assert or expected value. Truncated to ``feedback_chars``.
 * Action: Python source in ``<answer>`` (optionally inside a fenced ```python block:
   :func:`extract_code`, a linear scan) that parses and defines the entry-point function at top
   level, e.g. ``<think>...</think><answer>def add(a, b):\\n    return a + b</answer>``, at most
@@ -52,39 +71,58 @@
   process and costs about 480 bytes per character, so the limit bounds it (about 32 MiB, 0.2 s).
   Note that ``||`` separates actions in every agentgym env, so code must not contain ``||``
   (Python has no such operator; only a string literal could).
-* Grading (:mod:`agentgym.envs.code_exec_grading`; with ``"public"`` two runs per attempt, as
-  above, else one): the sandbox only computes what the answer's function returns for each test
+* Grading (:mod:`agentgym.envs.code_exec_grading`; with ``"public_final"`` a public run per attempt
+  and its hidden run on the episode's last step, as above, else one run per attempt): the
+  sandbox only computes what the answer's function returns for each test
   input and sends those values back as plain data (numbers,
   strings, lists, tuples, dicts, None: :mod:`agentgym.envs.code_exec_channel`); the expected
   values and every assertion are evaluated in this process. A ``Counter``, ``OrderedDict``,
   ``defaultdict`` or namedtuple counts as the dict or tuple it holds (HumanEval's ``==`` accepts
   them too); any other class is not plain data and fails its test. Printing, exit codes, ``sys.exit``,
   patched builtins, objects with odd ``__eq__`` or a rewritten harness cannot raise the reward.
-* Info of a graded turn: ``all_tests_passed`` (every hidden test) and ``grade_error`` (why the
-  answer could not be called at all, e.g. its module code raised or it wrote to the grader's
-  report, else ``None``; the observation shows it too; with ``"public"``, the public run's
-  only); with ``"public"``, ``public_tests_passed`` and ``public_tests_total``;
-  ``tests_passed``, ``tests_total`` and ``pass_fraction`` (of the hidden tests): of the best
-  attempt on the episode's last step (``"public"``, ``"pass_fail"``), of that attempt on every
-  graded turn (``"counts"``). Reset's info: ``num_tests``, ``num_public_tests``,
-  ``num_hidden_tests``.
+* Info of a graded turn: ``grade_error`` (why the answer could not be called at all, e.g. its module
+  code raised or it wrote to the grader's report, else ``None``; the observation shows it too; with
+  ``"public_final"``, the public run's); with ``"public_final"``, ``public_tests_passed`` and
+  ``public_tests_total``; ``all_tests_passed`` (every hidden test): of that attempt
+  (``"pass_fail"``, ``"counts"``), of the best attempt and on the episode's last step only
+  (``"public_final"``); ``tests_passed``, ``tests_total`` and ``pass_fraction`` (of the hidden
+  tests): of the best attempt on the episode's last step (``"public_final"``, ``"pass_fail"``), of
+  that attempt on every graded turn (``"counts"``). Reset's info: ``num_tests``,
+  ``num_public_tests``, ``num_hidden_tests``.
 * Reward: the episode's return is the best fraction of hidden tests passed over its attempts (1.0
-  for a full pass). With ``"public"`` or ``"pass_fail"`` it is paid on the episode's last step (a
-  full pass, or the last attempt, whatever that turn's action), every earlier turn earning 0 (so
-  the reward says no more than the observation). With ``"counts"`` it is paid as improvement: a
-  turn earns ``max(0, fraction - best fraction of earlier turns)``. Either way a failed attempt
-  never pays twice. Every hidden test passing is ``success`` and terminates; otherwise the next turn is another
-  attempt, up to ``max_turns`` (default 3), after which the episode terminates (the attempts are
-  the task's rule). An invalid action's format penalty is added as in every env.
+  for a full pass). With ``"public_final"`` or ``"pass_fail"`` it is paid on the episode's last
+  step, every earlier turn earning 0 (so the reward says no more than the observation): with
+  ``"public_final"`` the step of an attempt that passes every public test, or the last turn,
+  whatever that turn's action (its hidden runs are made then); with ``"pass_fail"`` a full pass, or
+  the last turn. With ``"counts"`` it is paid as improvement: a turn earns ``max(0, fraction - best
+  fraction of earlier turns)``. Either way a failed attempt never pays twice. Every hidden test
+  passing (in some attempt, with ``"public_final"``) is ``success``; with ``"pass_fail"`` and
+  ``"counts"`` it terminates; otherwise the next turn is another attempt, up to ``max_turns``
+  (default 3), after which the episode terminates (the attempts are the task's rule). An invalid
+  action's format penalty is added as in every env.
 * Sandbox: ``backend="auto"`` (Docker when a daemon answers and has the image, else the isolated
   process back end), ``"docker"`` or ``"process"``; started lazily at the first code run and shared
   by all environments of a process with the same settings (:func:`sandboxes.code.acquire_shared`).
   Each episode runs in its own lease: under Docker a fresh container per episode, emptied between
   runs. ``close()`` releases everything and may be called twice. The public/hidden split's second
-  run costs about 0.11-0.14 s more per attempt (median, HumanEval/0 and /31: 0.12-0.14 s for one
-  run, 0.23-0.28 s for two, on either back end; measured 2026-12-05). The hidden run's duration
-  is not padded: nothing of it is in the observation or info, but an agent that times its own
-  steps (a ``cmd:`` program with a clock, unlike a policy) could read it.
+  run costs about 0.11-0.14 s more per distinct attempt, all paid on the last step (median,
+  HumanEval/0 and /31: 0.12-0.14 s for one run, 0.23-0.28 s for two, on either back end;
+  measured 2026-12-05). The hidden runs' duration is not padded: nothing of them is in the
+  observation or info, and the last step's is the episode's end, so an agent that times its
+  own steps (a ``cmd:`` program with a clock, unlike a policy) learns it only when the problem
+  is over (see above: what holds across episodes).
+
+``feedback="public"`` (CodeExec-v2, superseded by v3; kept so its bundles and golden seeds
+replay): the same split, but each attempt is graded at once by a public run THEN a hidden run
+(:func:`~agentgym.envs.code_exec_grading.grade_split`), and an attempt is told whether every
+hidden test passed (which ends the episode, as success), nothing else of them; the public tests
+passing does not end it; ``all_tests_passed`` is that attempt's, and the reward the best hidden
+fraction, paid on the last step (a full pass, or the last attempt). Superseded because a hidden
+run shares the kernel (and, under Docker, the episode's container) with the next attempt's
+public run, whose texts are shown: it can set a counter there (a cgroup's memory high-water
+mark, the pipe file system's inode counter) after reading a hidden input, and the next public
+run can read and quote it (``tests/test_attacks_round8.py``). v3 makes every hidden run after
+the episode's last public run instead.
 
 Options: ``reset(options={"task_id": "HumanEval/0"})`` or ``{"index": 0}`` picks a HumanEval
 problem.
@@ -109,6 +147,8 @@ from agentgym.envs.code_exec_grading import (
     GradeResult,
     grade,
     grade_batch,
+    grade_hidden,
+    grade_public,
     grade_split,
     plan_checks,
 )
@@ -139,11 +179,14 @@ __all__ = [
 
 SOURCES = ("humaneval", "generated")
 #: What an attempt that fails some test reveals before the episode ends (module docstring).
-FEEDBACK = ("public", "pass_fail", "counts")
+FEEDBACK = ("public_final", "public", "pass_fail", "counts")
+#: The modes that split the tests into public and hidden ones (:func:`split_plan`).
+SPLIT_FEEDBACK = ("public_final", "public")
 
 
 def split_tests(total: int) -> tuple[range, range]:
-    """The public and hidden tests of a problem with ``total`` tests (``feedback="public"``).
+    """The public and hidden tests of a problem with ``total`` tests (``feedback="public_final"``
+    or ``"public"``).
 
     The first ``total // 4`` tests (in the check's order: HumanEval's first asserts are mostly its
     docstring's examples) are *public*: the observation shows them, and each attempt's feedback
@@ -302,15 +345,19 @@ class CodeExecEnv(TextEnv):
         source: ``"humaneval"`` (the 164 HumanEval problems) or ``"generated"``.
         backend: ``"auto"``, ``"docker"`` or ``"process"`` (see :mod:`sandboxes.code`).
         timeout_s: limit of one grading run, seconds, within the sandbox's bounds
-            (:func:`sandboxes.code.check_limits`, as is ``memory_mb``); with ``"public"`` an
-            attempt is two runs, each with this limit.
+            (:func:`sandboxes.code.check_limits`, as is ``memory_mb``); with ``"public"`` and
+            ``"public_final"`` an attempt is two runs (with ``"public_final"`` its hidden one on
+            the episode's last step), each with this limit.
         memory_mb: memory limit of one grading run, MiB (default: the sandbox's).
         per_test_timeout_s: limit of each test, seconds.
         feedback_chars: most characters of test feedback in the observation.
-        feedback: ``"public"`` (default: public tests shown and reported on, hidden tests decide
-            the reward, paid when the episode ends), ``"pass_fail"`` (every test decides; an
-            attempt says whether every test passed, never how many) or ``"counts"`` (tests
-            passed per attempt, reward per attempt); see the module docstring.
+        feedback: ``"public_final"`` (default, v3: public tests shown and reported on, hidden
+            tests run after the episode's last public run and decide the reward, paid then),
+            ``"public"`` (v2, superseded: the same split, but each attempt makes its hidden run
+            at once and is told whether every hidden test passed), ``"pass_fail"`` (every test
+            decides; an attempt says whether every test passed, never how many) or
+            ``"counts"`` (tests passed per attempt, reward per attempt); see the module
+            docstring.
         max_turns: attempts per episode (default 3).
         max_actions_per_turn: must be 1 (one answer per turn).
         sandbox_options: extra keyword arguments of the back end (e.g. ``{"pool_size": 2}``).
@@ -336,7 +383,7 @@ class CodeExecEnv(TextEnv):
         memory_mb: int = DEFAULT_MEMORY_MB,
         per_test_timeout_s: float = 5.0,
         feedback_chars: int = 1500,
-        feedback: str = "public",
+        feedback: str = "public_final",
         max_turns: int = 3,
         max_actions_per_turn: int = 1,
         sandbox_options: dict[str, Any] | None = None,
@@ -378,6 +425,8 @@ class CodeExecEnv(TextEnv):
         self._num_tests = 0
         self._solved = False
         self._feedback: str | None = None
+        self._attempts: list[str] = []  # "public_final": each distinct graded answer, in order
+        self._public_passed = False  # "public_final": the last attempt passed every public test
         self._invalid_reasons: list[str] = []  # why each piece of this step is no action
         self.last_grade: GradeResult | None = None
 
@@ -417,6 +466,18 @@ class CodeExecEnv(TextEnv):
 
     @property
     def instructions_text(self) -> str:
+        if self.feedback == "public_final":
+            return (
+                "Complete the Python function shown. Reply with the whole function as Python "
+                "source (the def line, and any imports or helpers it needs), optionally in a "
+                "```python fenced block. The public tests shown say what is expected (candidate "
+                "is your function); hidden tests decide your reward: the best fraction of hidden "
+                "tests passed over your attempts, paid when the episode ends. After an attempt "
+                "you see how the public tests went and nothing of the hidden ones (they are run "
+                "when the episode ends); an attempt that passes every public test ends the "
+                f"episode, else you may try again ({self.max_turns} attempts in all). Do not use "
+                "'||' in your code."
+            )
         if self.feedback == "public":
             return (
                 "Complete the Python function shown. Reply with the whole function as Python "
@@ -454,10 +515,12 @@ class CodeExecEnv(TextEnv):
         self._best_passed = 0
         self._solved = False
         self._feedback = None
+        self._attempts = []
+        self._public_passed = False
         self.last_grade = None
         plan = plan_checks(self.problem)
         total = len(plan.tests)
-        if self.feedback == "public":
+        if self.feedback in SPLIT_FEEDBACK:
             self._public, self._hidden = split_plan(plan)
         else:
             self._public, self._hidden = (), range(total)
@@ -480,18 +543,22 @@ class CodeExecEnv(TextEnv):
     def _action_name(self, action: str) -> str:
         return f"code ({len(action)} chars)"
 
-    def _apply_action(self, action: str) -> ActionOutcome:
-        limits = {
+    def _limits(self) -> dict[str, Any]:
+        return {
             "timeout_s": self.timeout_s,
             "memory_mb": self.memory_mb,
             "per_test_timeout_s": self.per_test_timeout_s,
         }
-        if self.feedback == "public":  # two runs: no text of the hidden one is ever shown
+
+    def _apply_action(self, action: str) -> ActionOutcome:
+        if self.feedback == "public_final":
+            return self._apply_public(action)
+        if self.feedback == "public":  # v2: two runs at once, no text of the hidden one shown
             result = grade_split(
-                self._runner(), self.problem, action, self._public, self._hidden, **limits
+                self._runner(), self.problem, action, self._public, self._hidden, **self._limits()
             )
         else:  # every test is hidden and reported on as the feedback says: one run
-            result = grade(self._runner(), self.problem, action, **limits)
+            result = grade(self._runner(), self.problem, action, **self._limits())
         self.last_grade = result
         failed = set(result.failed_tests)
         passed = sum(i not in failed for i in self._hidden)  # every test unless "public"
@@ -502,7 +569,7 @@ class CodeExecEnv(TextEnv):
         solved = passed == len(self._hidden)
         self._solved = self._solved or solved
         self._feedback = (
-            self._describe_public(result, solved)
+            self._describe_hidden_bit(result, solved)
             if self.feedback == "public"
             else self._describe(result)
         )
@@ -524,6 +591,49 @@ class CodeExecEnv(TextEnv):
             reward = 0.0
         return ActionOutcome(reward=reward, effective=True, terminated=solved, info=info)
 
+    def _apply_public(self, action: str) -> ActionOutcome:
+        """An attempt of ``feedback="public_final"``: its public run only (its texts are the
+        feedback); the hidden runs wait for the episode's last step (:meth:`_judge_hidden`).
+        Passing every public test (without an error: a problem with none needs only its module
+        code to load) ends the episode."""
+        result = grade_public(
+            self._runner(), self.problem, action, self._public, self._hidden, **self._limits()
+        )
+        self.last_grade = result
+        if action not in self._attempts:
+            self._attempts.append(action)
+        self._public_passed = result.error is None and not result.failed_tests
+        self._feedback = self._describe_public(result)
+        info: dict[str, Any] = {
+            "grade_error": result.error,
+            "public_tests_passed": result.passed,
+            "public_tests_total": result.total,
+        }
+        return ActionOutcome(reward=0.0, effective=True, terminated=self._public_passed, info=info)
+
+    def _judge_hidden(self) -> None:
+        """The episode's hidden runs, one per distinct graded answer, after its last public run:
+        the best attempt's fraction of hidden tests passed (its only product, with whether every
+        hidden test passed: no text of these runs is kept)."""
+        attempts, self._attempts = self._attempts, []
+        for code in attempts:
+            passed = len(
+                grade_hidden(
+                    self._runner(),
+                    self.problem,
+                    code,
+                    self._public,
+                    self._hidden,
+                    **self._limits(),
+                )
+            )
+            fraction = passed / len(self._hidden)
+            if fraction > self._best:
+                self._best, self._best_passed = fraction, passed
+            self._solved = self._solved or passed == len(self._hidden)
+            if self._solved:
+                break  # no later attempt can do better
+
     def _best_info(self) -> dict[str, Any]:
         return {
             "tests_passed": self._best_passed,
@@ -532,19 +642,26 @@ class CodeExecEnv(TextEnv):
         }
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """:meth:`TextEnv.step`; with ``feedback="public"`` or ``"pass_fail"`` the episode's last
-        step also pays the best partial pass fraction (module docstring). An answer that is no
-        action has its reason in ``info["invalid_reason"]`` (:func:`_code_or_reason`: over
-        :data:`MAX_ANSWER_CHARS`, does not parse, does not define the function)."""
+        """:meth:`TextEnv.step`; with ``feedback="public_final"``, ``"public"`` or ``"pass_fail"``
+        the episode's last step also pays the best partial pass fraction (module docstring). An
+        answer that is no action has its reason in ``info["invalid_reason"]``
+        (:func:`_code_or_reason`: over :data:`MAX_ANSWER_CHARS`, does not parse, does not define
+        the function)."""
         self._invalid_reasons = []
         observation, reward, terminated, truncated, info = super().step(action)
+        if self.feedback == "public_final" and (terminated or truncated):
+            self._judge_hidden()  # every public run of the episode is over
+            info.update(all_tests_passed=self._solved, success=self._success())
         reason = info.get("invalid_reason")
         if self._invalid_reasons and isinstance(reason, str):
             if reason.startswith("unrecognised action"):
                 info["invalid_reason"] = "unrecognised action(s): " + "; ".join(
                     self._invalid_reasons
                 )
-        if self.feedback != "counts" and (terminated or truncated) and not self._solved:
+        if self.feedback == "public_final" and (terminated or truncated):
+            reward += self._best
+            info.update(self._best_info())
+        elif self.feedback != "counts" and (terminated or truncated) and not self._solved:
             reward += self._best
             info.update(self._best_info())
         return observation, reward, terminated, truncated, info
@@ -571,8 +688,27 @@ class CodeExecEnv(TextEnv):
             lines.append(f"... and {len(failed) - 5} more failing tests.")
         return self._cut("\n".join(lines))
 
-    def _describe_public(self, result: GradeResult, solved: bool) -> str:
-        """Feedback of ``feedback="public"``: whether every hidden test passed (nothing else of
+    def _describe_public(self, result: GradeResult) -> str:
+        """Feedback of ``feedback="public_final"``: the public run's error, if any, and test by
+        test how the public tests went, with what their calls returned (their expected values
+        are shown already). Nothing of the hidden tests: they run on the episode's last step,
+        after its public run."""
+        if self._public_passed and self._public:
+            lines = [f"Attempt {self.turn}: every public test passed."]
+        elif self._public_passed:
+            lines = [f"Attempt {self.turn}: your code ran (this problem has no public tests)."]
+        elif self._public:
+            lines = [f"Attempt {self.turn}: not every public test passed."]
+        else:
+            lines = [f"Attempt {self.turn}: your code could not be called."]
+        if result.error:
+            lines.append(f"Error: {result.error}")
+        if self._public:
+            lines += self._public_lines(result, list(result.failed_tests))
+        return self._cut("\n".join(lines))
+
+    def _describe_hidden_bit(self, result: GradeResult, solved: bool) -> str:
+        """Feedback of ``feedback="public"`` (v2): whether every hidden test passed (nothing else of
         them: not how many, not which, not how their calls went) and, test by test, how the public
         tests went, with what their calls returned (their expected values are shown already)."""
         if solved:
@@ -582,21 +718,24 @@ class CodeExecEnv(TextEnv):
         if result.error:
             lines.append(f"Error: {result.error}")
         if self._public:
-            failed = [i for i in result.failed_tests if i in self._public]
-            lines.append(
-                f"Public tests: {len(self._public) - len(failed)}/{len(self._public)} passed."
+            lines += self._public_lines(
+                result, [i for i in result.failed_tests if i in self._public]
             )
-            plan = plan_checks(self.problem)
-            for i in failed[:5]:
-                got = [
-                    self._call_result(plan, k, result)
-                    for k, test in enumerate(plan.test_of_call)
-                    if test == i
-                ][:3]
-                lines.append(
-                    f"Failed public test: {_one_line(plan.tests[i], 300)} -> {'; '.join(got)}"
-                )
         return self._cut("\n".join(lines))
+
+    def _public_lines(self, result: GradeResult, failed: list[int]) -> list[str]:
+        """The public tests' lines of a feedback: how many passed, then up to five that failed,
+        each with what its calls returned (their expected values are shown already)."""
+        lines = [f"Public tests: {len(self._public) - len(failed)}/{len(self._public)} passed."]
+        plan = plan_checks(self.problem)
+        for i in failed[:5]:
+            got = [
+                self._call_result(plan, k, result)
+                for k, test in enumerate(plan.test_of_call)
+                if test == i
+            ][:3]
+            lines.append(f"Failed public test: {_one_line(plan.tests[i], 300)} -> {'; '.join(got)}")
+        return lines
 
     def _cut(self, text: str) -> str:
         """``text`` cut to ``feedback_chars``, marked ``[truncated]`` where cut."""
@@ -620,7 +759,7 @@ class CodeExecEnv(TextEnv):
 
     def _render_state(self) -> str:
         text = f"```python\n{self.problem.prompt}```"
-        if self.feedback == "public":
+        if self.feedback in SPLIT_FEEDBACK:
             if self._public:
                 tests = plan_checks(self.problem).tests
                 shown = "\n".join(_one_line(tests[i], 300) for i in self._public)

@@ -27,9 +27,11 @@ three steps:
    cannot shift a later test's draws).
    Running the check with a *recording* candidate gives the list of calls: their arguments, as
    plain data (:mod:`agentgym.envs.code_exec_channel`).
-2. **Compute** (sandbox, one run; :func:`grade_split`, for tests split into public and hidden
-   ones, two: a public run given the public tests' calls only, whose texts may be shown, and a
-   hidden run given the hidden tests' calls, of which only pass or fail per test is kept): a
+2. **Compute** (sandbox, one run; for tests split into public and hidden ones, two: a public
+   run given the public tests' calls only, whose texts may be shown, :func:`grade_public`, and a
+   hidden run given the hidden tests' calls, of which only pass or fail per test is kept,
+   :func:`grade_hidden`; CodeExec-v3 makes every hidden run after the episode's last public
+   run, :func:`grade_split`, which CodeExec-v2 calls per attempt, makes both at once): a
    small harness executes the prompt and the answer, then calls the answer's function on each
    recorded argument list (``SIGALRM`` limits each call to ``per_test_timeout_s``) and writes
    each result back over the typed channel, one line per call. Neither the expected values nor
@@ -95,6 +97,8 @@ __all__ = [
     "grade",
     "grade_batch",
     "grade_split",
+    "grade_public",
+    "grade_hidden",
     "HIDDEN_FAILED",
     "HIDDEN_CALL",
     "MalformedReport",
@@ -913,6 +917,107 @@ HIDDEN_FAILED = "failed (a hidden test: how is not shown)"
 HIDDEN_CALL: tuple[bool, Any] = (False, "a hidden test's call: not shown")
 
 
+def _split_calls(
+    problem: CodeProblem, public: Sequence[int], hidden: Sequence[int]
+) -> tuple[Any, set[int], set[int]]:
+    """``(plan, public set, hidden set)``, checked to split the problem's tests.
+
+    Raises:
+        ValueError: ``public`` and ``hidden`` do not split the tests.
+    """
+    plan = plan_checks(problem)
+    public_set, hidden_set = set(public), set(hidden)
+    everything = set(range(len(plan.tests)))
+    if public_set & hidden_set or public_set | hidden_set != everything:
+        raise ValueError(
+            f"public {sorted(public_set)} and hidden {sorted(hidden_set)} do not split "
+            f"the {len(plan.tests)} tests"
+        )
+    return plan, public_set, hidden_set
+
+
+def grade_public(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    public: Sequence[int],
+    hidden: Sequence[int],
+    *,
+    timeout_s: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    per_test_timeout_s: float = 5.0,
+) -> GradeResult:
+    """The *public run* of ``code`` (one sandbox run): its spec holds the public tests' calls
+    only, so nothing in its sandbox holds a hidden call and its texts, which the answer controls,
+    may be shown: what each call returned or raised, its module code's error, the last line of
+    its stderr when it ended early.
+
+    Args:
+        runner, problem, code, timeout_s, memory_mb, per_test_timeout_s: as :func:`grade`.
+        public: indices (in :attr:`CheckPlan.tests`) of the public tests; may be empty.
+        hidden: indices of the hidden tests (not run); together with ``public`` every test, once.
+
+    Returns:
+        A :class:`GradeResult` of the public tests: ``passed`` of ``total = len(public)`` (which
+        may be 0), ``failures`` and ``failed_tests`` the failing public tests', ``error`` the
+        run's (``None`` when it ran every public call), ``outcomes`` over every planned call
+        with :data:`HIDDEN_CALL` for each hidden test's call.
+
+    Raises:
+        ValueError: ``public`` and ``hidden`` do not split the tests.
+        UnsupportedCheck, SandboxError: as :func:`grade`.
+    """
+    plan, public_set, _ = _split_calls(problem, public, hidden)
+    public_calls = [k for k, t in enumerate(plan.test_of_call) if t in public_set]
+    limits = _Limits(timeout_s, memory_mb, per_test_timeout_s)
+    outcomes, error, public_failed = _public_outcomes(runner, problem, code, public_calls, limits)
+    reasons = {i: why for i, why in public_failed if i in public_set}
+    failed = sorted(reasons)
+    public_call = set(public_calls)
+    shown = tuple(
+        outcomes.get(k, (False, "not run")) if k in public_call else HIDDEN_CALL
+        for k in range(len(plan.calls))
+    )
+    failures = tuple((plan.tests[i], reasons[i]) for i in failed)
+    return GradeResult(
+        len(public_set) - len(failed), len(public_set), failures, error, tuple(failed), shown
+    )
+
+
+def grade_hidden(
+    runner: Any,
+    problem: CodeProblem,
+    code: str,
+    public: Sequence[int],
+    hidden: Sequence[int],
+    *,
+    timeout_s: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    per_test_timeout_s: float = 5.0,
+) -> tuple[int, ...]:
+    """The *hidden run* of ``code`` (one sandbox run): its spec holds the hidden tests' calls
+    only, and from it the host keeps one bit per hidden test, passed or not
+    (:func:`_hidden_verdicts`): no message, no stderr, no returned value, no exit status, no
+    report error. A hidden run that raised, timed out, ran out of memory, exited or corrupted
+    its report fails the hidden tests it did not answer, silently.
+
+    Args: as :func:`grade_public`.
+
+    Returns:
+        The hidden tests that passed (indices, ascending).
+
+    Raises:
+        ValueError: ``public`` and ``hidden`` do not split the tests.
+        UnsupportedCheck, SandboxError: as :func:`grade` (a SandboxError quotes nothing of the
+            run's stderr).
+    """
+    plan, _, hidden_set = _split_calls(problem, public, hidden)
+    hidden_calls = [k for k, t in enumerate(plan.test_of_call) if t in hidden_set]
+    limits = _Limits(timeout_s, memory_mb, per_test_timeout_s)
+    bits = _hidden_verdicts(runner, problem, code, hidden_calls, sorted(hidden_set), limits)
+    return tuple(i for i in sorted(hidden_set) if bits.get(i, False))
+
+
 def grade_split(
     runner: Any,
     problem: CodeProblem,
@@ -925,21 +1030,18 @@ def grade_split(
     per_test_timeout_s: float = 5.0,
 ) -> GradeResult:
     """Grade ``code`` on a problem whose tests are split into public and hidden ones: TWO sandbox
-    runs, so that no text of a run that had the hidden tests' calls can reach the agent.
+    runs, :func:`grade_public` then :func:`grade_hidden`, so that no text of a run that had the
+    hidden tests' calls can reach the agent.
 
-    1. The *public run* gets a spec with the public tests' calls only (and runs first). Its
-       texts, which the answer controls, may be shown: what each call returned or raised, its
-       module code's error, the last line of its stderr when it ended early. Nothing in its
-       sandbox holds a hidden call, so no text of it can quote one.
-    2. The *hidden run* gets a spec with the hidden tests' calls only, and from it the host keeps
-       one bit per hidden test, passed or not (:func:`_hidden_verdicts`): no message, no stderr,
-       no returned value, no exit status, no report error. A hidden run that raised, timed out,
-       ran out of memory, exited or corrupted its report fails the hidden tests it did not
-       answer, silently.
+    CodeExec-v2 (``feedback="public"``) calls this per attempt. CodeExec-v3
+    (``"public_final"``) does not: an episode makes its public runs as it goes and every hidden
+    run only after the episode's last public run (a hidden run can leave state in the shared
+    kernel or container, e.g. a cgroup's memory high-water mark or a kernel-wide inode counter,
+    that a LATER run in the same sandbox could read and quote: v2 keeps that channel).
 
     The two runs are separate processes (under Docker: separate execs in the episode's
-    container, which the sandbox empties between runs), so the answer's state does not carry
-    from one to the other: a call counter restarts at the hidden run.
+    container, which the sandbox empties between runs), so the answer's state in the
+    interpreter does not carry from one to the other: a call counter restarts at the hidden run.
 
     Args:
         runner, problem, code, timeout_s, memory_mb, per_test_timeout_s: as :func:`grade`;
@@ -958,36 +1060,25 @@ def grade_split(
         UnsupportedCheck, SandboxError: as :func:`grade` (the hidden run's SandboxError quotes
             nothing of its stderr).
     """
-    plan = plan_checks(problem)
-    public_set, hidden_set = set(public), set(hidden)
-    everything = set(range(len(plan.tests)))
-    if public_set & hidden_set or public_set | hidden_set != everything:
-        raise ValueError(
-            f"public {sorted(public_set)} and hidden {sorted(hidden_set)} do not split "
-            f"the {len(plan.tests)} tests"
-        )
-    public_calls = [k for k, t in enumerate(plan.test_of_call) if t in public_set]
-    hidden_calls = [k for k, t in enumerate(plan.test_of_call) if t in hidden_set]
-    limits = _Limits(timeout_s, memory_mb, per_test_timeout_s)
+    limits = {
+        "timeout_s": timeout_s,
+        "memory_mb": memory_mb,
+        "per_test_timeout_s": per_test_timeout_s,
+    }
+    plan, _, hidden_set = _split_calls(problem, public, hidden)
     # the public run first: nothing of the hidden run has run in the sandbox before it
-    outcomes, error, public_failed = _public_outcomes(runner, problem, code, public_calls, limits)
-    bits = _hidden_verdicts(runner, problem, code, hidden_calls, sorted(hidden_set), limits)
-    failed = sorted(
-        {i for i, _ in public_failed if i in public_set}
-        | {i for i in hidden_set if not bits.get(i, False)}
-    )
-    reasons = dict(public_failed)
-    failures = tuple(
-        (plan.tests[i], reasons.get(i, "not run") if i in public_set else HIDDEN_FAILED)
-        for i in failed
-    )
-    public_call = set(public_calls)
-    shown = tuple(
-        outcomes.get(k, (False, "not run")) if k in public_call else HIDDEN_CALL
-        for k in range(len(plan.calls))
-    )
+    shown = grade_public(runner, problem, code, public, hidden, **limits)
+    passed = set(grade_hidden(runner, problem, code, public, hidden, **limits))
+    failed = sorted(set(shown.failed_tests) | (hidden_set - passed))
+    reasons = dict(zip(shown.failed_tests, (why for _, why in shown.failures), strict=True))
+    failures = tuple((plan.tests[i], reasons.get(i, HIDDEN_FAILED)) for i in failed)
     return GradeResult(
-        len(plan.tests) - len(failed), len(plan.tests), failures, error, tuple(failed), shown
+        len(plan.tests) - len(failed),
+        len(plan.tests),
+        failures,
+        shown.error,
+        tuple(failed),
+        shown.outcomes,
     )
 
 

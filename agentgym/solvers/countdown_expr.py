@@ -37,6 +37,7 @@ from fractions import Fraction
 __all__ = [
     "ExpressionResult",
     "parse_expression",
+    "canonical_expression",
     "uses_given_numbers",
     "join_expression",
     "PRECEDENCE",
@@ -107,14 +108,13 @@ def _tokenize(text: str) -> list[str]:
     return tokens
 
 
-class _Parser:
-    """Recursive descent over a token list; recursion depth is bounded by ``max_depth``."""
+class _Cursor:
+    """A position in a token list, for the recursive-descent parsers below."""
 
     def __init__(self, tokens: list[str], max_depth: int):
         self.tokens = tokens
         self.pos = 0
         self.max_depth = max_depth
-        self.numbers: list[int] = []
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -123,6 +123,14 @@ class _Parser:
         token = self.peek()
         self.pos += 1
         return token
+
+
+class _Parser(_Cursor):
+    """Recursive descent over a token list; recursion depth is bounded by ``max_depth``."""
+
+    def __init__(self, tokens: list[str], max_depth: int):
+        super().__init__(tokens, max_depth)
+        self.numbers: list[int] = []
 
     def expression(self, depth: int) -> Fraction:
         return self._chain(depth, self.term, ("+", "-"))
@@ -215,6 +223,107 @@ def parse_expression(
     except _ParseError as error:
         return ExpressionResult(expression, None, (), claimed, str(error))
     return ExpressionResult(expression, value, tuple(parser.numbers), claimed, None)
+
+
+#: A unary minus binds tighter than ``*`` and ``/`` and looser than a literal or a group.
+_UNARY_PRECEDENCE = 2.5
+
+# A parsed expression as a tree: ("n", int), ("neg", node) or (op, left, right).
+_Node = tuple
+
+
+class _TreeParser(_Cursor):
+    """The grammar of :class:`_Parser`, building the tree instead of the value (no division
+    check: it is only run on text that already parsed with a value)."""
+
+    def chain(self, depth: int, operators: str) -> _Node:
+        operand = self.term if operators == "+-" else self.unary
+        node = operand(depth)
+        while (op := self.peek()) is not None and op in operators:
+            self.take()
+            node = (op, node, operand(depth))
+        return node
+
+    def expression(self, depth: int) -> _Node:
+        return self.chain(depth, "+-")
+
+    def term(self, depth: int) -> _Node:
+        return self.chain(depth, "*/")
+
+    def unary(self, depth: int) -> _Node:
+        negate = False
+        while self.peek() == "-":
+            self.take()
+            negate = not negate
+        node = self.primary(depth)
+        if not negate:
+            return node
+        # -(-x) is x: a negated group that is itself a negation cancels
+        return node[1] if node[0] == "neg" else ("neg", node)
+
+    def primary(self, depth: int) -> _Node:
+        token = self.take()
+        if token == "(":
+            if depth >= self.max_depth:
+                raise _ParseError(f"parentheses nested deeper than {self.max_depth}")
+            node = self.expression(depth + 1)
+            if self.take() != ")":
+                raise _ParseError("unbalanced parentheses: ')' expected")
+            return node
+        if token is not None and token.isdigit():
+            return ("n", int(token))
+        raise _ParseError("an operand was expected")
+
+
+def _print_tree(node: _Node) -> tuple[str, float]:
+    """``(text, precedence)`` of a tree, with the fewest parentheses that keep it
+    (:func:`join_expression`'s rule) and no spaces."""
+    if node[0] == "n":
+        return str(node[1]), ATOM_PRECEDENCE
+    if node[0] == "neg":
+        text, prec = _print_tree(node[1])
+        return "-" + (text if prec == ATOM_PRECEDENCE else f"({text})"), _UNARY_PRECEDENCE
+    op, left, right = node
+    left_text, left_prec = _print_tree(left)
+    right_text, right_prec = _print_tree(right)
+    prec = PRECEDENCE[op]
+    if left_prec < prec:
+        left_text = f"({left_text})"
+    if right_prec < prec or (right_prec == prec and op in "-/"):
+        right_text = f"({right_text})"
+    return f"{left_text}{op}{right_text}", prec
+
+
+def canonical_expression(
+    text: str, *, max_length: int = MAX_LENGTH, max_depth: int = MAX_DEPTH
+) -> str | None:
+    """One spelling of the expression :func:`parse_expression` reads in ``text`` (the part left
+    of ``=``): no spaces, integers without leading zeros, double minus signs cancelled, and only
+    the parentheses the operators' precedence needs (``join_expression``'s rule, under which a
+    right operand of ``+`` or ``*`` needs none: ``a + (b - c)`` is ``a+b-c``, with the same exact
+    value). Two texts with one canonical expression use the same numbers and have the same
+    value. ``None`` for text that is not an expression (bounded like :func:`parse_expression`;
+    never raises).
+
+    Example:
+        >>> canonical_expression(" 52  -   ( 86  +  27  -  64 ) = 3")
+        '52-(86+27-64)'
+        >>> canonical_expression("((007)) * --(2 + 3)")
+        '7*(2+3)'
+    """
+    if not isinstance(text, str) or len(text) > max_length:
+        return None
+    try:
+        tokens = _tokenize(text.partition("=")[0])
+        if not tokens:
+            return None
+        parser = _TreeParser(tokens, max_depth)
+        tree = parser.expression(0)
+        if parser.pos < len(tokens):
+            return None
+        return _print_tree(tree)[0]
+    except _ParseError:
+        return None
 
 
 def uses_given_numbers(used: Iterable[int], given: Iterable[int]) -> bool:
