@@ -641,10 +641,8 @@ def test_committed_baselines_replay(tmp_path: Path) -> None:
     # a nondeterministic id has no leaderboard (verify.check_consistency refuses it)
     envs = [e for e, entry in agentgym.registered_envs().items() if not entry.nondeterministic]
     smollm2 = "SmolLM2-135M-Instruct zero-shot (greedy)"
-    # CodeExec-v3's SmolLM2 bundles are not made yet (docs/environments.md says so)
-    pending = {(smollm2, "agentgym/CodeExec-v3"), (smollm2, "agentgym/CodeExecGenerated-v3")}
     for agent, what in (("random", "random"), ("oracle", "oracle"), (smollm2, "smollm2")):
-        missing = [e for e in envs if (agent, e) not in covered | pending]
+        missing = [e for e in envs if (agent, e) not in covered]
         assert not missing, f"no {agent} baseline for {missing}: run make_baselines.sh {what}"
 
 
