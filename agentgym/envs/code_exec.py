@@ -338,6 +338,16 @@ def _one_line(text: str, limit: int) -> str:
 # ----------------------------------------------------------------------------- the environment
 
 
+#: The instructions' opening with a public/hidden split (v2 and v3): what to write and what pays.
+_SPLIT_INSTRUCTIONS = (
+    "Complete the Python function shown. Reply with the whole function as Python "
+    "source (the def line, and any imports or helpers it needs), optionally in a "
+    "```python fenced block. The public tests shown say what is expected (candidate "
+    "is your function); hidden tests decide your reward: the best fraction of hidden "
+    "tests passed over your attempts, paid when the episode ends. After an attempt "
+)
+
+
 class CodeExecEnv(TextEnv):
     """Write a Python function that passes hidden tests (module docstring).
 
@@ -467,24 +477,14 @@ class CodeExecEnv(TextEnv):
     @property
     def instructions_text(self) -> str:
         if self.feedback == "public_final":
-            return (
-                "Complete the Python function shown. Reply with the whole function as Python "
-                "source (the def line, and any imports or helpers it needs), optionally in a "
-                "```python fenced block. The public tests shown say what is expected (candidate "
-                "is your function); hidden tests decide your reward: the best fraction of hidden "
-                "tests passed over your attempts, paid when the episode ends. After an attempt "
+            return _SPLIT_INSTRUCTIONS + (
                 "you see how the public tests went and nothing of the hidden ones (they are run "
                 "when the episode ends); an attempt that passes every public test ends the "
                 f"episode, else you may try again ({self.max_turns} attempts in all). Do not use "
                 "'||' in your code."
             )
         if self.feedback == "public":
-            return (
-                "Complete the Python function shown. Reply with the whole function as Python "
-                "source (the def line, and any imports or helpers it needs), optionally in a "
-                "```python fenced block. The public tests shown say what is expected (candidate "
-                "is your function); hidden tests decide your reward: the best fraction of hidden "
-                "tests passed over your attempts, paid when the episode ends. After an attempt "
+            return _SPLIT_INSTRUCTIONS + (
                 "you see how the public tests went and only whether every hidden test passed; "
                 f"you may try again ({self.max_turns} attempts in all). Do not use '||' in your "
                 "code."
